@@ -1,0 +1,227 @@
+//! The public event schema: everything a trial records, in the order it
+//! happened. The trace crate turns these into Parquet rows; `tack exec --json`
+//! (later) streams them as JSON lines. Keep this file the one place where the
+//! schema is defined.
+
+use crate::{Message, StopReason, TrialOutcome, Usage};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One event of a trial's stream. The sink numbers events in arrival order;
+/// that number is the event's sequence number in the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    TrialStarted(TrialStarted),
+    /// A message appended to the conversation. Each message is recorded once;
+    /// model calls refer to the messages they were sent by index range.
+    Message {
+        index: u32,
+        message: Message,
+    },
+    ModelCall(ModelCallRecord),
+    ToolCall(ToolCallRecord),
+    Check(CheckRecord),
+    TrialFinished(TrialFinished),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialStarted {
+    pub run_id: String,
+    pub trial_id: String,
+    pub variant: String,
+    pub task: String,
+    pub trial_index: u32,
+    pub seed: u64,
+    /// The model id the variant names, e.g. `sim` or `openai:gpt-4o`.
+    pub model: String,
+    pub started_at_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpanStatus {
+    Ok,
+    Error,
+}
+
+impl SpanStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpanStatus::Ok => "ok",
+            SpanStatus::Error => "error",
+        }
+    }
+}
+
+/// One request to the model and its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCallRecord {
+    pub span_id: u32,
+    /// 1-based step of the agent loop this call belongs to.
+    pub step: u32,
+    pub provider: String,
+    pub request_model: String,
+    pub response_model: String,
+    pub started_at_ms: i64,
+    pub duration_ms: u64,
+    pub finish_reason: Option<String>,
+    pub usage: Usage,
+    /// Cost in US dollars; `None` when the model has no price (never 0 for
+    /// "unknown").
+    pub cost_usd: Option<f64>,
+    /// The request carried the conversation's messages `[messages_from, messages_to)`.
+    pub messages_from: u32,
+    pub messages_to: u32,
+    /// 1 for the first attempt; retries count up.
+    pub attempt: u32,
+    pub status: SpanStatus,
+    pub error: Option<String>,
+}
+
+/// Why a tool call did not run as asked. Each kind becomes a readable error
+/// result for the model, and the run goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorKind {
+    /// The arguments were not valid JSON.
+    InvalidJson,
+    /// No tool of that name is available.
+    UnknownTool,
+    /// Valid JSON that does not fit the tool's schema.
+    InvalidArguments,
+    /// The model's output limit cut the call off.
+    TruncatedCall,
+    /// The tool ran and failed (file not found, no match to replace, …).
+    ExecutionFailed,
+    /// The tool itself crashed; tack caught it.
+    Panicked,
+    /// The command outlived its timeout and was killed.
+    Timeout,
+}
+
+impl ToolErrorKind {
+    pub const ALL: [ToolErrorKind; 7] = [
+        ToolErrorKind::InvalidJson,
+        ToolErrorKind::UnknownTool,
+        ToolErrorKind::InvalidArguments,
+        ToolErrorKind::TruncatedCall,
+        ToolErrorKind::ExecutionFailed,
+        ToolErrorKind::Panicked,
+        ToolErrorKind::Timeout,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolErrorKind::InvalidJson => "invalid_json",
+            ToolErrorKind::UnknownTool => "unknown_tool",
+            ToolErrorKind::InvalidArguments => "invalid_arguments",
+            ToolErrorKind::TruncatedCall => "truncated_call",
+            ToolErrorKind::ExecutionFailed => "execution_failed",
+            ToolErrorKind::Panicked => "panicked",
+            ToolErrorKind::Timeout => "timeout",
+        }
+    }
+}
+
+impl fmt::Display for ToolErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One tool call: what the model asked, what ran, and what the model was shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    pub span_id: u32,
+    /// The model call that asked for this tool.
+    pub parent_span_id: u32,
+    pub step: u32,
+    pub call_id: String,
+    pub tool_name: String,
+    /// The arguments exactly as the model wrote them.
+    pub arguments: String,
+    /// The text the model was shown, after the harness's result view.
+    pub result: String,
+    pub exit_code: Option<i32>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    /// Output was cut at the harness's cap.
+    pub truncated: bool,
+    pub started_at_ms: i64,
+    pub duration_ms: u64,
+    pub status: SpanStatus,
+    pub error_kind: Option<ToolErrorKind>,
+}
+
+/// One hidden check run after the agent stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckRecord {
+    pub span_id: u32,
+    pub name: String,
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub passed: bool,
+    /// Combined stdout and stderr, capped.
+    pub output: String,
+    pub started_at_ms: i64,
+    pub duration_ms: u64,
+}
+
+/// The trial's totals, recorded last.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialFinished {
+    pub outcome: TrialOutcome,
+    pub stop_reason: StopReason,
+    /// Model calls made by the agent loop.
+    pub steps: u32,
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    /// Model-call attempts beyond the first.
+    pub retries: u32,
+    /// Human or approver decisions the trial waited for.
+    pub interventions: u32,
+    /// Tool calls that ended in an error result.
+    pub tool_errors: u32,
+    pub checks_passed: Option<bool>,
+    pub duration_ms: u64,
+    pub finished_at_ms: i64,
+    /// What went wrong, for error outcomes.
+    pub error: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct SinkError(pub String);
+
+impl fmt::Display for SinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "could not record event: {}", self.0)
+    }
+}
+
+impl std::error::Error for SinkError {}
+
+impl From<std::io::Error> for SinkError {
+    fn from(error: std::io::Error) -> Self {
+        SinkError(error.to_string())
+    }
+}
+
+/// Where a trial's events go. Recording must not silently drop data: a sink
+/// that cannot write says so, and the harness stops the trial.
+pub trait EventSink: Send {
+    fn record(&mut self, event: Event) -> Result<(), SinkError>;
+}
+
+/// Keeps events in memory, for tests and for callers that stream them later.
+#[derive(Debug, Default)]
+pub struct VecSink {
+    pub events: Vec<Event>,
+}
+
+impl EventSink for VecSink {
+    fn record(&mut self, event: Event) -> Result<(), SinkError> {
+        self.events.push(event);
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! The vocabulary every tack crate speaks: conversation messages, tool calls,
+//! token usage, stop reasons, trial outcomes and the ordered event stream that
+//! the harness emits and the trace stores.
+//!
+//! This crate has no heavy dependencies on purpose: the harness, the providers
+//! and the trace writer all build on it.
+
+mod config;
+mod event;
+mod message;
+mod outcome;
+mod solution;
+mod usage;
+
+pub use config::{DEFAULT_SYSTEM_PROMPT, HarnessConfig, ResultView};
+pub use event::{
+    CheckRecord, Event, EventSink, ModelCallRecord, SinkError, SpanStatus, ToolCallRecord,
+    ToolErrorKind, TrialFinished, TrialStarted, VecSink,
+};
+pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
+pub use outcome::{StopReason, TrialOutcome};
+pub use solution::{Edit, Solution};
+pub use usage::Usage;
