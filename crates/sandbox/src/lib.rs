@@ -1,0 +1,209 @@
+//! Running the agent's shell commands: `bash -c` in its own process group,
+//! with a scrubbed environment, a timeout that kills the whole group, and
+//! output capped with a marker. Every command ends with its process group
+//! killed, so nothing it started in the background outlives it.
+//!
+//! Kernel confinement (Landlock, seccomp, namespaces) builds on this runner.
+
+mod capture;
+mod environment;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+
+pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct CommandSpec<'a> {
+    /// A bash script, run as `bash -c <script>`.
+    pub script: &'a str,
+    pub cwd: &'a Path,
+    /// Extra variables, on top of the scrubbed base environment.
+    pub env: &'a [(String, String)],
+    pub timeout: Duration,
+    /// Bytes kept of each of stdout and stderr; the rest is counted, not kept.
+    pub output_limit: usize,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutput {
+    /// `None` when the command was killed by a signal.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub timed_out: bool,
+    pub duration: Duration,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    pub fn truncated(&self) -> bool {
+        self.stdout_truncated || self.stderr_truncated
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("could not start `bash` in {cwd}: {source}. Is bash installed and the directory present?")]
+    Spawn {
+        cwd: String,
+        source: std::io::Error,
+    },
+    #[error("lost the command's output: {0}")]
+    Output(std::io::Error),
+}
+
+/// Runs one command to completion (or timeout) and returns what it did.
+pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
+    let started = Instant::now();
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(spec.script)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .envs(scrubbed_environment())
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|source| SandboxError::Spawn {
+        cwd: spec.cwd.display().to_string(),
+        source,
+    })?;
+    let group = child.id();
+    let stdout = capture::spawn_reader(child.stdout.take(), spec.output_limit);
+    let stderr = capture::spawn_reader(child.stderr.take(), spec.output_limit);
+
+    let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
+        Ok(status) => (Some(status.map_err(SandboxError::Output)?), false),
+        Err(_elapsed) => (None, true),
+    };
+    // Kill the whole group: on timeout the command itself, and in every case
+    // whatever it left running in the background (which would otherwise hold
+    // the output pipes open and outlive the trial).
+    if let Some(group) = group {
+        kill_process_group(group);
+    }
+    let status = match status {
+        Some(status) => status,
+        None => child.wait().await.map_err(SandboxError::Output)?,
+    };
+    let stdout = capture::finish(stdout).await?;
+    let stderr = capture::finish(stderr).await?;
+
+    use std::os::unix::process::ExitStatusExt;
+    Ok(CommandOutput {
+        exit_code: if timed_out { None } else { status.code() },
+        signal: status.signal(),
+        stdout: stdout.text,
+        stderr: stderr.text,
+        stdout_truncated: stdout.truncated,
+        stderr_truncated: stderr.truncated,
+        timed_out,
+        duration: started.elapsed(),
+    })
+}
+
+#[allow(unsafe_code)]
+fn kill_process_group(group: u32) {
+    let Ok(group) = libc::pid_t::try_from(group) else {
+        return;
+    };
+    // SAFETY: killpg only sends a signal; the group id is the one we created
+    // with process_group(0) for this child, and ESRCH (already gone) is fine.
+    unsafe {
+        libc::killpg(group, libc::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(script: &'a str, cwd: &'a Path) -> CommandSpec<'a> {
+        CommandSpec {
+            script,
+            cwd,
+            env: &[],
+            timeout: Duration::from_secs(10),
+            output_limit: 1024,
+        }
+    }
+
+    #[tokio::test]
+    async fn keeps_exit_code_stdout_and_stderr_apart() {
+        let dir = std::env::temp_dir();
+        let out = run(&spec("echo out; echo err >&2; exit 3", &dir))
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(3));
+        assert_eq!(out.stdout, "out\n");
+        assert_eq!(out.stderr, "err\n");
+        assert!(!out.timed_out && !out.truncated());
+    }
+
+    #[tokio::test]
+    async fn caps_output_and_says_so() {
+        let dir = std::env::temp_dir();
+        let out = run(&spec("head -c 100000 /dev/zero | tr '\\0' x", &dir))
+            .await
+            .unwrap();
+        assert!(out.stdout_truncated);
+        assert_eq!(out.stdout.len(), 1024);
+        assert_eq!(out.exit_code, Some(0));
+    }
+
+    #[tokio::test]
+    async fn kills_the_whole_group_on_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("survivor");
+        let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
+        let mut s = spec(&script, dir.path());
+        s.timeout = Duration::from_millis(300);
+        let out = run(&s).await.unwrap();
+        assert!(out.timed_out);
+        assert_eq!(out.exit_code, None);
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(!marker.exists(), "a background child survived the timeout");
+    }
+
+    #[tokio::test]
+    async fn background_children_do_not_outlive_the_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("late");
+        let script = format!("(sleep 1; touch {}) & echo started", marker.display());
+        let out = run(&spec(&script, dir.path())).await.unwrap();
+        assert_eq!(out.stdout, "started\n");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!marker.exists());
+    }
+
+    #[tokio::test]
+    async fn secrets_do_not_reach_the_command() {
+        // SAFETY of the test: set_var is unsafe in edition 2024 because of
+        // other threads reading the environment; the variable is unique to it.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("TACK_TEST_SECRET_API_KEY", "sk-should-not-leak");
+        }
+        let dir = std::env::temp_dir();
+        let out = run(&spec("env", &dir)).await.unwrap();
+        assert!(!out.stdout.contains("sk-should-not-leak"));
+        assert!(out.stdout.contains("PATH="));
+    }
+
+}
