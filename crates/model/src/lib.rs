@@ -1,0 +1,63 @@
+//! Models: the trait the harness calls, and the built-in models that need no
+//! network — `oracle`, which applies a task's reference solution, and `sim`,
+//! a seeded simulated agent that works through the real tools.
+
+mod builtin;
+mod calls;
+mod oracle;
+mod sim;
+mod tokens;
+
+use async_trait::async_trait;
+use tack_protocol::{FinishReason, Message, ToolSpec, Usage};
+
+pub use builtin::{BuiltinModelError, TaskBrief, builtin_model, is_builtin_model};
+pub use oracle::OracleModel;
+pub use sim::{SimAgent, SimParams};
+pub use tokens::TokenCounter;
+
+/// What the harness sends: the conversation so far and the tools on offer.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// An assistant message, possibly with tool calls.
+    pub message: Message,
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+    pub response_model: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("could not reach the model: {0}")]
+    Transport(String),
+    #[error("the model API answered {status}: {message}")]
+    Api { status: u16, message: String },
+    #[error("the model's answer could not be read: {0}")]
+    InvalidResponse(String),
+}
+
+/// A model the harness can call. One instance serves one trial, so built-in
+/// models may keep per-trial state.
+#[async_trait]
+pub trait Model: Send {
+    /// `gen_ai.provider.name`, e.g. `openai`, or `tack` for built-in models.
+    fn provider(&self) -> &str;
+    /// The model id requested, e.g. `gpt-4o` or `sim`.
+    fn model_name(&self) -> &str;
+    async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+}
+
+/// Tool names the built-in models call. The harness's tool set uses the same.
+pub mod tool_names {
+    pub const BASH: &str = "bash";
+    pub const READ_FILE: &str = "read_file";
+    pub const WRITE_FILE: &str = "write_file";
+    pub const STR_REPLACE: &str = "str_replace";
+}

@@ -1,0 +1,334 @@
+//! A seeded simulated agent. It works like a careful junior engineer through
+//! the harness's real tools on the real files: looks around, reads the files
+//! the fix touches, runs the visible tests, makes an edit — the right one with
+//! probability `skill`, otherwise one of the task's plausible wrong fixes —,
+//! runs the tests again and reads what it is shown. When the result it sees
+//! shows a failure it reverts and tries again; when the harness hides the
+//! failure (stdout only, no exit code) it believes it is done. Now and then it
+//! writes a malformed tool call and repairs it after reading the error.
+//!
+//! Same seed, same trajectory (given the same tool results).
+
+use async_trait::async_trait;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tack_protocol::{Edit, FinishReason, Message, ToolCall};
+
+use crate::calls::{CallWriter, latest_results, offers};
+use crate::tool_names::{BASH, READ_FILE, STR_REPLACE};
+use crate::{Model, ModelError, ModelRequest, ModelResponse, TaskBrief};
+
+/// The simulated agent's character, set per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimParams {
+    /// Probability that a fix attempt is the correct one.
+    pub skill: f64,
+    /// Probability that a turn's tool call comes out malformed.
+    pub malformed_rate: f64,
+    /// Fix attempts before it gives up.
+    pub max_attempts: u32,
+}
+
+impl Default for SimParams {
+    fn default() -> Self {
+        SimParams {
+            skill: 0.7,
+            malformed_rate: 0.05,
+            max_attempts: 3,
+        }
+    }
+}
+
+impl SimParams {
+    /// Checks the parameters, naming the field that is off.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, value) in [("skill", self.skill), ("malformed_rate", self.malformed_rate)] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(format!("`{name}` must be between 0 and 1, got {value}"));
+            }
+        }
+        if self.max_attempts == 0 {
+            return Err("`max_attempts` must be at least 1".to_string());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Explore,
+    Read,
+    Baseline,
+    Fix,
+    Verify,
+    Judge,
+    Done,
+}
+
+/// Ways a simulated tool call goes wrong, mirroring what real models do.
+#[derive(Debug, Clone, Copy)]
+enum Malformation {
+    BrokenJson,
+    UnknownTool,
+    WrongType,
+    MissingField,
+    CutOff,
+}
+
+const MALFORMATIONS: [Malformation; 5] = [
+    Malformation::BrokenJson,
+    Malformation::UnknownTool,
+    Malformation::WrongType,
+    Malformation::MissingField,
+    Malformation::CutOff,
+];
+
+#[derive(Debug)]
+pub struct SimAgent {
+    brief: TaskBrief,
+    params: SimParams,
+    rng: ChaCha8Rng,
+    writer: CallWriter,
+    phase: Phase,
+    attempts: u32,
+    /// The wrong fix currently in the files, to revert before the next try.
+    applied_decoy: Option<Edit>,
+    /// Calls it meant to make when it wrote a malformed one instead.
+    intended: Option<Vec<ToolCall>>,
+}
+
+impl SimAgent {
+    pub fn new(brief: TaskBrief, params: SimParams, seed: u64) -> Self {
+        SimAgent {
+            brief,
+            params,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            writer: CallWriter::default(),
+            phase: Phase::Explore,
+            attempts: 0,
+            applied_decoy: None,
+            intended: None,
+        }
+    }
+
+    /// The next turn: some text and the tool calls it wants, or none when done.
+    fn next_turn(&mut self, messages: &[Message]) -> (String, Vec<ToolCall>) {
+        if let Some(intended) = self.intended.take() {
+            // The last call was malformed; the error says so. Write it properly.
+            return ("Sorry, that call was malformed. Retrying.".to_string(), intended);
+        }
+        loop {
+            match self.phase {
+                Phase::Explore => {
+                    self.phase = Phase::Read;
+                    let mut calls = vec![self.writer.bash("ls -la")];
+                    if self.rng.random_bool(0.5) {
+                        calls.push(self.writer.bash("grep -rn -i 'def \\|function\\|^[a-z_]*()' . | head -n 40"));
+                    }
+                    return ("Let me look at the project first.".to_string(), calls);
+                }
+                Phase::Read => {
+                    self.phase = if self.brief.test_command.is_some() {
+                        Phase::Baseline
+                    } else {
+                        Phase::Fix
+                    };
+                    let calls: Vec<_> = self
+                        .files_of_interest()
+                        .iter()
+                        .map(|path| self.writer.read_file(path))
+                        .collect();
+                    if !calls.is_empty() {
+                        return ("Reading the relevant code.".to_string(), calls);
+                    }
+                }
+                Phase::Baseline => {
+                    self.phase = Phase::Fix;
+                    return self.run_tests("Running the tests to see the failure.");
+                }
+                Phase::Fix => {
+                    self.phase = if self.brief.test_command.is_some() {
+                        Phase::Verify
+                    } else {
+                        Phase::Done
+                    };
+                    return self.attempt_fix();
+                }
+                Phase::Verify => {
+                    self.phase = Phase::Judge;
+                    return self.run_tests("Checking the fix.");
+                }
+                Phase::Judge => {
+                    if !sees_failure(messages) {
+                        self.phase = Phase::Done;
+                        continue;
+                    }
+                    if self.attempts >= self.params.max_attempts {
+                        return ("The tests still fail and I am out of ideas; stopping.".to_string(), vec![]);
+                    }
+                    self.phase = Phase::Verify;
+                    let (_, calls) = self.attempt_fix();
+                    return ("The tests still fail. Trying a different fix.".to_string(), calls);
+                }
+                Phase::Done => {
+                    return ("I fixed the bug; the tests pass.".to_string(), vec![]);
+                }
+            }
+        }
+    }
+
+    fn files_of_interest(&self) -> Vec<String> {
+        let solution = &self.brief.solution;
+        let mut paths: Vec<String> = Vec::new();
+        for edit in solution.edits.iter().chain(&solution.decoys) {
+            if !paths.contains(&edit.path) {
+                paths.push(edit.path.clone());
+            }
+        }
+        paths
+    }
+
+    fn run_tests(&mut self, why: &str) -> (String, Vec<ToolCall>) {
+        match self.brief.test_command.clone() {
+            Some(command) => (why.to_string(), vec![self.writer.bash(&command)]),
+            None => (why.to_string(), vec![]),
+        }
+    }
+
+    fn attempt_fix(&mut self) -> (String, Vec<ToolCall>) {
+        self.attempts += 1;
+        let mut calls = Vec::new();
+        if let Some(decoy) = self.applied_decoy.take() {
+            calls.push(self.writer.str_replace(&decoy.path, &decoy.new, &decoy.old));
+        }
+        let decoys = &self.brief.solution.decoys;
+        let correct = decoys.is_empty() || self.rng.random_bool(self.params.skill);
+        if correct {
+            for edit in self.brief.solution.edits.clone() {
+                calls.push(self.writer.str_replace(&edit.path, &edit.old, &edit.new));
+            }
+            if let Some(script) = self.brief.solution.script.clone() {
+                calls.push(self.writer.bash(&script));
+            }
+            ("I found the bug; fixing it.".to_string(), calls)
+        } else {
+            let decoy = decoys[self.rng.random_range(0..decoys.len())].clone();
+            calls.push(self.writer.str_replace(&decoy.path, &decoy.old, &decoy.new));
+            self.applied_decoy = Some(decoy);
+            ("I think I see the problem; fixing it.".to_string(), calls)
+        }
+    }
+
+    /// With probability `malformed_rate`, replaces the turn's calls by one
+    /// malformed call and remembers what was meant.
+    fn maybe_malform(&mut self, calls: Vec<ToolCall>) -> (Vec<ToolCall>, FinishReason) {
+        if calls.is_empty() || !self.rng.random_bool(self.params.malformed_rate) {
+            return (calls, FinishReason::ToolCalls);
+        }
+        let kind = MALFORMATIONS[self.rng.random_range(0..MALFORMATIONS.len())];
+        let first = &calls[0];
+        let (name, arguments, finish) = match kind {
+            Malformation::BrokenJson => {
+                let mut text = first.arguments.clone();
+                text.pop();
+                (first.name.clone(), text.replace('"', "'"), FinishReason::ToolCalls)
+            }
+            Malformation::UnknownTool => {
+                let name = match first.name.as_str() {
+                    BASH => "run_shell",
+                    READ_FILE => "open_file",
+                    STR_REPLACE => "edit_file",
+                    _ => "do_it",
+                };
+                (name.to_string(), first.arguments.clone(), FinishReason::ToolCalls)
+            }
+            Malformation::WrongType => {
+                let key = first_key(&first.arguments).unwrap_or_else(|| "path".to_string());
+                (first.name.clone(), format!("{{\"{key}\": 42}}"), FinishReason::ToolCalls)
+            }
+            Malformation::MissingField => (first.name.clone(), "{}".to_string(), FinishReason::ToolCalls),
+            Malformation::CutOff => {
+                let cut: String = first.arguments.chars().take(first.arguments.len() / 2).collect();
+                (first.name.clone(), cut, FinishReason::Length)
+            }
+        };
+        let broken = self.writer.raw_call(&name, arguments);
+        self.intended = Some(calls);
+        (vec![broken], finish)
+    }
+}
+
+fn first_key(arguments: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    value.as_object()?.keys().next().cloned()
+}
+
+/// Whether the tool results the agent was shown reveal a failure. It can only
+/// judge what the harness lets it see.
+fn sees_failure(messages: &[Message]) -> bool {
+    const SIGNS: [&str; 7] = [
+        "FAILED", "FAIL:", "FAIL ", "Traceback", "Error", "error:", "No such file",
+    ];
+    latest_results(messages).any(|result| {
+        let text = &result.content;
+        SIGNS.iter().any(|sign| text.contains(sign)) || shows_nonzero_exit(text)
+    })
+}
+
+fn shows_nonzero_exit(text: &str) -> bool {
+    text.lines().any(|line| {
+        line.strip_prefix("exit code: ")
+            .is_some_and(|code| code.trim() != "0")
+    })
+}
+
+#[async_trait]
+impl Model for SimAgent {
+    fn provider(&self) -> &str {
+        "tack"
+    }
+
+    fn model_name(&self) -> &str {
+        "sim"
+    }
+
+    async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let needed = [BASH, READ_FILE, STR_REPLACE];
+        if let Some(missing) = needed.iter().find(|name| !offers(request.tools, name)) {
+            let text = format!("I need the `{missing}` tool to work on this task, and it is not offered.");
+            let answer = Message::assistant(text, vec![]);
+            return Ok(self.writer.respond(request, answer, FinishReason::Stop, "sim"));
+        }
+        let (text, calls) = self.next_turn(request.messages);
+        let (calls, finish) = self.maybe_malform(calls);
+        let finish = if calls.is_empty() { FinishReason::Stop } else { finish };
+        let answer = Message::assistant(text, calls);
+        Ok(self.writer.respond(request, answer, finish, "sim"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_exit_codes_and_failure_words() {
+        let shown = |text: &str| vec![Message::tool_result("c", text)];
+        assert!(sees_failure(&shown("exit code: 1\n<stdout>\n</stdout>")));
+        assert!(!sees_failure(&shown("exit code: 0\nall good")));
+        assert!(sees_failure(&shown("FAILED (failures=1)")));
+        assert!(!sees_failure(&shown("(no output)")));
+    }
+
+    #[test]
+    fn params_are_checked() {
+        let bad = SimParams {
+            skill: 1.5,
+            ..SimParams::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("skill"));
+        assert!(SimParams::default().validate().is_ok());
+    }
+}
