@@ -1,0 +1,150 @@
+//! Turns whatever the model asked for into a tool result it can read. Broken
+//! JSON, unknown tools, arguments that do not fit, calls cut off by the output
+//! limit, tools that fail or panic: each becomes an error result with a kind,
+//! and the run goes on.
+
+use std::sync::Arc;
+
+use tack_protocol::{ToolCall, ToolErrorKind, ToolSpec};
+
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, builtin_tool};
+
+pub struct Dispatcher {
+    tools: Vec<Arc<dyn Tool>>,
+    ctx: Arc<ToolContext>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("tools", &self.names())
+            .field("ctx", &self.ctx)
+            .finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown tool `{name}` in the harness configuration; the built-in tools are: {available}")]
+pub struct UnknownToolName {
+    pub name: String,
+    pub available: String,
+}
+
+impl Dispatcher {
+    /// A dispatcher offering the named built-in tools.
+    pub fn builtin(names: &[String], ctx: ToolContext) -> Result<Dispatcher, UnknownToolName> {
+        let tools = names
+            .iter()
+            .map(|name| {
+                builtin_tool(name).ok_or_else(|| UnknownToolName {
+                    name: name.clone(),
+                    available: crate::tools::BUILTIN_TOOLS.join(", "),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Dispatcher::new(tools, ctx))
+    }
+
+    pub fn new(tools: Vec<Arc<dyn Tool>>, ctx: ToolContext) -> Dispatcher {
+        Dispatcher {
+            tools,
+            ctx: Arc::new(ctx),
+        }
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|tool| tool.spec()).collect()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.tools.iter().map(|tool| tool.spec().name).collect()
+    }
+
+    /// Runs one call. `cut_off` is true when the model's output limit ended
+    /// the turn: its calls may be incomplete, so none of them is run.
+    pub async fn dispatch(&self, call: &ToolCall, cut_off: bool) -> Result<ToolOutput, ToolError> {
+        if cut_off {
+            return Err(ToolError::new(
+                ToolErrorKind::TruncatedCall,
+                format!(
+                    "your answer was cut off by the output limit, so this `{}` call may be incomplete and was not run. Re-issue it with complete arguments, in a shorter answer if needed.",
+                    call.name
+                ),
+            ));
+        }
+        let Some(tool) = self.tools.iter().find(|t| t.spec().name == call.name).cloned() else {
+            return Err(ToolError::new(
+                ToolErrorKind::UnknownTool,
+                format!(
+                    "there is no tool named `{}`. Available tools: {}.",
+                    call.name,
+                    self.names().join(", ")
+                ),
+            ));
+        };
+        let arguments = parse_json(&call.name, &call.arguments)?;
+        let ctx = Arc::clone(&self.ctx);
+        // A separate task, so that a panicking tool is caught and reported
+        // instead of taking the trial down.
+        let running = tokio::spawn(async move { tool.run(arguments, &ctx).await });
+        match running.await {
+            Ok(result) => result,
+            Err(join) if join.is_panic() => Err(ToolError::new(
+                ToolErrorKind::Panicked,
+                format!(
+                    "the `{}` tool crashed ({}); this is a harness bug, not your fault. Try another way.",
+                    call.name,
+                    panic_message(join.into_panic())
+                ),
+            )),
+            Err(join) => Err(ToolError::new(
+                ToolErrorKind::ExecutionFailed,
+                format!("the `{}` tool was cancelled: {join}", call.name),
+            )),
+        }
+    }
+}
+
+fn parse_json(tool: &str, arguments: &str) -> Result<serde_json::Value, ToolError> {
+    // Some models send no arguments at all for tools without required fields.
+    let text = if arguments.trim().is_empty() { "{}" } else { arguments };
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        ToolError::new(
+            ToolErrorKind::InvalidJson,
+            format!(
+                "the arguments for `{tool}` are not valid JSON ({e}). Send one JSON object that matches the tool's schema."
+            ),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "the arguments for `{tool}` must be a JSON object, not {}. Send an object with the fields of the tool's schema.",
+                json_kind(&value)
+            ),
+        ));
+    }
+    Ok(value)
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "no message".to_string()
+    }
+}

@@ -1,0 +1,61 @@
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+use std::time::Duration;
+use tack_protocol::ToolSpec;
+use tack_sandbox::CommandSpec;
+
+use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments};
+
+#[derive(Debug)]
+pub struct BashTool;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashArgs {
+    command: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+}
+
+#[async_trait]
+impl Tool for BashTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "bash".to_string(),
+            description: "Run a bash command in the workspace and get its exit code, stdout and stderr. Commands run non-interactively with a timeout.".to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command, run with `bash -c` in the workspace directory."},
+                    "timeout_secs": {"type": "integer", "minimum": 1, "description": "Timeout in seconds; at most the harness's limit."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    async fn run(
+        &self,
+        arguments: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: BashArgs = parse_arguments("bash", arguments)?;
+        let timeout = args
+            .timeout_secs
+            .map(Duration::from_secs)
+            .map_or(ctx.command_timeout, |asked| asked.min(ctx.command_timeout));
+        let spec = CommandSpec {
+            script: &args.command,
+            cwd: &ctx.workspace,
+            env: &ctx.env,
+            timeout,
+            output_limit: ctx.output_limit,
+        };
+        let output = tack_sandbox::run(&spec)
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))?;
+        Ok(ToolOutput::Command(output))
+    }
+}

@@ -1,0 +1,102 @@
+//! The tools the model can call. Each has a JSON Schema the model sees and
+//! typed arguments; argument errors name the field that is off.
+
+mod bash;
+mod files;
+mod paths;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use tack_protocol::{ToolErrorKind, ToolSpec};
+use tack_sandbox::CommandOutput;
+
+pub use bash::BashTool;
+pub use files::{ReadFileTool, StrReplaceTool, WriteFileTool};
+
+/// What every tool call may use: the trial's workspace and its limits.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub workspace: PathBuf,
+    /// Variables set for the agent's commands (the task's environment).
+    pub env: Vec<(String, String)>,
+    pub command_timeout: Duration,
+    /// Bytes kept of each output stream, and of a file read.
+    pub output_limit: usize,
+}
+
+/// What a tool produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolOutput {
+    /// A shell command's full result; the harness's result view decides what
+    /// the model sees of it.
+    Command(CommandOutput),
+    Text { text: String, truncated: bool },
+}
+
+/// Why a tool call produced no output. The message is written for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    pub kind: ToolErrorKind,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
+        ToolError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        ToolError::new(ToolErrorKind::ExecutionFailed, message)
+    }
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    async fn run(&self, arguments: serde_json::Value, ctx: &ToolContext)
+    -> Result<ToolOutput, ToolError>;
+}
+
+/// Names of the built-in tools, in the order they are offered.
+pub const BUILTIN_TOOLS: [&str; 4] = ["bash", "read_file", "write_file", "str_replace"];
+
+/// Looks up a built-in tool by name.
+pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
+    match name {
+        "bash" => Some(Arc::new(BashTool)),
+        "read_file" => Some(Arc::new(ReadFileTool)),
+        "write_file" => Some(Arc::new(WriteFileTool)),
+        "str_replace" => Some(Arc::new(StrReplaceTool)),
+        _ => None,
+    }
+}
+
+/// Deserializes a tool's arguments, naming the field at fault:
+/// `command: invalid type: integer `42`, expected a string`.
+pub(crate) fn parse_arguments<T: DeserializeOwned>(
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(arguments).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        let location = if path == "." {
+            String::new()
+        } else {
+            format!("field `{path}`: ")
+        };
+        ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "invalid arguments for `{tool}`: {location}{inner}. Check the tool's schema and call it again."
+            ),
+        )
+    })
+}
