@@ -1,0 +1,76 @@
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tack_sandbox::CommandSpec;
+
+use crate::copy::copy_tree;
+use crate::{SuiteError, Task};
+
+const CHECK_OUTPUT_LIMIT: usize = 16 * 1024;
+
+/// What one hidden check said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckResult {
+    pub name: String,
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub passed: bool,
+    /// stdout then stderr, capped.
+    pub output: String,
+    pub started_at_ms: i64,
+    pub duration_ms: u64,
+}
+
+/// Runs the task's hidden checks against a workspace. The checks directory
+/// is copied to a fresh place only now, after the agent has stopped, so the
+/// agent never had a path to it.
+pub async fn run_checks(task: &Task, workspace: &Path) -> Result<Vec<CheckResult>, SuiteError> {
+    let hidden = tempfile::Builder::new()
+        .prefix(&format!("tack-checks-{}-", task.id))
+        .tempdir()
+        .map_err(|e| SuiteError::io(&std::env::temp_dir(), e))?;
+    if task.checks_dir().is_dir() {
+        copy_tree(&task.checks_dir(), hidden.path()).map_err(|e| SuiteError::io(&task.checks_dir(), e))?;
+    }
+    let mut env = task.env_pairs();
+    env.push(("TACK_CHECKS".to_string(), hidden.path().display().to_string()));
+    env.push(("TACK_WORKSPACE".to_string(), workspace.display().to_string()));
+    let mut results = Vec::with_capacity(task.checks.len());
+    for check in &task.checks {
+        let started_at_ms = now_ms();
+        let clock = Instant::now();
+        let spec = CommandSpec {
+            script: &check.run,
+            cwd: workspace,
+            env: &env,
+            timeout: Duration::from_secs(check.timeout_secs),
+            output_limit: CHECK_OUTPUT_LIMIT,
+        };
+        let output = tack_sandbox::run(&spec).await.map_err(|e| SuiteError::Environment {
+            task: task.id.clone(),
+            message: format!("check `{}` could not run: {e}", check.name),
+        })?;
+        let mut text = format!("{}{}", output.stdout, output.stderr);
+        if output.timed_out {
+            text.push_str(&format!("\n[check timed out after {}s]", check.timeout_secs));
+        }
+        results.push(CheckResult {
+            name: check.name.clone(),
+            command: check.run.clone(),
+            exit_code: output.exit_code,
+            passed: output.success(),
+            output: text,
+            started_at_ms,
+            duration_ms: clock.elapsed().as_millis() as u64,
+        });
+    }
+    Ok(results)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,45 @@
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A problem in a suite or task file, naming the field and what to do.
+    #[error("{path}: {field}: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("task `{task}`: setup command `{command}` failed (exit {exit}): {output}")]
+    Setup {
+        task: String,
+        command: String,
+        exit: String,
+        output: String,
+    },
+    #[error("task `{task}`: {message}")]
+    Environment { task: String, message: String },
+}
+
+impl SuiteError {
+    pub fn io(path: &Path, source: std::io::Error) -> SuiteError {
+        SuiteError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn invalid(path: &Path, field: impl Into<String>, message: impl Into<String>) -> SuiteError {
+        SuiteError::Invalid {
+            path: path.to_path_buf(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

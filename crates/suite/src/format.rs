@@ -1,0 +1,168 @@
+//! The suite format, as read from `suite.toml` and `tasks/<id>/task.toml`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tack_model::SimParams;
+use tack_protocol::{HarnessConfig, Solution};
+
+/// A loaded suite: its variants and tasks, checked.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub name: String,
+    pub description: String,
+    /// The suite's directory.
+    pub root: PathBuf,
+    /// Trials per variant and task, unless the command line says otherwise.
+    pub trials: u32,
+    pub seed: u64,
+    pub variants: Vec<Variant>,
+    pub tasks: Vec<Task>,
+}
+
+impl Suite {
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+}
+
+/// A model and a harness configuration to run every task with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// `oracle`, `sim`, or a provider model.
+    pub model: String,
+    #[serde(default)]
+    pub harness: HarnessConfig,
+    /// Parameters of the simulated agent, for `model = "sim"`.
+    #[serde(default)]
+    pub sim: SimParams,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    /// Commands run in the fresh workspace before the agent starts.
+    #[serde(default)]
+    pub setup: Vec<String>,
+    /// Variables for the agent's commands and the checks.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Overrides the variant's step limit for this task.
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+    #[serde(default)]
+    pub command_timeout_secs: Option<u64>,
+}
+
+/// A hidden check: run in the workspace after the agent stops, with the
+/// task's `checks/` directory (which the agent never sees) as `$TACK_CHECKS`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub name: String,
+    pub run: String,
+    #[serde(default = "default_check_timeout")]
+    pub timeout_secs: u64,
+}
+
+fn default_check_timeout() -> u64 {
+    60
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: String,
+    /// `tasks/<id>/`.
+    pub dir: PathBuf,
+    pub instruction: String,
+    pub tags: Vec<String>,
+    pub test_command: Option<String>,
+    pub environment: Environment,
+    pub limits: Limits,
+    pub checks: Vec<Check>,
+    pub solution: Solution,
+}
+
+impl Task {
+    pub fn fixture_dir(&self) -> PathBuf {
+        self.dir.join("fixture")
+    }
+
+    pub fn checks_dir(&self) -> PathBuf {
+        self.dir.join("checks")
+    }
+
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.environment
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The harness configuration of `variant` with this task's limits applied.
+    pub fn harness_for(&self, variant: &Variant) -> HarnessConfig {
+        let mut config = variant.harness.clone();
+        if let Some(steps) = self.limits.max_steps {
+            config.max_steps = steps;
+        }
+        if let Some(timeout) = self.limits.command_timeout_secs {
+            config.command_timeout_secs = timeout;
+        }
+        config
+    }
+}
+
+/// `suite.toml` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SuiteFile {
+    pub suite: SuiteSection,
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SuiteSection {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_trials")]
+    pub trials: u32,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_trials() -> u32 {
+    1
+}
+
+/// `task.toml` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskFile {
+    pub instruction: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub test_command: Option<String>,
+    #[serde(default)]
+    pub environment: Environment,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub checks: Vec<Check>,
+    #[serde(default)]
+    pub solution: Solution,
+}

@@ -1,0 +1,21 @@
+//! Task suites: the TOML format (`suites/README.md`), loading with errors
+//! that name the file and field, fresh per-trial workspaces, hidden checks,
+//! and `suite check`, which proves every task's checks fail untouched and
+//! pass with the reference solution.
+
+mod checks;
+mod copy;
+mod error;
+mod format;
+mod hash;
+mod load;
+mod soundness;
+mod workspace;
+
+pub use checks::{CheckResult, run_checks};
+pub use error::SuiteError;
+pub use format::{Check, Environment, Limits, Suite, Task, Variant};
+pub use hash::content_hash;
+pub use load::load_suite;
+pub use soundness::{TaskSoundness, check_suite, check_task};
+pub use workspace::{TrialWorkspace, apply_solution};

@@ -1,0 +1,85 @@
+use serde::Serialize;
+
+use crate::{Suite, SuiteError, Task, TrialWorkspace, apply_solution, run_checks};
+
+/// Whether a task can tell a fix from no fix: its checks must fail on the
+/// untouched fixture and pass once the reference solution is applied.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskSoundness {
+    pub task: String,
+    pub fails_untouched: bool,
+    pub passes_with_solution: bool,
+    /// Check output of the run that went the wrong way, or the error.
+    pub detail: Option<String>,
+}
+
+impl TaskSoundness {
+    pub fn sound(&self) -> bool {
+        self.fails_untouched && self.passes_with_solution
+    }
+}
+
+pub async fn check_task(task: &Task) -> TaskSoundness {
+    match try_check_task(task).await {
+        Ok(soundness) => soundness,
+        Err(error) => TaskSoundness {
+            task: task.id.clone(),
+            fails_untouched: false,
+            passes_with_solution: false,
+            detail: Some(error.to_string()),
+        },
+    }
+}
+
+async fn try_check_task(task: &Task) -> Result<TaskSoundness, SuiteError> {
+    let untouched = TrialWorkspace::prepare(task).await?;
+    let before = run_checks(task, untouched.path()).await?;
+    let fails_untouched = before.iter().any(|c| !c.passed);
+
+    let solved = TrialWorkspace::prepare(task).await?;
+    apply_solution(task, solved.path()).await?;
+    let after = run_checks(task, solved.path()).await?;
+    let passes_with_solution = after.iter().all(|c| c.passed);
+
+    let detail = if !fails_untouched {
+        Some("the checks pass on the untouched fixture, so they cannot detect a missing fix".to_string())
+    } else if !passes_with_solution {
+        let failing: Vec<String> = after
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("check `{}` failed with the solution applied:\n{}", c.name, c.output.trim()))
+            .collect();
+        Some(failing.join("\n"))
+    } else {
+        None
+    };
+    Ok(TaskSoundness {
+        task: task.id.clone(),
+        fails_untouched,
+        passes_with_solution,
+        detail,
+    })
+}
+
+/// Checks every task, `jobs` at a time, in task order.
+pub async fn check_suite(suite: &Suite, jobs: usize) -> Vec<TaskSoundness> {
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
+    let mut handles = Vec::new();
+    for task in suite.tasks.clone() {
+        let semaphore = semaphore.clone();
+        handles.push(tokio::spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            check_task(&task).await
+        }));
+    }
+    let mut results = Vec::with_capacity(handles.len());
+    for (handle, task) in handles.into_iter().zip(&suite.tasks) {
+        results.push(handle.await.unwrap_or_else(|join| TaskSoundness {
+            task: task.id.clone(),
+            fails_untouched: false,
+            passes_with_solution: false,
+            detail: Some(format!("the check crashed: {join}")),
+        }));
+    }
+    results
+}

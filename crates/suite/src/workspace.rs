@@ -1,0 +1,97 @@
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tack_sandbox::CommandSpec;
+
+use crate::copy::copy_tree;
+use crate::load::apply_edit_text;
+use crate::{SuiteError, Task};
+
+/// A trial's fresh copy of the task's fixture, removed when dropped unless
+/// kept.
+#[derive(Debug)]
+pub struct TrialWorkspace {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl TrialWorkspace {
+    /// Copies the fixture into a new directory and runs the task's setup
+    /// commands there.
+    pub async fn prepare(task: &Task) -> Result<TrialWorkspace, SuiteError> {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("tack-{}-", task.id))
+            .tempdir()
+            .map_err(|e| SuiteError::io(&std::env::temp_dir(), e))?;
+        let path = dir.path().join("workspace");
+        copy_tree(&task.fixture_dir(), &path).map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
+        let env = task.env_pairs();
+        for command in &task.environment.setup {
+            let spec = CommandSpec {
+                script: command,
+                cwd: &path,
+                env: &env,
+                timeout: SETUP_TIMEOUT,
+                output_limit: 16 * 1024,
+            };
+            let output = tack_sandbox::run(&spec).await.map_err(|e| SuiteError::Environment {
+                task: task.id.clone(),
+                message: e.to_string(),
+            })?;
+            if !output.success() {
+                return Err(SuiteError::Setup {
+                    task: task.id.clone(),
+                    command: command.clone(),
+                    exit: output.exit_code.map_or("none".to_string(), |c| c.to_string()),
+                    output: format!("{}{}", output.stdout, output.stderr).trim().to_string(),
+                });
+            }
+        }
+        Ok(TrialWorkspace { dir, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keeps the workspace on disk and returns where it is.
+    pub fn keep(self) -> PathBuf {
+        let _ = self.dir.keep();
+        self.path
+    }
+}
+
+/// Applies the task's reference solution directly (not through an agent):
+/// edits in order, then the script.
+pub async fn apply_solution(task: &Task, workspace: &Path) -> Result<(), SuiteError> {
+    let failed = |message: String| SuiteError::Environment {
+        task: task.id.clone(),
+        message,
+    };
+    for edit in &task.solution.edits {
+        let path = workspace.join(&edit.path);
+        let text = std::fs::read_to_string(&path).map_err(|e| SuiteError::io(&path, e))?;
+        let updated = apply_edit_text(&text, edit).map_err(failed)?;
+        std::fs::write(&path, updated).map_err(|e| SuiteError::io(&path, e))?;
+    }
+    if let Some(script) = &task.solution.script {
+        let env = task.env_pairs();
+        let spec = CommandSpec {
+            script,
+            cwd: workspace,
+            env: &env,
+            timeout: SETUP_TIMEOUT,
+            output_limit: 16 * 1024,
+        };
+        let output = tack_sandbox::run(&spec).await.map_err(|e| failed(e.to_string()))?;
+        if !output.success() {
+            return Err(failed(format!(
+                "the solution script failed: {}{}",
+                output.stdout, output.stderr
+            )));
+        }
+    }
+    Ok(())
+}
