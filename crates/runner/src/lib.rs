@@ -1,0 +1,154 @@
+//! Runs a suite: every selected variant × task × trial, `jobs` at a time, each
+//! trial in a fresh workspace, checks after the agent stops, everything
+//! recorded to a trace directory.
+
+mod clock;
+mod plan;
+mod trial;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tack_protocol::{StopReason, TrialOutcome};
+use tack_suite::Suite;
+use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError, VariantInfo};
+use tokio::sync::Semaphore;
+
+pub use clock::{new_run_id, rfc3339_now};
+pub use plan::{PlanError, RunPlan, TrialSpec};
+
+/// What the runner reports as it goes.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    Started { run_id: String, run_dir: PathBuf, total: usize },
+    TrialFinished { summary: TrialSummary, done: usize, total: usize },
+}
+
+/// One trial's result, as the runner saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialSummary {
+    pub trial_id: String,
+    pub variant: String,
+    pub task: String,
+    pub trial_index: u32,
+    pub outcome: TrialOutcome,
+    pub stop_reason: StopReason,
+    pub steps: u32,
+    pub total_tokens: u64,
+    pub duration_ms: u64,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub trials: Vec<TrialSummary>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("could not write the trace: {0}")]
+    Trace(#[from] TraceError),
+    #[error("could not hash the suite: {0}")]
+    Suite(#[from] tack_suite::SuiteError),
+}
+
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Runs the plan to the end and returns every trial's summary, in plan order.
+pub async fn run(plan: RunPlan, progress: ProgressFn) -> Result<RunResult, RunError> {
+    let trials = plan.trials()?;
+    let manifest = manifest_for(&plan)?;
+    let writer = RunWriter::create(&plan.traces_root, &manifest)?;
+    let total = trials.len();
+    progress(Progress::Started {
+        run_id: manifest.run_id.clone(),
+        run_dir: writer.dir().to_path_buf(),
+        total,
+    });
+
+    let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let suite = Arc::new(plan.suite.clone());
+    let mut handles = Vec::with_capacity(total);
+    for spec in trials {
+        let (semaphore, done, suite, writer, progress) = (
+            semaphore.clone(),
+            done.clone(),
+            suite.clone(),
+            writer.clone(),
+            progress.clone(),
+        );
+        let run_id = manifest.run_id.clone();
+        handles.push(tokio::spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            let summary = trial::run_trial(&suite, &spec, &run_id, &writer).await;
+            let done = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            progress(Progress::TrialFinished {
+                summary: summary.clone(),
+                done,
+                total,
+            });
+            summary
+        }));
+    }
+    let mut summaries = Vec::with_capacity(total);
+    for handle in handles {
+        match handle.await {
+            Ok(summary) => summaries.push(summary),
+            Err(join) => {
+                return Err(RunError::Trace(TraceError::Format {
+                    path: writer.dir().to_path_buf(),
+                    message: format!("a trial task crashed: {join}"),
+                }));
+            }
+        }
+    }
+    let mut finished = manifest;
+    finished.finished_at = Some(rfc3339_now());
+    finished.status = RunStatus::Finished;
+    finished.write(writer.dir())?;
+    Ok(RunResult {
+        run_id: finished.run_id,
+        run_dir: writer.dir().to_path_buf(),
+        trials: summaries,
+    })
+}
+
+fn manifest_for(plan: &RunPlan) -> Result<Manifest, RunError> {
+    let suite: &Suite = &plan.suite;
+    let variants = plan
+        .selected_variants()?
+        .into_iter()
+        .map(|v| VariantInfo {
+            name: v.name.clone(),
+            model: v.model.clone(),
+            simulated: tack_model::is_builtin_model(&v.model),
+            description: v.description.clone(),
+            config: serde_json::to_value(v).unwrap_or_default(),
+        })
+        .collect();
+    Ok(Manifest {
+        run_id: plan.run_id.clone(),
+        tack_version: env!("CARGO_PKG_VERSION").to_string(),
+        suite: SuiteInfo {
+            name: suite.name.clone(),
+            path: suite.root.display().to_string(),
+            content_hash: tack_suite::content_hash(&suite.root)?,
+        },
+        variants,
+        tasks: plan.selected_tasks()?.iter().map(|t| t.id.clone()).collect(),
+        trials_per_task: plan.trials_per_task,
+        seed: plan.seed,
+        jobs: plan.jobs as u32,
+        host: HostInfo::current(),
+        command_line: plan.command_line.clone(),
+        started_at: rfc3339_now(),
+        finished_at: None,
+        status: RunStatus::Running,
+    })
+}

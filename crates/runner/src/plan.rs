@@ -1,0 +1,135 @@
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+use tack_agent::{Dispatcher, ToolContext};
+use tack_suite::{Suite, Task, Variant};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub suite: Suite,
+    /// Variant names to run; empty means all.
+    pub variants: Vec<String>,
+    /// Task ids to run; empty means all.
+    pub tasks: Vec<String>,
+    pub trials_per_task: u32,
+    pub jobs: usize,
+    pub seed: u64,
+    pub traces_root: PathBuf,
+    pub run_id: String,
+    pub command_line: Vec<String>,
+    /// Keep the workspaces of trials that did not pass, for inspection.
+    pub keep_failed_workspaces: bool,
+}
+
+/// One trial to run.
+#[derive(Debug, Clone)]
+pub struct TrialSpec {
+    pub trial_id: String,
+    pub variant: String,
+    pub task: String,
+    pub trial_index: u32,
+    pub seed: u64,
+    pub keep_failed_workspace: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("no variant named `{name}` in suite `{suite}`; its variants are: {known}")]
+    UnknownVariant { name: String, suite: String, known: String },
+    #[error("no task named `{name}` in suite `{suite}`; its tasks are: {known}")]
+    UnknownTask { name: String, suite: String, known: String },
+    #[error("variant `{variant}`: {message}")]
+    Variant { variant: String, message: String },
+    #[error("nothing to run: --trials must be at least 1")]
+    NoTrials,
+}
+
+impl RunPlan {
+    pub fn selected_variants(&self) -> Result<Vec<&Variant>, PlanError> {
+        select(&self.suite.variants, &self.variants, |v| &v.name).map_err(|name| PlanError::UnknownVariant {
+            name,
+            suite: self.suite.name.clone(),
+            known: names(self.suite.variants.iter().map(|v| v.name.as_str())),
+        })
+    }
+
+    pub fn selected_tasks(&self) -> Result<Vec<&Task>, PlanError> {
+        select(&self.suite.tasks, &self.tasks, |t| &t.id).map_err(|name| PlanError::UnknownTask {
+            name,
+            suite: self.suite.name.clone(),
+            known: names(self.suite.tasks.iter().map(|t| t.id.as_str())),
+        })
+    }
+
+    /// Every trial, variant-major, after checking that each variant can run.
+    pub fn trials(&self) -> Result<Vec<TrialSpec>, PlanError> {
+        if self.trials_per_task == 0 {
+            return Err(PlanError::NoTrials);
+        }
+        let variants = self.selected_variants()?;
+        let tasks = self.selected_tasks()?;
+        for variant in &variants {
+            check_variant(variant)?;
+        }
+        let mut trials = Vec::new();
+        for variant in &variants {
+            for task in &tasks {
+                for index in 0..self.trials_per_task {
+                    trials.push(TrialSpec {
+                        trial_id: format!("{}--{}--{}", variant.name, task.id, index),
+                        variant: variant.name.clone(),
+                        task: task.id.clone(),
+                        trial_index: index,
+                        seed: trial_seed(self.seed, &variant.name, &task.id, index),
+                        keep_failed_workspace: self.keep_failed_workspaces,
+                    });
+                }
+            }
+        }
+        Ok(trials)
+    }
+}
+
+fn check_variant(variant: &Variant) -> Result<(), PlanError> {
+    let ctx = ToolContext {
+        workspace: PathBuf::new(),
+        env: Vec::new(),
+        command_timeout: std::time::Duration::from_secs(1),
+        output_limit: 1,
+    };
+    Dispatcher::builtin(&variant.harness.tools, ctx).map_err(|e| PlanError::Variant {
+        variant: variant.name.clone(),
+        message: e.to_string(),
+    })?;
+    if !tack_model::is_builtin_model(&variant.model) {
+        return Err(PlanError::Variant {
+            variant: variant.name.clone(),
+            message: format!("unknown model `{}`", variant.model),
+        });
+    }
+    Ok(())
+}
+
+fn select<'a, T>(all: &'a [T], wanted: &[String], name: impl Fn(&T) -> &String) -> Result<Vec<&'a T>, String> {
+    if wanted.is_empty() {
+        return Ok(all.iter().collect());
+    }
+    if let Some(missing) = wanted.iter().find(|w| !all.iter().any(|item| name(item) == *w)) {
+        return Err(missing.clone());
+    }
+    Ok(all.iter().filter(|item| wanted.contains(name(item))).collect())
+}
+
+fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+/// A trial's seed: stable across runs and machines, distinct per trial, and
+/// independent of which other variants or tasks were selected.
+pub fn trial_seed(run_seed: u64, variant: &str, task: &str, index: u32) -> u64 {
+    let digest = Sha256::digest(format!("{run_seed}/{variant}/{task}/{index}"));
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(bytes)
+}

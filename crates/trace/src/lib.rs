@@ -1,0 +1,22 @@
+//! Traces: every trial of a run recorded as Parquet under `traces/<run-id>/`.
+//!
+//! Layout: `manifest.json`, and three tables as directories of per-trial
+//! Parquet files (`trials/`, `spans/`, `messages/`, see [`schema`]). A trial is
+//! journalled event by event to `journal/<trial-id>.jsonl` while it runs, then
+//! written to Parquet under a temporary name and renamed when it ends: a
+//! Parquet file is unreadable until its footer is written, so a crash costs at
+//! most the trials still running, and their journals remain for
+//! [`recover_journals`].
+
+mod error;
+mod fsutil;
+mod manifest;
+mod reader;
+mod rows;
+pub mod schema;
+mod writer;
+
+pub use error::TraceError;
+pub use manifest::{HostInfo, Manifest, RunStatus, SuiteInfo, VariantInfo};
+pub use reader::{count_rows, read_table, table_files};
+pub use writer::{RunWriter, TrialRecorder, recover_journals};

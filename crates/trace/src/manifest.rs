@@ -1,0 +1,102 @@
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+use crate::TraceError;
+
+/// `traces/<run-id>/manifest.json`: what was run, on what, and when. Written
+/// when the run starts and rewritten when it ends, so an interrupted run still
+/// says what it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub run_id: String,
+    pub tack_version: String,
+    pub suite: SuiteInfo,
+    pub variants: Vec<VariantInfo>,
+    pub tasks: Vec<String>,
+    pub trials_per_task: u32,
+    pub seed: u64,
+    pub jobs: u32,
+    pub host: HostInfo,
+    pub command_line: Vec<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub status: RunStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Finished,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuiteInfo {
+    pub name: String,
+    pub path: String,
+    /// sha256 over every file of the suite, in path order.
+    pub content_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantInfo {
+    pub name: String,
+    pub model: String,
+    /// True when the model is built in (oracle, sim): reports must say so.
+    pub simulated: bool,
+    pub description: String,
+    /// The variant's full harness configuration, as loaded.
+    pub config: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub os: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub hostname: String,
+}
+
+impl HostInfo {
+    pub fn current() -> HostInfo {
+        HostInfo {
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1),
+            hostname: std::fs::read_to_string("/etc/hostname")
+                .map(|name| name.trim().to_string())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl Manifest {
+    pub const FILE_NAME: &'static str = "manifest.json";
+
+    pub fn read(run_dir: &Path) -> Result<Manifest, TraceError> {
+        let path = run_dir.join(Self::FILE_NAME);
+        let text = std::fs::read_to_string(&path).map_err(|e| TraceError::io(&path, e))?;
+        serde_json::from_str(&text).map_err(|e| TraceError::Format {
+            path: path.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes the manifest atomically (temporary file, then rename).
+    pub fn write(&self, run_dir: &Path) -> Result<(), TraceError> {
+        let path = run_dir.join(Self::FILE_NAME);
+        let text = serde_json::to_string_pretty(self).map_err(|e| TraceError::Format {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        crate::fsutil::write_atomically(&path, text.as_bytes())
+    }
+
+    /// Whether any variant's results come from a built-in simulated model.
+    pub fn has_simulated_models(&self) -> bool {
+        self.variants.iter().any(|v| v.simulated)
+    }
+}

@@ -1,0 +1,216 @@
+//! Events to Arrow record batches, one per table.
+
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+    UInt32Array, UInt64Array,
+};
+use tack_protocol::{Event, TrialFinished, TrialStarted, Usage};
+
+use crate::TraceError;
+use crate::schema::{kind, messages_schema, spans_schema, trials_schema};
+
+fn strings<T>(rows: &[T], get: impl Fn(&T) -> Option<&str>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<StringArray>())
+}
+
+fn u32s<T>(rows: &[T], get: impl Fn(&T) -> Option<u32>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<UInt32Array>())
+}
+
+fn u64s<T>(rows: &[T], get: impl Fn(&T) -> Option<u64>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<UInt64Array>())
+}
+
+fn i64s<T>(rows: &[T], get: impl Fn(&T) -> Option<i64>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<Int64Array>())
+}
+
+fn i32s<T>(rows: &[T], get: impl Fn(&T) -> Option<i32>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<Int32Array>())
+}
+
+fn f64s<T>(rows: &[T], get: impl Fn(&T) -> Option<f64>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<Float64Array>())
+}
+
+fn bools<T>(rows: &[T], get: impl Fn(&T) -> Option<bool>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<BooleanArray>())
+}
+
+fn batch(
+    table: &'static str,
+    schema: arrow_schema::SchemaRef,
+    columns: Vec<ArrayRef>,
+) -> Result<RecordBatch, TraceError> {
+    RecordBatch::try_new(schema, columns).map_err(|source| TraceError::Arrow { table, source })
+}
+
+/// The trial's one row.
+pub(crate) fn trial_batch(
+    started: &TrialStarted,
+    finished: &TrialFinished,
+    tool_calls: u32,
+) -> Result<RecordBatch, TraceError> {
+    let s = [(started, finished)];
+    let usage = |get: fn(&Usage) -> u64| u64s(&s, move |(_, f)| Some(get(&f.usage)));
+    batch(
+        "trials",
+        trials_schema(),
+        vec![
+            strings(&s, |(t, _)| Some(&t.run_id)),
+            strings(&s, |(t, _)| Some(&t.trial_id)),
+            strings(&s, |(t, _)| Some(&t.variant)),
+            strings(&s, |(t, _)| Some(&t.task)),
+            u32s(&s, |(t, _)| Some(t.trial_index)),
+            u64s(&s, |(t, _)| Some(t.seed)),
+            strings(&s, |(t, _)| Some(&t.model)),
+            strings(&s, |(_, f)| Some(f.outcome.as_str())),
+            strings(&s, |(_, f)| Some(f.stop_reason.as_str())),
+            u32s(&s, |(_, f)| Some(f.steps)),
+            u32s(&s, |_| Some(tool_calls)),
+            u32s(&s, |(_, f)| Some(f.tool_errors)),
+            usage(|u| u.input_tokens),
+            usage(|u| u.output_tokens),
+            usage(|u| u.cache_read_tokens),
+            usage(|u| u.cache_write_tokens),
+            usage(|u| u.reasoning_tokens),
+            usage(|u| u.total()),
+            f64s(&s, |(_, f)| f.cost_usd),
+            u32s(&s, |(_, f)| Some(f.retries)),
+            u32s(&s, |(_, f)| Some(f.interventions)),
+            bools(&s, |(_, f)| f.checks_passed),
+            i64s(&s, |(t, _)| Some(t.started_at_ms)),
+            u64s(&s, |(_, f)| Some(f.duration_ms)),
+            strings(&s, |(_, f)| f.error.as_deref()),
+        ],
+    )
+}
+
+/// A span row: a model call, a tool call or a check, with its sequence number.
+struct Span<'e> {
+    seq: u64,
+    event: &'e Event,
+}
+
+impl Span<'_> {
+    fn model(&self) -> Option<&tack_protocol::ModelCallRecord> {
+        match self.event {
+            Event::ModelCall(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    fn tool(&self) -> Option<&tack_protocol::ToolCallRecord> {
+        match self.event {
+            Event::ToolCall(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn check(&self) -> Option<&tack_protocol::CheckRecord> {
+        match self.event {
+            Event::Check(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    fn common(&self) -> (u32, &str, &str, i64, u64, &str) {
+        match self.event {
+            Event::ModelCall(m) => (m.span_id, kind::MODEL_CALL, &m.request_model, m.started_at_ms, m.duration_ms, m.status.as_str()),
+            Event::ToolCall(t) => (t.span_id, kind::TOOL_CALL, &t.tool_name, t.started_at_ms, t.duration_ms, t.status.as_str()),
+            Event::Check(c) => {
+                let status = if c.passed { "ok" } else { "error" };
+                (c.span_id, kind::CHECK, &c.name, c.started_at_ms, c.duration_ms, status)
+            }
+            _ => (0, "", "", 0, 0, ""),
+        }
+    }
+}
+
+pub(crate) fn spans_batch(
+    started: &TrialStarted,
+    events: &[(u64, Event)],
+) -> Result<RecordBatch, TraceError> {
+    let rows: Vec<Span> = events
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::ModelCall(_) | Event::ToolCall(_) | Event::Check(_)))
+        .map(|(seq, event)| Span { seq: *seq, event })
+        .collect();
+    let usage = |get: fn(&Usage) -> u64| u64s(&rows, move |r| r.model().map(|m| get(&m.usage)));
+    batch(
+        "spans",
+        spans_schema(),
+        vec![
+            strings(&rows, |_| Some(&started.run_id)),
+            strings(&rows, |_| Some(&started.trial_id)),
+            u32s(&rows, |r| Some(r.common().0)),
+            u32s(&rows, |r| r.tool().map(|t| t.parent_span_id)),
+            u64s(&rows, |r| Some(r.seq)),
+            u32s(&rows, |r| r.model().map(|m| m.step).or(r.tool().map(|t| t.step))),
+            strings(&rows, |r| Some(r.common().1)),
+            strings(&rows, |r| Some(r.common().2)),
+            i64s(&rows, |r| Some(r.common().3)),
+            u64s(&rows, |r| Some(r.common().4)),
+            strings(&rows, |r| Some(r.common().5)),
+            strings(&rows, |r| r.tool().and_then(|t| t.error_kind.map(|k| k.as_str()))),
+            strings(&rows, |r| r.model().and_then(|m| m.error.as_deref())),
+            strings(&rows, |r| r.model().map(|m| m.provider.as_str())),
+            strings(&rows, |r| r.model().map(|m| m.request_model.as_str())),
+            strings(&rows, |r| r.model().map(|m| m.response_model.as_str())),
+            strings(&rows, |r| r.model().and_then(|m| m.finish_reason.as_deref())),
+            usage(|u| u.input_tokens),
+            usage(|u| u.output_tokens),
+            usage(|u| u.cache_read_tokens),
+            usage(|u| u.cache_write_tokens),
+            usage(|u| u.reasoning_tokens),
+            f64s(&rows, |r| r.model().and_then(|m| m.cost_usd)),
+            u32s(&rows, |r| r.model().map(|m| m.attempt)),
+            u32s(&rows, |r| r.model().map(|m| m.messages_from)),
+            u32s(&rows, |r| r.model().map(|m| m.messages_to)),
+            strings(&rows, |r| r.tool().map(|t| t.tool_name.as_str())),
+            strings(&rows, |r| r.tool().map(|t| t.call_id.as_str())),
+            strings(&rows, |r| r.tool().map(|t| t.arguments.as_str())),
+            strings(&rows, |r| r.tool().map(|t| t.result.as_str())),
+            i32s(&rows, |r| r.tool().and_then(|t| t.exit_code).or(r.check().and_then(|c| c.exit_code))),
+            strings(&rows, |r| r.tool().and_then(|t| t.stdout.as_deref())),
+            strings(&rows, |r| r.tool().and_then(|t| t.stderr.as_deref())),
+            bools(&rows, |r| r.tool().map(|t| t.truncated)),
+            strings(&rows, |r| r.check().map(|c| c.command.as_str())),
+            bools(&rows, |r| r.check().map(|c| c.passed)),
+            strings(&rows, |r| r.check().map(|c| c.output.as_str())),
+        ],
+    )
+}
+
+pub(crate) fn messages_batch(
+    started: &TrialStarted,
+    events: &[(u64, Event)],
+) -> Result<RecordBatch, TraceError> {
+    let rows: Vec<(u64, u32, &tack_protocol::Message, Option<String>)> = events
+        .iter()
+        .filter_map(|(seq, event)| match event {
+            Event::Message { index, message } => {
+                let calls = (!message.tool_calls.is_empty())
+                    .then(|| serde_json::to_string(&message.tool_calls).unwrap_or_default());
+                Some((*seq, *index, message, calls))
+            }
+            _ => None,
+        })
+        .collect();
+    batch(
+        "messages",
+        messages_schema(),
+        vec![
+            strings(&rows, |_| Some(&started.run_id)),
+            strings(&rows, |_| Some(&started.trial_id)),
+            u32s(&rows, |r| Some(r.1)),
+            u64s(&rows, |r| Some(r.0)),
+            strings(&rows, |r| Some(r.2.role.as_str())),
+            strings(&rows, |r| Some(&r.2.content)),
+            strings(&rows, |r| r.3.as_deref()),
+            strings(&rows, |r| r.2.tool_call_id.as_deref()),
+        ],
+    )
+}

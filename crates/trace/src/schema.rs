@@ -1,0 +1,193 @@
+//! Column names and Arrow schemas of the three trace tables. Names follow the
+//! OpenTelemetry GenAI conventions where they fit, with `.` spelled `_` so
+//! that SQL readers need no quoting: `gen_ai_usage_input_tokens` includes
+//! cached tokens; cache reads and writes are separate counts; reasoning tokens
+//! are part of the output tokens.
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use std::sync::{Arc, OnceLock};
+
+/// Directory names, below `traces/<run-id>/`, of the three tables. Each holds
+/// one Parquet file per finished trial, `<trial-id>.parquet`.
+pub const TRIALS_DIR: &str = "trials";
+pub const SPANS_DIR: &str = "spans";
+pub const MESSAGES_DIR: &str = "messages";
+/// Append-only JSON-lines journal of a trial still running (or interrupted).
+pub const JOURNAL_DIR: &str = "journal";
+
+pub mod col {
+    pub const RUN_ID: &str = "run_id";
+    pub const TRIAL_ID: &str = "trial_id";
+    pub const VARIANT: &str = "variant";
+    pub const TASK: &str = "task";
+    pub const TRIAL_INDEX: &str = "trial_index";
+    pub const SEED: &str = "seed";
+    pub const MODEL: &str = "model";
+    pub const OUTCOME: &str = "outcome";
+    pub const STOP_REASON: &str = "stop_reason";
+    pub const STEPS: &str = "steps";
+    pub const TOOL_CALLS: &str = "tool_calls";
+    pub const TOOL_ERRORS: &str = "tool_errors";
+    pub const INPUT_TOKENS: &str = "gen_ai_usage_input_tokens";
+    pub const OUTPUT_TOKENS: &str = "gen_ai_usage_output_tokens";
+    pub const CACHE_READ_TOKENS: &str = "gen_ai_usage_cache_read_input_tokens";
+    pub const CACHE_WRITE_TOKENS: &str = "gen_ai_usage_cache_creation_input_tokens";
+    pub const REASONING_TOKENS: &str = "gen_ai_usage_reasoning_output_tokens";
+    pub const TOTAL_TOKENS: &str = "total_tokens";
+    pub const COST_USD: &str = "cost_usd";
+    pub const RETRIES: &str = "retries";
+    pub const INTERVENTIONS: &str = "interventions";
+    pub const CHECKS_PASSED: &str = "checks_passed";
+    pub const STARTED_AT_MS: &str = "started_at_ms";
+    pub const DURATION_MS: &str = "duration_ms";
+    pub const ERROR: &str = "error";
+
+    pub const SPAN_ID: &str = "span_id";
+    pub const PARENT_SPAN_ID: &str = "parent_span_id";
+    pub const SEQ: &str = "seq";
+    pub const STEP: &str = "step";
+    pub const KIND: &str = "kind";
+    pub const NAME: &str = "name";
+    pub const STATUS: &str = "status";
+    pub const ERROR_KIND: &str = "error_kind";
+    pub const PROVIDER: &str = "gen_ai_provider_name";
+    pub const REQUEST_MODEL: &str = "gen_ai_request_model";
+    pub const RESPONSE_MODEL: &str = "gen_ai_response_model";
+    pub const FINISH_REASON: &str = "gen_ai_response_finish_reason";
+    pub const ATTEMPT: &str = "attempt";
+    pub const MESSAGES_FROM: &str = "messages_from";
+    pub const MESSAGES_TO: &str = "messages_to";
+    pub const TOOL_NAME: &str = "gen_ai_tool_name";
+    pub const TOOL_CALL_ID: &str = "gen_ai_tool_call_id";
+    pub const TOOL_ARGUMENTS: &str = "tool_arguments";
+    pub const TOOL_RESULT: &str = "tool_result";
+    pub const EXIT_CODE: &str = "exit_code";
+    pub const STDOUT: &str = "stdout";
+    pub const STDERR: &str = "stderr";
+    pub const TRUNCATED: &str = "truncated";
+    pub const CHECK_COMMAND: &str = "check_command";
+    pub const CHECK_PASSED: &str = "check_passed";
+    pub const CHECK_OUTPUT: &str = "check_output";
+
+    pub const MESSAGE_INDEX: &str = "message_index";
+    pub const ROLE: &str = "role";
+    pub const CONTENT: &str = "content";
+    pub const TOOL_CALLS_JSON: &str = "tool_calls_json";
+}
+
+/// Values of the `kind` column of the spans table.
+pub mod kind {
+    pub const MODEL_CALL: &str = "model_call";
+    pub const TOOL_CALL: &str = "tool_call";
+    pub const CHECK: &str = "check";
+}
+
+fn field(name: &str, data_type: DataType, nullable: bool) -> Field {
+    Field::new(name, data_type, nullable)
+}
+
+/// One row per trial.
+pub fn trials_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            use DataType::*;
+            Arc::new(Schema::new(vec![
+                field(col::RUN_ID, Utf8, false),
+                field(col::TRIAL_ID, Utf8, false),
+                field(col::VARIANT, Utf8, false),
+                field(col::TASK, Utf8, false),
+                field(col::TRIAL_INDEX, UInt32, false),
+                field(col::SEED, UInt64, false),
+                field(col::MODEL, Utf8, false),
+                field(col::OUTCOME, Utf8, false),
+                field(col::STOP_REASON, Utf8, false),
+                field(col::STEPS, UInt32, false),
+                field(col::TOOL_CALLS, UInt32, false),
+                field(col::TOOL_ERRORS, UInt32, false),
+                field(col::INPUT_TOKENS, UInt64, false),
+                field(col::OUTPUT_TOKENS, UInt64, false),
+                field(col::CACHE_READ_TOKENS, UInt64, false),
+                field(col::CACHE_WRITE_TOKENS, UInt64, false),
+                field(col::REASONING_TOKENS, UInt64, false),
+                field(col::TOTAL_TOKENS, UInt64, false),
+                field(col::COST_USD, Float64, true),
+                field(col::RETRIES, UInt32, false),
+                field(col::INTERVENTIONS, UInt32, false),
+                field(col::CHECKS_PASSED, Boolean, true),
+                field(col::STARTED_AT_MS, Int64, false),
+                field(col::DURATION_MS, UInt64, false),
+                field(col::ERROR, Utf8, true),
+            ]))
+        })
+        .clone()
+}
+
+/// One row per model call, tool call and check, in sequence order.
+pub fn spans_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            use DataType::*;
+            Arc::new(Schema::new(vec![
+                field(col::RUN_ID, Utf8, false),
+                field(col::TRIAL_ID, Utf8, false),
+                field(col::SPAN_ID, UInt32, false),
+                field(col::PARENT_SPAN_ID, UInt32, true),
+                field(col::SEQ, UInt64, false),
+                field(col::STEP, UInt32, true),
+                field(col::KIND, Utf8, false),
+                field(col::NAME, Utf8, false),
+                field(col::STARTED_AT_MS, Int64, false),
+                field(col::DURATION_MS, UInt64, false),
+                field(col::STATUS, Utf8, false),
+                field(col::ERROR_KIND, Utf8, true),
+                field(col::ERROR, Utf8, true),
+                field(col::PROVIDER, Utf8, true),
+                field(col::REQUEST_MODEL, Utf8, true),
+                field(col::RESPONSE_MODEL, Utf8, true),
+                field(col::FINISH_REASON, Utf8, true),
+                field(col::INPUT_TOKENS, UInt64, true),
+                field(col::OUTPUT_TOKENS, UInt64, true),
+                field(col::CACHE_READ_TOKENS, UInt64, true),
+                field(col::CACHE_WRITE_TOKENS, UInt64, true),
+                field(col::REASONING_TOKENS, UInt64, true),
+                field(col::COST_USD, Float64, true),
+                field(col::ATTEMPT, UInt32, true),
+                field(col::MESSAGES_FROM, UInt32, true),
+                field(col::MESSAGES_TO, UInt32, true),
+                field(col::TOOL_NAME, Utf8, true),
+                field(col::TOOL_CALL_ID, Utf8, true),
+                field(col::TOOL_ARGUMENTS, Utf8, true),
+                field(col::TOOL_RESULT, Utf8, true),
+                field(col::EXIT_CODE, Int32, true),
+                field(col::STDOUT, Utf8, true),
+                field(col::STDERR, Utf8, true),
+                field(col::TRUNCATED, Boolean, true),
+                field(col::CHECK_COMMAND, Utf8, true),
+                field(col::CHECK_PASSED, Boolean, true),
+                field(col::CHECK_OUTPUT, Utf8, true),
+            ]))
+        })
+        .clone()
+}
+
+/// One row per conversation message, each stored once.
+pub fn messages_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            use DataType::*;
+            Arc::new(Schema::new(vec![
+                field(col::RUN_ID, Utf8, false),
+                field(col::TRIAL_ID, Utf8, false),
+                field(col::MESSAGE_INDEX, UInt32, false),
+                field(col::SEQ, UInt64, false),
+                field(col::ROLE, Utf8, false),
+                field(col::CONTENT, Utf8, false),
+                field(col::TOOL_CALLS_JSON, Utf8, true),
+                field(col::TOOL_CALL_ID, Utf8, true),
+            ]))
+        })
+        .clone()
+}
