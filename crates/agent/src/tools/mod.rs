@@ -86,8 +86,10 @@ pub(crate) fn parse_arguments<T: DeserializeOwned>(
 ) -> Result<T, ToolError> {
     serde_path_to_error::deserialize(arguments).map_err(|error| {
         let path = error.path().to_string();
-        let inner = error.into_inner();
-        let location = if path == "." {
+        let inner = error.into_inner().to_string();
+        // serde already names the field in these two.
+        let named = inner.starts_with("unknown field") || inner.starts_with("missing field");
+        let location = if path == "." || named {
             String::new()
         } else {
             format!("field `{path}`: ")

@@ -1,0 +1,96 @@
+//! Bad suite files are rejected with the file, the field and what to do.
+
+use std::fs;
+use std::path::Path;
+
+const SUITE: &str = r#"
+[suite]
+name = "mini"
+[[variants]]
+name = "oracle"
+model = "oracle"
+"#;
+
+const TASK: &str = r#"
+instruction = "fix it"
+[[checks]]
+name = "hidden"
+run = "grep -q fixed file.txt"
+[solution]
+[[solution.edits]]
+path = "file.txt"
+old = "broken"
+new = "fixed"
+"#;
+
+fn write_suite(dir: &Path, suite: &str, task: &str) {
+    fs::write(dir.join("suite.toml"), suite).unwrap();
+    let task_dir = dir.join("tasks/one");
+    fs::create_dir_all(task_dir.join("fixture")).unwrap();
+    fs::write(task_dir.join("task.toml"), task).unwrap();
+    fs::write(task_dir.join("fixture/file.txt"), "broken\n").unwrap();
+}
+
+fn load_error(suite: &str, task: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    write_suite(dir.path(), suite, task);
+    match tack_suite::load_suite(dir.path()) {
+        Ok(_) => panic!("expected an error"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[test]
+fn a_good_suite_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    write_suite(dir.path(), SUITE, TASK);
+    let suite = tack_suite::load_suite(dir.path()).unwrap();
+    assert_eq!(suite.tasks.len(), 1);
+    assert_eq!(suite.variants[0].harness.max_steps, 30);
+}
+
+#[test]
+fn errors_name_file_field_and_fix() {
+    let cases: Vec<(String, String, &[&str])> = vec![
+        (SUITE.replace("name = \"mini\"", "name = \"mini\"\ntrails = 3"), TASK.to_string(), &["suite.toml", "unknown field `trails`", "line"]),
+        (SUITE.replace("model = \"oracle\"", "model = \"gpt-9\""), TASK.to_string(), &["suite.toml", "variants[0].model", "unknown model `gpt-9`"]),
+        (SUITE.replace("name = \"oracle\"", "name = \"has space\""), TASK.to_string(), &["variants[0].name", "letters, digits"]),
+        (format!("{SUITE}[[variants]]\nname = \"oracle\"\nmodel = \"sim\"\n"), TASK.to_string(), &["variants[1].name", "used by two variants"]),
+        (format!("{SUITE}[variants.sim]\nskill = 2.0\n"), TASK.to_string(), &["variants[0].sim", "`skill` must be between 0 and 1"]),
+        (format!("{SUITE}[variants.harness]\ntool_results = \"everything\"\n"), TASK.to_string(), &["suite.toml", "unknown variant `everything`"]),
+        (format!("{SUITE}[variants.harness]\nmax_steps = 0\n"), TASK.to_string(), &["variants[0].harness.max_steps", "at least 1"]),
+        ("[suite]\nname = \"x\"\n".to_string(), TASK.to_string(), &["variants", "add a [[variants]] table"]),
+        (SUITE.to_string(), TASK.replace("old = \"broken\"", "old = \"missing\""), &["task.toml", "solution.edits[0].old", "does not occur in file.txt"]),
+        (SUITE.to_string(), TASK.replace("path = \"file.txt\"", "path = \"nope.txt\""), &["solution.edits[0].path", "cannot read nope.txt"]),
+        (SUITE.to_string(), TASK.replace("[[checks]]\nname = \"hidden\"\nrun = \"grep -q fixed file.txt\"\n", ""), &["task.toml", "checks", "no hidden checks"]),
+        (SUITE.to_string(), TASK.replace("instruction = \"fix it\"", "instructions = \"fix it\""), &["task.toml", "unknown field `instructions`"]),
+        (SUITE.to_string(), TASK.replace("[solution]\n[[solution.edits]]\npath = \"file.txt\"\nold = \"broken\"\nnew = \"fixed\"\n", ""), &["solution", "no reference solution"]),
+        (SUITE.to_string(), TASK.replace("name = \"hidden\"", "name = 5"), &["task.toml", "invalid type"]),
+    ];
+    for (suite, task, words) in cases {
+        let message = load_error(&suite, &task);
+        for word in words {
+            assert!(message.contains(word), "`{message}` lacks `{word}`");
+        }
+    }
+}
+
+#[test]
+fn a_missing_suite_says_what_a_suite_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let message = tack_suite::load_suite(dir.path()).unwrap_err().to_string();
+    assert!(message.contains("suite.toml"), "{message}");
+}
+
+#[tokio::test]
+async fn suite_check_finds_a_task_that_cannot_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    write_suite(dir.path(), SUITE, &TASK.replace("grep -q fixed file.txt", "true"));
+    let suite = tack_suite::load_suite(dir.path()).unwrap();
+    let results = tack_suite::check_suite(&suite, 1).await;
+    assert!(!results[0].sound());
+    assert!(results[0].detail.as_deref().unwrap_or("").contains("pass on the untouched fixture"));
+    write_suite(dir.path(), SUITE, TASK);
+    let suite = tack_suite::load_suite(dir.path()).unwrap();
+    assert!(tack_suite::check_suite(&suite, 1).await[0].sound());
+}
