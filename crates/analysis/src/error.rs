@@ -1,0 +1,53 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong reading a run's traces. Each message names
+/// the file, table or column involved and, where there is one, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    #[error("no finished trials in {dir}; did the run start?")]
+    NoTrials { dir: PathBuf },
+
+    #[error(
+        "could not read the run manifest: {source}; is {run_dir} a tack trace directory (traces/<run-id>/)?"
+    )]
+    Manifest {
+        run_dir: PathBuf,
+        source: tack_trace::TraceError,
+    },
+
+    #[error(
+        "{path} is not a complete Parquet file (interrupted copy or writer?); move it out of the trace directory and retry"
+    )]
+    NotParquet { path: PathBuf },
+
+    #[error("could not read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error(
+        "could not read the {table} table in {dir}: {source}; the Parquet files may be corrupt or written by another tack version"
+    )]
+    Polars {
+        dir: PathBuf,
+        table: &'static str,
+        source: polars::error::PolarsError,
+    },
+
+    #[error(
+        "column `{column}` of the {table} table in {dir} {problem}; the Parquet files may be corrupt or written by another tack version"
+    )]
+    Column {
+        dir: PathBuf,
+        table: &'static str,
+        column: String,
+        problem: String,
+    },
+
+    #[error("trial `{trial_id}` is not in {dir}; trial ids are the file names in that directory")]
+    TrialNotFound { dir: PathBuf, trial_id: String },
+
+    #[error("`{trial_id}` is not a trial id: ids never contain path separators or `..`")]
+    InvalidTrialId { trial_id: String },
+}

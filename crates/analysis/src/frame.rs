@@ -1,0 +1,218 @@
+//! Reading the per-trial Parquet files of one table into Polars, and getting
+//! typed columns back out with errors that name the table and column.
+
+use crate::AnalysisError;
+use polars::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// The finished Parquet files of a table directory, sorted by name. Temporary
+/// files (`.<name>.partial`) and anything else not ending in `.parquet` are
+/// skipped: a trial still being written must not break the analysis. A missing
+/// directory has no files.
+pub(crate) fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(AnalysisError::Io {
+                path: dir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|source| AnalysisError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?
+            .path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".parquet") && !name.starts_with('.') && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// A lazy scan over `files` (all of one table). The file list is explicit and
+/// globbing off, so what is read is exactly what [`parquet_files`] chose.
+pub(crate) fn scan(
+    dir: &Path,
+    table: &'static str,
+    files: &[PathBuf],
+) -> Result<LazyFrame, AnalysisError> {
+    let polars_error = |source| AnalysisError::Polars {
+        dir: dir.to_path_buf(),
+        table,
+        source,
+    };
+    for file in files {
+        check_footer(file)?;
+    }
+    let paths = files
+        .iter()
+        .map(|file| PlRefPath::try_from_path(file))
+        .collect::<PolarsResult<Vec<_>>>()
+        .map_err(polars_error)?;
+    let args = ScanArgsParquet {
+        glob: false,
+        ..ScanArgsParquet::default()
+    };
+    LazyFrame::scan_parquet_files(paths.into(), args).map_err(polars_error)
+}
+
+/// Polars' error for a broken file does not say which file it was; checking
+/// the footer magic first lets the error name it.
+fn check_footer(file: &Path) -> Result<(), AnalysisError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let corrupt = || AnalysisError::NotParquet {
+        path: file.to_path_buf(),
+    };
+    let io_error = |source| AnalysisError::Io {
+        path: file.to_path_buf(),
+        source,
+    };
+    let mut handle = std::fs::File::open(file).map_err(io_error)?;
+    if handle.metadata().map_err(io_error)?.len() < 12 {
+        return Err(corrupt());
+    }
+    let mut magic = [0u8; 4];
+    handle.seek(SeekFrom::End(-4)).map_err(io_error)?;
+    handle.read_exact(&mut magic).map_err(io_error)?;
+    if &magic != b"PAR1" {
+        return Err(corrupt());
+    }
+    Ok(())
+}
+
+/// A collected table with its provenance, for error messages.
+pub(crate) struct Frame {
+    df: DataFrame,
+    dir: PathBuf,
+    table: &'static str,
+}
+
+impl Frame {
+    pub(crate) fn collect(
+        lazy: LazyFrame,
+        dir: &Path,
+        table: &'static str,
+    ) -> Result<Frame, AnalysisError> {
+        let df = lazy.collect().map_err(|source| AnalysisError::Polars {
+            dir: dir.to_path_buf(),
+            table,
+            source,
+        })?;
+        Ok(Frame {
+            df,
+            dir: dir.to_path_buf(),
+            table,
+        })
+    }
+
+    /// The collected table as a lazy frame again, for further queries that
+    /// should not re-read the files. Cloning a DataFrame shares its buffers.
+    pub(crate) fn lazy(&self) -> LazyFrame {
+        self.df.clone().lazy()
+    }
+
+    pub(crate) fn height(&self) -> usize {
+        self.df.height()
+    }
+
+    fn column_error(&self, column: &str, problem: impl std::fmt::Display) -> AnalysisError {
+        AnalysisError::Column {
+            dir: self.dir.clone(),
+            table: self.table,
+            column: column.to_string(),
+            problem: problem.to_string(),
+        }
+    }
+
+    /// The column cast to `dtype` (a no-op when it already has that type), so
+    /// that callers need not know what Polars' aggregations return.
+    fn cast(&self, name: &str, dtype: &DataType) -> Result<Column, AnalysisError> {
+        let column = self
+            .df
+            .column(name)
+            .map_err(|e| self.column_error(name, format!("is missing ({e})")))?;
+        column
+            .cast(dtype)
+            .map_err(|e| self.column_error(name, format!("cannot be read as {dtype} ({e})")))
+    }
+
+    pub(crate) fn opt_strs(&self, name: &str) -> Result<Vec<Option<String>>, AnalysisError> {
+        let column = self.cast(name, &DataType::String)?;
+        let values = column.str().map_err(|e| self.column_error(name, e))?;
+        Ok(values.iter().map(|v| v.map(str::to_owned)).collect())
+    }
+
+    pub(crate) fn opt_u64s(&self, name: &str) -> Result<Vec<Option<u64>>, AnalysisError> {
+        let column = self.cast(name, &DataType::UInt64)?;
+        let values = column.u64().map_err(|e| self.column_error(name, e))?;
+        Ok(values.iter().collect())
+    }
+
+    pub(crate) fn opt_i64s(&self, name: &str) -> Result<Vec<Option<i64>>, AnalysisError> {
+        let column = self.cast(name, &DataType::Int64)?;
+        let values = column.i64().map_err(|e| self.column_error(name, e))?;
+        Ok(values.iter().collect())
+    }
+
+    pub(crate) fn opt_f64s(&self, name: &str) -> Result<Vec<Option<f64>>, AnalysisError> {
+        let column = self.cast(name, &DataType::Float64)?;
+        let values = column.f64().map_err(|e| self.column_error(name, e))?;
+        Ok(values.iter().collect())
+    }
+
+    pub(crate) fn opt_bools(&self, name: &str) -> Result<Vec<Option<bool>>, AnalysisError> {
+        let column = self.cast(name, &DataType::Boolean)?;
+        let values = column.bool().map_err(|e| self.column_error(name, e))?;
+        Ok(values.iter().collect())
+    }
+
+    pub(crate) fn strs(&self, name: &str) -> Result<Vec<String>, AnalysisError> {
+        let values = self.opt_strs(name)?;
+        self.required(name, values)
+    }
+
+    pub(crate) fn u64s(&self, name: &str) -> Result<Vec<u64>, AnalysisError> {
+        let values = self.opt_u64s(name)?;
+        self.required(name, values)
+    }
+
+    /// A non-nullable column as `u32`; values above `u32::MAX` are an error
+    /// rather than silently truncated.
+    pub(crate) fn u32s(&self, name: &str) -> Result<Vec<u32>, AnalysisError> {
+        self.u64s(name)?
+            .into_iter()
+            .map(|v| u32::try_from(v).map_err(|_| self.column_error(name, "overflows u32")))
+            .collect()
+    }
+
+    pub(crate) fn opt_u32s(&self, name: &str) -> Result<Vec<Option<u32>>, AnalysisError> {
+        self.opt_u64s(name)?
+            .into_iter()
+            .map(|v| {
+                v.map(u32::try_from)
+                    .transpose()
+                    .map_err(|_| self.column_error(name, "overflows u32"))
+            })
+            .collect()
+    }
+
+    pub(crate) fn i64s(&self, name: &str) -> Result<Vec<i64>, AnalysisError> {
+        let values = self.opt_i64s(name)?;
+        self.required(name, values)
+    }
+
+    fn required<T>(&self, name: &str, values: Vec<Option<T>>) -> Result<Vec<T>, AnalysisError> {
+        values
+            .into_iter()
+            .collect::<Option<Vec<T>>>()
+            .ok_or_else(|| self.column_error(name, "has nulls where the schema allows none"))
+    }
+}

@@ -1,0 +1,321 @@
+//! Per-variant and per-task aggregates, computed with Polars lazy group-bys.
+
+use crate::AnalysisError;
+use crate::frame::Frame;
+use crate::stats::wilson_interval;
+use polars::prelude::*;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use tack_protocol::TrialOutcome;
+use tack_trace::schema::{TRIALS_DIR, col};
+use tack_trace::{Manifest, VariantInfo};
+
+/// Names of the aggregate columns this module creates (not trace columns).
+mod agg {
+    pub const TRIALS: &str = "trials";
+    pub const PASSED: &str = "passed";
+    pub const COUNT: &str = "count";
+    pub const MEAN_TOKENS_SUCCESSFUL: &str = "mean_tokens_successful";
+    pub const COST_NULLS: &str = "cost_nulls";
+    pub const MEAN_STEPS: &str = "mean_steps";
+}
+
+/// One variant's results over all its trials.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VariantSummary {
+    pub variant: String,
+    pub model: String,
+    /// The model is built in (oracle, sim): these are not LLM results.
+    pub simulated: bool,
+    pub trials: u64,
+    pub passed: u64,
+    /// `passed / trials`; 0 when there are no trials.
+    pub success_rate: f64,
+    /// Wilson 95% interval of the success rate.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub total_tokens: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// All tokens the variant spent, failed trials included, per passed
+    /// trial; `None` with no successes.
+    pub tokens_per_success: Option<f64>,
+    /// Mean total tokens of the passed trials; `None` with no successes.
+    pub mean_tokens_successful: Option<f64>,
+    /// `None` if any trial has no cost (an unpriced model), so a partial sum
+    /// is never shown as the total.
+    pub cost_usd: Option<f64>,
+    pub mean_steps: f64,
+    pub retries: u64,
+    pub interventions: u64,
+    pub tool_errors: u64,
+    /// Trials per `TrialOutcome::as_str()`.
+    pub outcomes: BTreeMap<String, u64>,
+    /// Trials per `StopReason::as_str()`.
+    pub stop_reasons: BTreeMap<String, u64>,
+}
+
+/// One task's results, a cell per variant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatrixRow {
+    pub task: String,
+    pub cells: Vec<MatrixCell>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatrixCell {
+    pub variant: String,
+    pub trials: u64,
+    pub passed: u64,
+}
+
+fn passed_expr() -> Expr {
+    col(col::OUTCOME).eq(lit(TrialOutcome::Passed.as_str()))
+}
+
+/// Sum of a count column as u64 (Polars keeps narrow integer types on sum).
+fn sum_u64(name: &str) -> Expr {
+    col(name).cast(DataType::UInt64).sum().alias(name)
+}
+
+/// The numeric totals per variant, keyed by variant name.
+struct Totals {
+    trials: u64,
+    passed: u64,
+    total_tokens: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    mean_tokens_successful: Option<f64>,
+    cost_usd: Option<f64>,
+    mean_steps: f64,
+    retries: u64,
+    interventions: u64,
+    tool_errors: u64,
+}
+
+fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Totals>, AnalysisError> {
+    let lazy = trials.group_by([col(col::VARIANT)]).agg([
+        len().cast(DataType::UInt64).alias(agg::TRIALS),
+        passed_expr()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(agg::PASSED),
+        sum_u64(col::TOTAL_TOKENS),
+        sum_u64(col::INPUT_TOKENS),
+        sum_u64(col::OUTPUT_TOKENS),
+        col(col::TOTAL_TOKENS)
+            .cast(DataType::Float64)
+            .filter(passed_expr())
+            .mean()
+            .alias(agg::MEAN_TOKENS_SUCCESSFUL),
+        col(col::COST_USD).sum(),
+        col(col::COST_USD)
+            .null_count()
+            .cast(DataType::UInt64)
+            .alias(agg::COST_NULLS),
+        col(col::STEPS)
+            .cast(DataType::Float64)
+            .mean()
+            .alias(agg::MEAN_STEPS),
+        sum_u64(col::RETRIES),
+        sum_u64(col::INTERVENTIONS),
+        sum_u64(col::TOOL_ERRORS),
+    ]);
+    let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    let variant = frame.strs(col::VARIANT)?;
+    let trials = frame.u64s(agg::TRIALS)?;
+    let passed = frame.u64s(agg::PASSED)?;
+    let total_tokens = frame.u64s(col::TOTAL_TOKENS)?;
+    let input_tokens = frame.u64s(col::INPUT_TOKENS)?;
+    let output_tokens = frame.u64s(col::OUTPUT_TOKENS)?;
+    let mean_tokens = frame.opt_f64s(agg::MEAN_TOKENS_SUCCESSFUL)?;
+    let cost = frame.opt_f64s(col::COST_USD)?;
+    let cost_nulls = frame.u64s(agg::COST_NULLS)?;
+    let mean_steps = frame.opt_f64s(agg::MEAN_STEPS)?;
+    let retries = frame.u64s(col::RETRIES)?;
+    let interventions = frame.u64s(col::INTERVENTIONS)?;
+    let tool_errors = frame.u64s(col::TOOL_ERRORS)?;
+    Ok((0..frame.height())
+        .map(|i| {
+            let totals = Totals {
+                trials: trials[i],
+                passed: passed[i],
+                total_tokens: total_tokens[i],
+                input_tokens: input_tokens[i],
+                output_tokens: output_tokens[i],
+                mean_tokens_successful: mean_tokens[i],
+                cost_usd: if cost_nulls[i] == 0 { cost[i] } else { None },
+                mean_steps: mean_steps[i].unwrap_or(0.0),
+                retries: retries[i],
+                interventions: interventions[i],
+                tool_errors: tool_errors[i],
+            };
+            (variant[i].clone(), totals)
+        })
+        .collect())
+}
+
+/// Trial counts per (variant, value of `column`), e.g. outcomes per variant.
+fn counts_by(
+    trials: LazyFrame,
+    dir: &Path,
+    column: &str,
+) -> Result<HashMap<String, BTreeMap<String, u64>>, AnalysisError> {
+    let lazy = trials
+        .group_by([col(col::VARIANT), col(column)])
+        .agg([len().cast(DataType::UInt64).alias(agg::COUNT)]);
+    let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    let variants = frame.strs(col::VARIANT)?;
+    let values = frame.strs(column)?;
+    let counts = frame.u64s(agg::COUNT)?;
+    let mut out: HashMap<String, BTreeMap<String, u64>> = HashMap::new();
+    for ((variant, value), count) in variants.into_iter().zip(values).zip(counts) {
+        out.entry(variant).or_default().insert(value, count);
+    }
+    Ok(out)
+}
+
+/// One summary per variant, in manifest order; variants that appear only in
+/// the trials (not expected) follow, by name. A variant with no finished
+/// trials gets zeros rather than disappearing.
+pub(crate) fn variant_summaries(
+    trials: &LazyFrame,
+    dir: &Path,
+    manifest: &Manifest,
+) -> Result<Vec<VariantSummary>, AnalysisError> {
+    let mut totals = variant_totals(trials.clone(), dir)?;
+    let mut outcomes = counts_by(trials.clone(), dir, col::OUTCOME)?;
+    let mut stops = counts_by(trials.clone(), dir, col::STOP_REASON)?;
+    let mut extra: Vec<String> = totals
+        .keys()
+        .filter(|name| !manifest.variants.iter().any(|v| &v.name == *name))
+        .cloned()
+        .collect();
+    extra.sort();
+    let infos = manifest
+        .variants
+        .iter()
+        .cloned()
+        .chain(extra.into_iter().map(|name| VariantInfo {
+            name,
+            model: String::new(),
+            simulated: false,
+            description: String::new(),
+            config: Default::default(),
+        }));
+    Ok(infos
+        .map(|info| {
+            let t = totals.remove(&info.name);
+            let outcomes = outcomes.remove(&info.name).unwrap_or_default();
+            let stop_reasons = stops.remove(&info.name).unwrap_or_default();
+            summarize(info, t, outcomes, stop_reasons)
+        })
+        .collect())
+}
+
+fn summarize(
+    info: VariantInfo,
+    totals: Option<Totals>,
+    outcomes: BTreeMap<String, u64>,
+    stop_reasons: BTreeMap<String, u64>,
+) -> VariantSummary {
+    let t = totals.unwrap_or(Totals {
+        trials: 0,
+        passed: 0,
+        total_tokens: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        mean_tokens_successful: None,
+        cost_usd: None,
+        mean_steps: 0.0,
+        retries: 0,
+        interventions: 0,
+        tool_errors: 0,
+    });
+    let (ci_low, ci_high) = wilson_interval(t.passed, t.trials);
+    VariantSummary {
+        variant: info.name,
+        model: info.model,
+        simulated: info.simulated,
+        trials: t.trials,
+        passed: t.passed,
+        success_rate: if t.trials == 0 {
+            0.0
+        } else {
+            t.passed as f64 / t.trials as f64
+        },
+        ci_low,
+        ci_high,
+        total_tokens: t.total_tokens,
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        tokens_per_success: (t.passed > 0).then(|| t.total_tokens as f64 / t.passed as f64),
+        mean_tokens_successful: t.mean_tokens_successful,
+        cost_usd: t.cost_usd,
+        mean_steps: t.mean_steps,
+        retries: t.retries,
+        interventions: t.interventions,
+        tool_errors: t.tool_errors,
+        outcomes,
+        stop_reasons,
+    }
+}
+
+/// The task × variant matrix: rows in manifest task order (then unknown tasks
+/// by name), cells in the order of `variants`.
+pub(crate) fn task_matrix(
+    trials: &LazyFrame,
+    dir: &Path,
+    tasks: &[String],
+    variants: &[String],
+) -> Result<Vec<MatrixRow>, AnalysisError> {
+    let lazy = trials
+        .clone()
+        .group_by([col(col::TASK), col(col::VARIANT)])
+        .agg([
+            len().cast(DataType::UInt64).alias(agg::TRIALS),
+            passed_expr()
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(agg::PASSED),
+        ]);
+    let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    let task_col = frame.strs(col::TASK)?;
+    let variant_col = frame.strs(col::VARIANT)?;
+    let trial_counts = frame.u64s(agg::TRIALS)?;
+    let passed_counts = frame.u64s(agg::PASSED)?;
+    let mut cells: HashMap<(String, String), (u64, u64)> = HashMap::new();
+    for i in 0..frame.height() {
+        let key = (task_col[i].clone(), variant_col[i].clone());
+        cells.insert(key, (trial_counts[i], passed_counts[i]));
+    }
+    let mut extra: Vec<String> = task_col
+        .into_iter()
+        .filter(|t| !tasks.contains(t))
+        .collect();
+    extra.sort();
+    extra.dedup();
+    Ok(tasks
+        .iter()
+        .cloned()
+        .chain(extra)
+        .map(|task| MatrixRow {
+            cells: variants
+                .iter()
+                .map(|variant| {
+                    let (trials, passed) = cells
+                        .get(&(task.clone(), variant.clone()))
+                        .copied()
+                        .unwrap_or((0, 0));
+                    MatrixCell {
+                        variant: variant.clone(),
+                        trials,
+                        passed,
+                    }
+                })
+                .collect(),
+            task,
+        })
+        .collect())
+}

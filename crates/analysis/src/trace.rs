@@ -1,0 +1,227 @@
+//! One trial's full trace: its spans and messages, for a trial page.
+
+use crate::AnalysisError;
+use crate::frame::{Frame, scan};
+use crate::trials::TrialRow;
+use polars::prelude::*;
+use serde::Serialize;
+use std::path::Path;
+use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, col};
+
+/// Everything recorded about one trial.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrialTrace {
+    pub trial: TrialRow,
+    /// Model calls, tool calls and checks in `seq` order.
+    pub spans: Vec<SpanRow>,
+    /// The conversation, in `message_index` order. Each message appears once;
+    /// a model call's `messages_from..messages_to` says which it was sent.
+    pub messages: Vec<MessageRow>,
+}
+
+/// One row of the spans table. Which optional fields are set depends on
+/// `kind` (`schema::kind::*`): model calls have the `gen_ai_*`-derived
+/// fields, tool calls the `tool_*`/`exit_code`/`stdout`/`stderr` fields,
+/// checks the `check_*` fields and `exit_code`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpanRow {
+    pub span_id: u32,
+    pub parent_span_id: Option<u32>,
+    pub seq: u64,
+    pub step: Option<u32>,
+    pub kind: String,
+    pub name: String,
+    pub started_at_ms: i64,
+    pub duration_ms: u64,
+    pub status: String,
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    // Model calls.
+    pub provider: Option<String>,
+    pub request_model: Option<String>,
+    pub response_model: Option<String>,
+    pub finish_reason: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+    pub attempt: Option<u32>,
+    pub messages_from: Option<u32>,
+    pub messages_to: Option<u32>,
+    // Tool calls.
+    pub tool_name: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub tool_arguments: Option<String>,
+    /// What the model was shown.
+    pub tool_result: Option<String>,
+    pub exit_code: Option<i32>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub truncated: Option<bool>,
+    // Checks.
+    pub check_command: Option<String>,
+    pub check_passed: Option<bool>,
+    pub check_output: Option<String>,
+}
+
+/// One conversation message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageRow {
+    pub message_index: u32,
+    pub seq: u64,
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    pub content: String,
+    /// The assistant's tool calls as JSON (`[{id, name, arguments}]`).
+    pub tool_calls_json: Option<String>,
+    /// For a tool message, the call it answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// Trial ids become file names; refuse anything that could leave the table
+/// directory.
+pub(crate) fn check_trial_id(trial_id: &str) -> Result<(), AnalysisError> {
+    let bad = trial_id.is_empty()
+        || trial_id.contains(['/', '\\'])
+        || trial_id.contains("..")
+        || trial_id.starts_with('.');
+    if bad {
+        return Err(AnalysisError::InvalidTrialId {
+            trial_id: trial_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The rows of `<run_dir>/<table>/<trial_id>.parquet`, sorted by `sort_by`
+/// and filtered to the trial. A missing file reads as no rows: a trial that
+/// failed before its first event has nothing to show, and that is not an
+/// error of the trace.
+fn read_trial_table(
+    run_dir: &Path,
+    table: &'static str,
+    trial_id: &str,
+    sort_by: &str,
+) -> Result<Option<Frame>, AnalysisError> {
+    let dir = run_dir.join(table);
+    let file = dir.join(format!("{trial_id}.parquet"));
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let lazy = scan(&dir, table, &[file])?
+        .filter(col(col::TRIAL_ID).eq(lit(trial_id)))
+        .sort([sort_by], SortMultipleOptions::default());
+    Frame::collect(lazy, &dir, table).map(Some)
+}
+
+pub(crate) fn read_spans(run_dir: &Path, trial_id: &str) -> Result<Vec<SpanRow>, AnalysisError> {
+    match read_trial_table(run_dir, SPANS_DIR, trial_id, col::SEQ)? {
+        Some(frame) => span_rows(&frame),
+        None => Ok(Vec::new()),
+    }
+}
+
+pub(crate) fn read_messages(
+    run_dir: &Path,
+    trial_id: &str,
+) -> Result<Vec<MessageRow>, AnalysisError> {
+    let Some(f) = read_trial_table(run_dir, MESSAGES_DIR, trial_id, col::MESSAGE_INDEX)? else {
+        return Ok(Vec::new());
+    };
+    let index = f.u32s(col::MESSAGE_INDEX)?;
+    let seq = f.u64s(col::SEQ)?;
+    let role = f.strs(col::ROLE)?;
+    let content = f.strs(col::CONTENT)?;
+    let tool_calls_json = f.opt_strs(col::TOOL_CALLS_JSON)?;
+    let tool_call_id = f.opt_strs(col::TOOL_CALL_ID)?;
+    Ok((0..f.height())
+        .map(|i| MessageRow {
+            message_index: index[i],
+            seq: seq[i],
+            role: role[i].clone(),
+            content: content[i].clone(),
+            tool_calls_json: tool_calls_json[i].clone(),
+            tool_call_id: tool_call_id[i].clone(),
+        })
+        .collect())
+}
+
+fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
+    let span_id = f.u32s(col::SPAN_ID)?;
+    let parent = f.opt_u32s(col::PARENT_SPAN_ID)?;
+    let seq = f.u64s(col::SEQ)?;
+    let step = f.opt_u32s(col::STEP)?;
+    let kind = f.strs(col::KIND)?;
+    let name = f.strs(col::NAME)?;
+    let started = f.i64s(col::STARTED_AT_MS)?;
+    let duration = f.u64s(col::DURATION_MS)?;
+    let status = f.strs(col::STATUS)?;
+    let error_kind = f.opt_strs(col::ERROR_KIND)?;
+    let error = f.opt_strs(col::ERROR)?;
+    let provider = f.opt_strs(col::PROVIDER)?;
+    let request_model = f.opt_strs(col::REQUEST_MODEL)?;
+    let response_model = f.opt_strs(col::RESPONSE_MODEL)?;
+    let finish_reason = f.opt_strs(col::FINISH_REASON)?;
+    let input = f.opt_u64s(col::INPUT_TOKENS)?;
+    let output = f.opt_u64s(col::OUTPUT_TOKENS)?;
+    let cache_read = f.opt_u64s(col::CACHE_READ_TOKENS)?;
+    let cache_write = f.opt_u64s(col::CACHE_WRITE_TOKENS)?;
+    let reasoning = f.opt_u64s(col::REASONING_TOKENS)?;
+    let cost = f.opt_f64s(col::COST_USD)?;
+    let attempt = f.opt_u32s(col::ATTEMPT)?;
+    let messages_from = f.opt_u32s(col::MESSAGES_FROM)?;
+    let messages_to = f.opt_u32s(col::MESSAGES_TO)?;
+    let tool_name = f.opt_strs(col::TOOL_NAME)?;
+    let tool_call_id = f.opt_strs(col::TOOL_CALL_ID)?;
+    let arguments = f.opt_strs(col::TOOL_ARGUMENTS)?;
+    let result = f.opt_strs(col::TOOL_RESULT)?;
+    let exit_code = f.opt_i64s(col::EXIT_CODE)?;
+    let stdout = f.opt_strs(col::STDOUT)?;
+    let stderr = f.opt_strs(col::STDERR)?;
+    let truncated = f.opt_bools(col::TRUNCATED)?;
+    let check_command = f.opt_strs(col::CHECK_COMMAND)?;
+    let check_passed = f.opt_bools(col::CHECK_PASSED)?;
+    let check_output = f.opt_strs(col::CHECK_OUTPUT)?;
+    Ok((0..f.height())
+        .map(|i| SpanRow {
+            span_id: span_id[i],
+            parent_span_id: parent[i],
+            seq: seq[i],
+            step: step[i],
+            kind: kind[i].clone(),
+            name: name[i].clone(),
+            started_at_ms: started[i],
+            duration_ms: duration[i],
+            status: status[i].clone(),
+            error_kind: error_kind[i].clone(),
+            error: error[i].clone(),
+            provider: provider[i].clone(),
+            request_model: request_model[i].clone(),
+            response_model: response_model[i].clone(),
+            finish_reason: finish_reason[i].clone(),
+            input_tokens: input[i],
+            output_tokens: output[i],
+            cache_read_tokens: cache_read[i],
+            cache_write_tokens: cache_write[i],
+            reasoning_tokens: reasoning[i],
+            cost_usd: cost[i],
+            attempt: attempt[i],
+            messages_from: messages_from[i],
+            messages_to: messages_to[i],
+            tool_name: tool_name[i].clone(),
+            tool_call_id: tool_call_id[i].clone(),
+            tool_arguments: arguments[i].clone(),
+            tool_result: result[i].clone(),
+            // The schema's exit code is Int32; read via i64 and narrow.
+            exit_code: exit_code[i].and_then(|c| i32::try_from(c).ok()),
+            stdout: stdout[i].clone(),
+            stderr: stderr[i].clone(),
+            truncated: truncated[i],
+            check_command: check_command[i].clone(),
+            check_passed: check_passed[i],
+            check_output: check_output[i].clone(),
+        })
+        .collect())
+}
