@@ -1,0 +1,123 @@
+//! The HTML report of a run: `index.html` (summary, plots, task matrix,
+//! failed trials) and one page per non-passed trial with its whole trace.
+//!
+//! Pages are self-contained (inline CSS and SVG, no JavaScript, nothing
+//! fetched) so a report directory can be archived or mailed as is. Templates
+//! are embedded and rendered with auto-escaping on: tool output and model
+//! text are untrusted and must never become markup.
+
+mod plots;
+mod trial_page;
+mod view;
+
+use minijinja::value::Serde;
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, context};
+use std::path::{Path, PathBuf};
+use tack_analysis::{AnalysisError, RunAnalysis, analyze_run, load_trial_trace};
+
+/// The files a report consists of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportFiles {
+    pub index: PathBuf,
+    /// One per non-passed trial, in the order of the failed-trials table.
+    pub trial_pages: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Analysis(#[from] AnalysisError),
+    #[error("could not render {template}: {source:#}; this is a bug in tack-report's templates")]
+    Template {
+        template: &'static str,
+        source: minijinja::Error,
+    },
+    #[error("could not draw the plot \"{plot}\": {message}; this is a bug in tack-report")]
+    Plot { plot: &'static str, message: String },
+    #[error("could not write {path}: {source}; check that the output directory is writable")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+const TEMPLATES: [(&str, &str); 4] = [
+    ("base.html", include_str!("../templates/base.html")),
+    ("index.html", include_str!("../templates/index.html")),
+    ("summary.html", include_str!("../templates/summary.html")),
+    ("trial.html", include_str!("../templates/trial.html")),
+];
+
+/// Analyses `run_dir` (a `traces/<run-id>/` directory) and writes the report
+/// to `out_dir`, creating it if needed.
+pub fn write_report(run_dir: &Path, out_dir: &Path) -> Result<ReportFiles, ReportError> {
+    let analysis = analyze_run(run_dir)?;
+    let env = environment()?;
+    let trials_dir = out_dir.join("trials");
+    std::fs::create_dir_all(&trials_dir).map_err(|source| ReportError::Write {
+        path: trials_dir.clone(),
+        source,
+    })?;
+    let mut trial_pages = Vec::new();
+    for trial in &analysis.failed_trials {
+        let trace = load_trial_trace(run_dir, &trial.trial_id)?;
+        let view = trial_page::trial_view(&trace);
+        let html = render(&env, "trial.html", context! { trial => Serde(view) })?;
+        let path = trials_dir.join(trial_page::file_name(&trial.trial_id));
+        write(&path, &html)?;
+        trial_pages.push(path);
+    }
+    let index = out_dir.join("index.html");
+    write(&index, &render_index(&env, &analysis)?)?;
+    Ok(ReportFiles { index, trial_pages })
+}
+
+fn render_index(env: &Environment<'static>, analysis: &RunAnalysis) -> Result<String, ReportError> {
+    let plots = plots::all(&analysis.variants)
+        .map_err(|(plot, message)| ReportError::Plot { plot, message })?;
+    let ctx = context! {
+        header => Serde(view::header(analysis)),
+        simulated => Serde(view::simulated(analysis)),
+        summary => Serde(view::summary(&analysis.variants)),
+        plots => Serde(plots),
+        matrix => Serde(view::matrix(&analysis.matrix, &analysis.variants)),
+        failed => Serde(view::failed(&analysis.failed_trials)),
+        trial_count => analysis.trials.len(),
+    };
+    render(env, "index.html", ctx)
+}
+
+/// All templates, escaping HTML whatever the template's name, and failing on
+/// undefined variables so a template typo is an error, not a blank cell.
+fn environment() -> Result<Environment<'static>, ReportError> {
+    let mut env = Environment::new();
+    env.set_auto_escape_callback(|_| AutoEscape::Html);
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    for (name, source) in TEMPLATES {
+        env.add_template(name, source)
+            .map_err(|source| ReportError::Template {
+                template: name,
+                source,
+            })?;
+    }
+    Ok(env)
+}
+
+fn render(
+    env: &Environment<'static>,
+    template: &'static str,
+    ctx: minijinja::Value,
+) -> Result<String, ReportError> {
+    let error = |source| ReportError::Template { template, source };
+    env.get_template(template)
+        .map_err(error)?
+        .render(ctx)
+        .map_err(error)
+}
+
+fn write(path: &Path, contents: &str) -> Result<(), ReportError> {
+    std::fs::write(path, contents).map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,290 @@
+//! The view of one trial: its header and its trace as a timeline.
+
+use crate::view::thousands;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use tack_analysis::{MessageRow, SpanRow, TrialTrace};
+use tack_trace::schema::kind;
+
+/// The page's file name for a trial id. Ids are made by the runner from
+/// variant, task and index; anything outside a safe set becomes `_` so an id
+/// can never escape the `trials/` directory or need URL encoding.
+pub(crate) fn file_name(trial_id: &str) -> String {
+    let safe: String = trial_id
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+            _ => '_',
+        })
+        .collect();
+    format!("{safe}.html")
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct TrialView {
+    pub trial_id: String,
+    pub variant: String,
+    pub task: String,
+    pub trial_index: u32,
+    pub model: String,
+    pub outcome: String,
+    pub stop_reason: String,
+    pub steps: u32,
+    pub tool_calls: u32,
+    pub tool_errors: u32,
+    pub retries: u32,
+    pub tokens: String,
+    pub cost: String,
+    pub checks_passed: String,
+    pub duration: String,
+    pub error: Option<String>,
+    pub timeline: Vec<Item>,
+    pub messages: Vec<MessageView>,
+}
+
+/// One entry of the timeline, in span sequence order.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Item {
+    ModelCall {
+        step: Option<u32>,
+        attempt: Option<u32>,
+        status: String,
+        error: Option<String>,
+        model: String,
+        tokens_in: String,
+        tokens_out: String,
+        cache_read: Option<u64>,
+        finish_reason: Option<String>,
+        duration_ms: u64,
+        sent: String,
+        /// System and user messages first sent with this call; tool results
+        /// appear with their tool calls and assistant messages as responses.
+        new_messages: Vec<MessageView>,
+        response: Option<MessageView>,
+    },
+    ToolCall {
+        step: Option<u32>,
+        tool_name: String,
+        call_id: Option<String>,
+        arguments: String,
+        arguments_are_json: bool,
+        result: Option<String>,
+        exit_code: Option<i32>,
+        stdout: Option<String>,
+        stderr: Option<String>,
+        truncated: bool,
+        status: String,
+        error_kind: Option<String>,
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    Check {
+        name: String,
+        command: Option<String>,
+        passed: Option<bool>,
+        exit_code: Option<i32>,
+        output: Option<String>,
+        duration_ms: u64,
+    },
+    /// A span kind this report does not know (newer trace format).
+    Other { kind: String, name: String },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct MessageView {
+    pub index: u32,
+    pub role: String,
+    pub content: String,
+    pub tool_calls: Vec<ToolCallView>,
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ToolCallView {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
+    let t = &trace.trial;
+    let messages: Vec<MessageView> = trace.messages.iter().map(message_view).collect();
+    TrialView {
+        trial_id: t.trial_id.clone(),
+        variant: t.variant.clone(),
+        task: t.task.clone(),
+        trial_index: t.trial_index,
+        model: t.model.clone(),
+        outcome: t.outcome.clone(),
+        stop_reason: t.stop_reason.clone(),
+        steps: t.steps,
+        tool_calls: t.tool_calls,
+        tool_errors: t.tool_errors,
+        retries: t.retries,
+        tokens: format!(
+            "{} ({} in, {} out)",
+            thousands(t.total_tokens as f64),
+            thousands(t.input_tokens as f64),
+            thousands(t.output_tokens as f64)
+        ),
+        cost: t.cost_usd.map_or("—".to_string(), |c| format!("${c:.4}")),
+        checks_passed: match t.checks_passed {
+            Some(true) => "passed",
+            Some(false) => "failed",
+            None => "did not run",
+        }
+        .to_string(),
+        duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
+        error: t.error.clone(),
+        timeline: timeline(&trace.spans, &messages),
+        messages,
+    }
+}
+
+fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
+    let mut shown_upto = 0u32;
+    let mut responses_shown = BTreeSet::new();
+    spans
+        .iter()
+        .map(|span| match span.kind.as_str() {
+            kind::MODEL_CALL => model_call(span, messages, &mut shown_upto, &mut responses_shown),
+            kind::TOOL_CALL => tool_call(span),
+            kind::CHECK => Item::Check {
+                name: span.name.clone(),
+                command: span.check_command.clone(),
+                passed: span.check_passed,
+                exit_code: span.exit_code,
+                output: span.check_output.clone(),
+                duration_ms: span.duration_ms,
+            },
+            other => Item::Other {
+                kind: other.to_string(),
+                name: span.name.clone(),
+            },
+        })
+        .collect()
+}
+
+fn model_call(
+    span: &SpanRow,
+    messages: &[MessageView],
+    shown_upto: &mut u32,
+    responses_shown: &mut BTreeSet<u32>,
+) -> Item {
+    let from = span.messages_from.unwrap_or(0);
+    let to = span.messages_to.unwrap_or(from);
+    let new_messages = messages
+        .iter()
+        .filter(|m| m.index >= from.max(*shown_upto) && m.index < to)
+        .filter(|m| m.role == "system" || m.role == "user")
+        .cloned()
+        .collect();
+    *shown_upto = (*shown_upto).max(to);
+    // The answer is the message appended right after what was sent; a failed
+    // attempt has none, and a retry must not show the same answer twice.
+    let response = (span.status == "ok")
+        .then(|| {
+            messages
+                .iter()
+                .find(|m| m.index == to && m.role == "assistant")
+        })
+        .flatten()
+        .filter(|m| responses_shown.insert(m.index))
+        .cloned();
+    Item::ModelCall {
+        step: span.step,
+        attempt: span.attempt,
+        status: span.status.clone(),
+        error: span.error.clone(),
+        model: span
+            .response_model
+            .clone()
+            .or_else(|| span.request_model.clone())
+            .unwrap_or_default(),
+        tokens_in: span
+            .input_tokens
+            .map_or("—".into(), |n| thousands(n as f64)),
+        tokens_out: span
+            .output_tokens
+            .map_or("—".into(), |n| thousands(n as f64)),
+        cache_read: span.cache_read_tokens.filter(|&n| n > 0),
+        finish_reason: span.finish_reason.clone(),
+        duration_ms: span.duration_ms,
+        sent: format!("messages {from}–{}", to.saturating_sub(1)),
+        new_messages,
+        response,
+    }
+}
+
+fn tool_call(span: &SpanRow) -> Item {
+    let raw = span.tool_arguments.clone().unwrap_or_default();
+    let (arguments, arguments_are_json) = pretty_json(&raw);
+    Item::ToolCall {
+        step: span.step,
+        tool_name: span.tool_name.clone().unwrap_or_else(|| span.name.clone()),
+        call_id: span.tool_call_id.clone(),
+        arguments,
+        arguments_are_json,
+        result: span.tool_result.clone(),
+        exit_code: span.exit_code,
+        stdout: span.stdout.clone().filter(|s| !s.is_empty()),
+        stderr: span.stderr.clone().filter(|s| !s.is_empty()),
+        truncated: span.truncated.unwrap_or(false),
+        status: span.status.clone(),
+        error_kind: span.error_kind.clone(),
+        error: span.error.clone(),
+        duration_ms: span.duration_ms,
+    }
+}
+
+/// Pretty-printed JSON when `raw` parses, else `raw` unchanged: the model's
+/// exact text matters most when it is broken.
+fn pretty_json(raw: &str) -> (String, bool) {
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(value) => (
+            serde_json::to_string_pretty(&value).unwrap_or_else(|_| raw.to_string()),
+            true,
+        ),
+        Err(_) => (raw.to_string(), false),
+    }
+}
+
+fn message_view(m: &MessageRow) -> MessageView {
+    #[derive(serde::Deserialize)]
+    struct Call {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        arguments: String,
+    }
+    let tool_calls = m
+        .tool_calls_json
+        .as_deref()
+        .map(|json| match serde_json::from_str::<Vec<Call>>(json) {
+            Ok(calls) => calls
+                .into_iter()
+                .map(|c| ToolCallView {
+                    id: c.id,
+                    name: c.name,
+                    arguments: pretty_json(&c.arguments).0,
+                })
+                .collect(),
+            // Unknown shape: show it raw rather than drop it.
+            Err(_) => vec![ToolCallView {
+                id: String::new(),
+                name: "(unparsed tool calls)".to_string(),
+                arguments: json.to_string(),
+            }],
+        })
+        .unwrap_or_default();
+    MessageView {
+        index: m.message_index,
+        role: m.role.clone(),
+        content: m.content.clone(),
+        tool_calls,
+        tool_call_id: m.tool_call_id.clone(),
+    }
+}

@@ -1,0 +1,295 @@
+//! What the index page shows, formatted: templates only lay out strings, so
+//! every number format lives here, in one place, and is easy to test.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tack_analysis::{MatrixRow, RunAnalysis, TrialRow, VariantSummary};
+use tack_protocol::{StopReason, TrialOutcome};
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Header {
+    pub suite: String,
+    pub suite_path: String,
+    pub suite_hash: String,
+    pub run_id: String,
+    pub status: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub tack_version: String,
+    pub seed: u64,
+    pub trials_per_task: u32,
+    pub host: String,
+    pub command_line: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Simulated {
+    pub variant: String,
+    pub model: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Count {
+    pub name: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct SummaryRow {
+    pub variant: String,
+    pub model: String,
+    pub simulated: bool,
+    pub trials: u64,
+    pub passed: u64,
+    pub rate: String,
+    pub ci: String,
+    pub tokens_per_success: String,
+    pub mean_tokens_successful: String,
+    pub total_tokens: String,
+    pub cost: String,
+    pub mean_steps: String,
+    pub retries: u64,
+    pub interventions: u64,
+    pub tool_errors: u64,
+    pub outcomes: Vec<Count>,
+    pub stop_reasons: Vec<Count>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct MatrixView {
+    pub variants: Vec<String>,
+    pub rows: Vec<MatrixRowView>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct MatrixRowView {
+    pub task: String,
+    pub cells: Vec<MatrixCellView>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct MatrixCellView {
+    pub text: String,
+    /// A CSS colour (no `/`: auto-escaping would mangle it).
+    pub color: String,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FailedRow {
+    /// File name of the trial page under `trials/`. The template writes the
+    /// `trials/` prefix itself: auto-escaping would turn a `/` in a value
+    /// into `&#x2f;`.
+    pub page: String,
+    pub trial_id: String,
+    pub variant: String,
+    pub task: String,
+    pub trial_index: u32,
+    pub outcome: String,
+    pub stop_reason: String,
+    pub steps: u32,
+    pub tokens: String,
+    pub error: Option<String>,
+}
+
+pub(crate) fn header(analysis: &RunAnalysis) -> Header {
+    let m = &analysis.manifest;
+    Header {
+        suite: m.suite.name.clone(),
+        suite_path: m.suite.path.clone(),
+        suite_hash: m.suite.content_hash.clone(),
+        run_id: m.run_id.clone(),
+        status: format!("{:?}", m.status).to_lowercase(),
+        started_at: m.started_at.clone(),
+        finished_at: m
+            .finished_at
+            .clone()
+            .unwrap_or_else(|| "not finished".into()),
+        tack_version: m.tack_version.clone(),
+        seed: m.seed,
+        trials_per_task: m.trials_per_task,
+        host: format!(
+            "{} ({}/{}, {} CPUs)",
+            m.host.hostname, m.host.os, m.host.arch, m.host.cpus
+        ),
+        command_line: m.command_line.join(" "),
+    }
+}
+
+pub(crate) fn simulated(analysis: &RunAnalysis) -> Vec<Simulated> {
+    analysis
+        .manifest
+        .variants
+        .iter()
+        .filter(|v| v.simulated)
+        .map(|v| Simulated {
+            variant: v.name.clone(),
+            model: v.model.clone(),
+        })
+        .collect()
+}
+
+pub(crate) fn summary(variants: &[VariantSummary]) -> Vec<SummaryRow> {
+    variants.iter().map(summary_row).collect()
+}
+
+fn summary_row(v: &VariantSummary) -> SummaryRow {
+    let stop_order: Vec<&str> = StopReason::ALL.iter().map(|r| r.as_str()).collect();
+    SummaryRow {
+        variant: v.variant.clone(),
+        model: v.model.clone(),
+        simulated: v.simulated,
+        trials: v.trials,
+        passed: v.passed,
+        // With no trials there is no rate to show, and 0% would be a claim.
+        rate: optional((v.trials > 0).then(|| percent(v.success_rate))),
+        ci: optional(
+            (v.trials > 0).then(|| format!("{}–{}", percent(v.ci_low), percent(v.ci_high))),
+        ),
+        tokens_per_success: optional(v.tokens_per_success.map(thousands)),
+        mean_tokens_successful: optional(v.mean_tokens_successful.map(thousands)),
+        total_tokens: thousands(v.total_tokens as f64),
+        cost: optional(v.cost_usd.map(|c| format!("${c:.4}"))),
+        mean_steps: format!("{:.1}", v.mean_steps),
+        retries: v.retries,
+        interventions: v.interventions,
+        tool_errors: v.tool_errors,
+        outcomes: counts(&v.outcomes, &outcome_order(v.outcomes.keys())),
+        stop_reasons: counts(
+            &v.stop_reasons,
+            &in_order(&stop_order, v.stop_reasons.keys()),
+        ),
+    }
+}
+
+fn counts(map: &BTreeMap<String, u64>, order: &[String]) -> Vec<Count> {
+    order
+        .iter()
+        .filter_map(|name| {
+            map.get(name).map(|&count| Count {
+                name: name.clone(),
+                count,
+            })
+        })
+        .collect()
+}
+
+/// Outcome names in `TrialOutcome::ALL` order (best first), then any unknown
+/// names alphabetically, without duplicates.
+pub(crate) fn outcome_order<'a>(names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let known: Vec<&str> = TrialOutcome::ALL.iter().map(|o| o.as_str()).collect();
+    in_order(&known, names)
+}
+
+fn in_order<'a>(known: &[&str], names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut names: Vec<&String> = names.collect();
+    names.sort_by_key(|name| {
+        let rank = known.iter().position(|k| k == name).unwrap_or(known.len());
+        (rank, name.as_str())
+    });
+    names.dedup();
+    names.into_iter().cloned().collect()
+}
+
+pub(crate) fn matrix(rows: &[MatrixRow], variants: &[VariantSummary]) -> MatrixView {
+    MatrixView {
+        variants: variants.iter().map(|v| v.variant.clone()).collect(),
+        rows: rows
+            .iter()
+            .map(|row| MatrixRowView {
+                task: row.task.clone(),
+                cells: row
+                    .cells
+                    .iter()
+                    .map(|c| MatrixCellView {
+                        text: format!("{}/{}", c.passed, c.trials),
+                        color: rate_color(c.passed, c.trials),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// Red (0%) through yellow to green (100%); grey when nothing ran.
+fn rate_color(passed: u64, trials: u64) -> String {
+    if trials == 0 {
+        return "#eeeeee".to_string();
+    }
+    let hue = 120.0 * passed as f64 / trials as f64;
+    format!("hsl({hue:.0}, 65%, 80%)")
+}
+
+pub(crate) fn failed(trials: &[TrialRow]) -> Vec<FailedRow> {
+    trials
+        .iter()
+        .map(|t| FailedRow {
+            page: crate::trial_page::file_name(&t.trial_id),
+            trial_id: t.trial_id.clone(),
+            variant: t.variant.clone(),
+            task: t.task.clone(),
+            trial_index: t.trial_index,
+            outcome: t.outcome.clone(),
+            stop_reason: t.stop_reason.clone(),
+            steps: t.steps,
+            tokens: thousands(t.total_tokens as f64),
+            error: t.error.as_deref().map(|e| shorten(e, 300)),
+        })
+        .collect()
+}
+
+/// The first `max` characters of `text`, marked when cut; the trial page
+/// has the whole text.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+pub(crate) fn percent(rate: f64) -> String {
+    format!("{:.1}%", rate * 100.0)
+}
+
+fn optional(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "—".to_string())
+}
+
+/// Rounded to a whole number with thousands separators: `12,345`.
+pub(crate) fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if value < -0.5 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numbers() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1234.0), "1,234");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(percent(0.4902), "49.0%");
+        assert_eq!(rate_color(0, 0), "#eeeeee");
+        assert_eq!(rate_color(1, 1), "hsl(120, 65%, 80%)");
+        assert_eq!(shorten("héllo", 2), "hé…");
+        assert_eq!(shorten("hé", 2), "hé");
+    }
+
+    #[test]
+    fn known_outcomes_come_first_in_their_order() {
+        let names = ["zzz", "limit", "passed", "limit"].map(String::from);
+        assert_eq!(outcome_order(names.iter()), ["passed", "limit", "zzz"]);
+    }
+}
