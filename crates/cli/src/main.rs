@@ -1,0 +1,82 @@
+//! `tack`: run task suites against coding-agent harness variants, record
+//! every call into Parquet traces, and report on them.
+
+mod exit;
+mod report_cmd;
+mod run_cmd;
+mod suite_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tack",
+    version,
+    about = "A harness and evaluation workbench for coding agents",
+    long_about = "A harness and evaluation workbench for coding agents.\n\n\
+Run a task suite across variants (model × harness configuration × trials), record every model \
+call and tool call into Parquet traces, and compare the variants in an HTML report.\n\n\
+Start with:\n  tack suite check suites/demo   prove every task can tell a fix from no fix\n  \
+tack run suites/demo           run it with the built-in models (no network, no key)\n  \
+tack report traces/<run-id>    (re)build a run's report",
+    after_help = "Exit codes: 0 success, 1 the command ran and found a problem (an unsound task), \
+2 usage or input error (bad flags, bad suite file), 3 tack failed (could not write traces or report)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a suite: every variant × task × trial, then write the report.
+    Run(run_cmd::RunArgs),
+    /// Build the HTML report of a recorded run.
+    Report(report_cmd::ReportArgs),
+    /// Inspect and validate task suites.
+    #[command(subcommand)]
+    Suite(SuiteCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum SuiteCommand {
+    /// Prove a suite sound: each task's checks fail untouched and pass with its reference solution.
+    Check(suite_cmd::CheckArgs),
+    /// List a suite's variants and tasks.
+    Show {
+        /// The suite directory (holding suite.toml).
+        suite: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: could not start the async runtime: {error}");
+            return exit::Failure::Internal.into();
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run_cmd::run(args).await,
+            Command::Report(args) => report_cmd::run(args),
+            Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
+            Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("error: {:#}", failure.error);
+            failure.kind.into()
+        }
+    }
+}

@@ -1,0 +1,166 @@
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use tack_protocol::TrialOutcome;
+use tack_runner::{Progress, RunPlan, RunResult};
+
+use crate::exit::{Classify, CommandResult, Failure};
+use crate::suite_cmd::default_jobs;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The suite directory (holding suite.toml).
+    suite: PathBuf,
+    /// Run only these variants (repeat or separate with commas).
+    #[arg(long = "variant", short = 'v', value_delimiter = ',')]
+    variants: Vec<String>,
+    /// Run only these tasks (repeat or separate with commas).
+    #[arg(long = "task", short = 't', value_delimiter = ',')]
+    tasks: Vec<String>,
+    /// Trials per variant and task [default: the suite's `trials`].
+    #[arg(long)]
+    trials: Option<u32>,
+    /// Trials run at once.
+    #[arg(long, short = 'j', default_value_t = default_jobs())]
+    jobs: usize,
+    /// Seed of the run; each trial's seed derives from it [default: the suite's `seed`].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where traces go: <DIR>/<run-id>/.
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
+    /// Where reports go: <DIR>/<run-id>/index.html.
+    #[arg(long, default_value = "reports")]
+    reports: PathBuf,
+    /// Record traces only; build the report later with `tack report`.
+    #[arg(long)]
+    no_report: bool,
+    /// Keep the workspaces of trials that did not pass (their paths are not printed; look in the temp dir for tack-<task>-*).
+    #[arg(long)]
+    keep_workspaces: bool,
+    /// Print one JSON object with every trial's result instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: RunArgs) -> CommandResult {
+    let suite = tack_suite::load_suite(&args.suite).or_fail(Failure::Usage)?;
+    let plan = RunPlan {
+        run_id: tack_runner::new_run_id(&suite.name),
+        trials_per_task: args.trials.unwrap_or(suite.trials),
+        seed: args.seed.unwrap_or(suite.seed),
+        variants: args.variants.clone(),
+        tasks: args.tasks.clone(),
+        jobs: args.jobs.max(1),
+        traces_root: args.traces.clone(),
+        command_line: std::env::args().collect(),
+        keep_failed_workspaces: args.keep_workspaces,
+        suite,
+    };
+    // Check the selection before anything is written.
+    plan.trials().or_fail(Failure::Usage)?;
+    let progress = progress_reporter(args.json);
+    let result = tack_runner::run(plan, progress.callback()).await;
+    progress.finish();
+    let result = result.or_fail(Failure::Internal)?;
+
+    let report = if args.no_report {
+        None
+    } else {
+        let out = args.reports.join(&result.run_id);
+        let files = tack_report::write_report(&result.run_dir, &out).or_fail(Failure::Internal)?;
+        Some(files.index)
+    };
+    if args.json {
+        let out = serde_json::json!({ "run": result, "report": report });
+        println!("{}", serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?);
+    } else {
+        print_summary(&result);
+        println!("traces: {}", result.run_dir.display());
+        match &report {
+            Some(index) => println!("report: {}", index.display()),
+            None => println!("report: run `tack report {}`", result.run_dir.display()),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_summary(result: &RunResult) {
+    let mut per_variant: BTreeMap<&str, (usize, usize, u64)> = BTreeMap::new();
+    for trial in &result.trials {
+        let entry = per_variant.entry(trial.variant.as_str()).or_default();
+        entry.1 += 1;
+        entry.2 += trial.total_tokens;
+        if trial.outcome == TrialOutcome::Passed {
+            entry.0 += 1;
+        }
+    }
+    println!("\n{:<16} {:>8} {:>7} {:>14}", "variant", "passed", "rate", "tokens");
+    for (variant, (passed, total, tokens)) in per_variant {
+        let rate = 100.0 * passed as f64 / total.max(1) as f64;
+        println!("{variant:<16} {:>8} {rate:>6.1}% {tokens:>14}", format!("{passed}/{total}"));
+    }
+    println!();
+}
+
+/// A progress bar on a terminal; one line per trial otherwise (CI logs);
+/// nothing with --json.
+struct ProgressReporter {
+    bar: Option<ProgressBar>,
+    lines: bool,
+}
+
+fn progress_reporter(json: bool) -> ProgressReporter {
+    let terminal = std::io::stderr().is_terminal();
+    let bar = (!json && terminal).then(|| {
+        let bar = ProgressBar::new(0);
+        let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar
+    });
+    ProgressReporter {
+        bar,
+        lines: !json && !terminal,
+    }
+}
+
+impl ProgressReporter {
+    fn callback(&self) -> tack_runner::ProgressFn {
+        let bar = self.bar.clone();
+        let lines = self.lines;
+        Arc::new(move |event| match event {
+            Progress::Started { run_id, total, run_dir } => {
+                if let Some(bar) = &bar {
+                    bar.set_length(total as u64);
+                    bar.set_message(run_id);
+                } else if lines {
+                    eprintln!("running {total} trials; traces in {}", display(&run_dir));
+                }
+            }
+            Progress::TrialFinished { summary, done, total } => {
+                if let Some(bar) = &bar {
+                    bar.set_position(done as u64);
+                    bar.set_message(format!("{} {}", summary.trial_id, summary.outcome));
+                } else if lines {
+                    eprintln!("[{done}/{total}] {} {} ({} steps)", summary.trial_id, summary.outcome, summary.steps);
+                }
+            }
+        })
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}

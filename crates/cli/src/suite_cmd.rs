@@ -1,0 +1,94 @@
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use crate::exit::{Classify, CommandResult, Failure};
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The suite directory (holding suite.toml).
+    suite: PathBuf,
+    /// Tasks checked at once.
+    #[arg(long, short = 'j', default_value_t = default_jobs())]
+    jobs: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+pub async fn check(args: CheckArgs) -> CommandResult {
+    let suite = tack_suite::load_suite(&args.suite).or_fail(Failure::Usage)?;
+    let results = tack_suite::check_suite(&suite, args.jobs).await;
+    let unsound = results.iter().filter(|r| !r.sound()).count();
+    if args.json {
+        let out = json!({ "suite": suite.name, "tasks": results, "sound": unsound == 0 });
+        println!("{}", serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?);
+    } else {
+        for result in &results {
+            let mark = if result.sound() { "ok  " } else { "FAIL" };
+            println!(
+                "{mark} {:<28} fails untouched: {:<3}  passes with solution: {}",
+                result.task,
+                yes(result.fails_untouched),
+                yes(result.passes_with_solution)
+            );
+            if let Some(detail) = &result.detail {
+                for line in detail.lines() {
+                    println!("       {line}");
+                }
+            }
+        }
+        println!(
+            "\n{} of {} tasks sound in suite `{}`",
+            results.len() - unsound,
+            results.len(),
+            suite.name
+        );
+    }
+    Ok(if unsound == 0 { ExitCode::SUCCESS } else { Failure::Found.into() })
+}
+
+fn yes(value: bool) -> &'static str {
+    if value { "yes" } else { "no" }
+}
+
+pub fn show(path: &Path, json: bool) -> CommandResult {
+    let suite = tack_suite::load_suite(path).or_fail(Failure::Usage)?;
+    if json {
+        let tasks: Vec<_> = suite
+            .tasks
+            .iter()
+            .map(|t| json!({ "id": t.id, "tags": t.tags, "checks": t.checks.len() }))
+            .collect();
+        let out = json!({
+            "name": suite.name, "description": suite.description, "trials": suite.trials,
+            "seed": suite.seed, "variants": suite.variants, "tasks": tasks,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("suite {} — {}", suite.name, suite.description);
+    println!("{} trials per task, seed {}\n", suite.trials, suite.seed);
+    println!("variants:");
+    for v in &suite.variants {
+        println!(
+            "  {:<14} model {:<8} results {:<12} max steps {:<3} {}",
+            v.name,
+            v.model,
+            format!("{:?}", v.harness.tool_results).to_lowercase(),
+            v.harness.max_steps,
+            v.description
+        );
+    }
+    println!("\ntasks:");
+    for t in &suite.tasks {
+        println!("  {:<28} [{}]", t.id, t.tags.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
