@@ -72,7 +72,12 @@ impl Dispatcher {
                 ),
             ));
         }
-        let Some(tool) = self.tools.iter().find(|t| t.spec().name == call.name).cloned() else {
+        let Some(tool) = self
+            .tools
+            .iter()
+            .find(|t| t.spec().name == call.name)
+            .cloned()
+        else {
             return Err(ToolError::new(
                 ToolErrorKind::UnknownTool,
                 format!(
@@ -107,7 +112,11 @@ impl Dispatcher {
 
 fn parse_json(tool: &str, arguments: &str) -> Result<serde_json::Value, ToolError> {
     // Some models send no arguments at all for tools without required fields.
-    let text = if arguments.trim().is_empty() { "{}" } else { arguments };
+    let text = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         ToolError::new(
             ToolErrorKind::InvalidJson,

@@ -88,7 +88,10 @@ impl<'s> LoopState<'s> {
         instruction: &str,
     ) -> StopReason {
         let tools = dispatcher.specs();
-        for message in [Message::system(&config.system_prompt), Message::user(instruction)] {
+        for message in [
+            Message::system(&config.system_prompt),
+            Message::user(instruction),
+        ] {
             if let Err(stop) = self.push_message(message) {
                 return stop;
             }
@@ -114,7 +117,10 @@ impl<'s> LoopState<'s> {
             }
             let cut_off = finish == FinishReason::Length;
             for call in &calls {
-                if let Err(stop) = self.run_tool(config, dispatcher, call, cut_off, model_span).await {
+                if let Err(stop) = self
+                    .run_tool(config, dispatcher, call, cut_off, model_span)
+                    .await
+                {
                     return stop;
                 }
             }

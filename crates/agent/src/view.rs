@@ -40,7 +40,10 @@ fn push_stream(text: &mut String, name: &str, content: &str, truncated: bool) {
         text.push('\n');
     }
     if truncated {
-        text.push_str(&format!("[{name} truncated: only the first {} bytes are shown]\n", content.len()));
+        text.push_str(&format!(
+            "[{name} truncated: only the first {} bytes are shown]\n",
+            content.len()
+        ));
     }
     text.push_str(&format!("</{name}>\n"));
 }
@@ -78,7 +81,10 @@ mod tests {
     #[test]
     fn full_view_shows_exit_code_and_both_streams() {
         let text = render(ResultView::Full, &Ok(ToolOutput::Command(failing())));
-        assert_eq!(text, "exit code: 1\n<stdout>\n</stdout>\n<stderr>\nFAILED (failures=1)\n</stderr>\n");
+        assert_eq!(
+            text,
+            "exit code: 1\n<stdout>\n</stdout>\n<stderr>\nFAILED (failures=1)\n</stderr>\n"
+        );
     }
 
     #[test]

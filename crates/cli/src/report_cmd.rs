@@ -33,7 +33,10 @@ pub fn run(args: ReportArgs) -> CommandResult {
     }
     if args.json {
         let analysis = tack_analysis::analyze_run(&args.run).or_fail(Failure::Internal)?;
-        println!("{}", serde_json::to_string_pretty(&analysis).or_fail(Failure::Internal)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&analysis).or_fail(Failure::Internal)?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let manifest = tack_trace::Manifest::read(&args.run).or_fail(Failure::Usage)?;

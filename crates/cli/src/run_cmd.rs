@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -40,7 +40,7 @@ pub struct RunArgs {
     /// Record traces only; build the report later with `tack report`.
     #[arg(long)]
     no_report: bool,
-    /// Keep the workspaces of trials that did not pass (their paths are not printed; look in the temp dir for tack-<task>-*).
+    /// Keep the workspaces of trials that did not pass, to inspect what the agent left; their paths are printed.
     #[arg(long)]
     keep_workspaces: bool,
     /// Print one JSON object with every trial's result instead of text.
@@ -78,7 +78,10 @@ pub async fn run(args: RunArgs) -> CommandResult {
     };
     if args.json {
         let out = serde_json::json!({ "run": result, "report": report });
-        println!("{}", serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
+        );
     } else {
         print_summary(&result);
         println!("traces: {}", result.run_dir.display());
@@ -100,10 +103,16 @@ fn print_summary(result: &RunResult) {
             entry.0 += 1;
         }
     }
-    println!("\n{:<16} {:>8} {:>7} {:>14}", "variant", "passed", "rate", "tokens");
+    println!(
+        "\n{:<16} {:>8} {:>7} {:>14}",
+        "variant", "passed", "rate", "tokens"
+    );
     for (variant, (passed, total, tokens)) in per_variant {
         let rate = 100.0 * passed as f64 / total.max(1) as f64;
-        println!("{variant:<16} {:>8} {rate:>6.1}% {tokens:>14}", format!("{passed}/{total}"));
+        println!(
+            "{variant:<16} {:>8} {rate:>6.1}% {tokens:>14}",
+            format!("{passed}/{total}")
+        );
     }
     println!();
 }
@@ -119,8 +128,10 @@ fn progress_reporter(json: bool) -> ProgressReporter {
     let terminal = std::io::stderr().is_terminal();
     let bar = (!json && terminal).then(|| {
         let bar = ProgressBar::new(0);
-        let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style = ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar
     });
@@ -135,20 +146,40 @@ impl ProgressReporter {
         let bar = self.bar.clone();
         let lines = self.lines;
         Arc::new(move |event| match event {
-            Progress::Started { run_id, total, run_dir } => {
+            Progress::Started {
+                run_id,
+                total,
+                run_dir,
+            } => {
                 if let Some(bar) = &bar {
                     bar.set_length(total as u64);
                     bar.set_message(run_id);
                 } else if lines {
-                    eprintln!("running {total} trials; traces in {}", display(&run_dir));
+                    eprintln!("running {total} trials; traces in {}", run_dir.display());
                 }
             }
-            Progress::TrialFinished { summary, done, total } => {
+            Progress::TrialFinished {
+                summary,
+                done,
+                total,
+            } => {
                 if let Some(bar) = &bar {
                     bar.set_position(done as u64);
                     bar.set_message(format!("{} {}", summary.trial_id, summary.outcome));
                 } else if lines {
-                    eprintln!("[{done}/{total}] {} {} ({} steps)", summary.trial_id, summary.outcome, summary.steps);
+                    eprintln!(
+                        "[{done}/{total}] {} {} ({} steps)",
+                        summary.trial_id, summary.outcome, summary.steps
+                    );
+                }
+                if let Some(path) = &summary.kept_workspace {
+                    let line =
+                        format!("kept workspace of {}: {}", summary.trial_id, path.display());
+                    match &bar {
+                        Some(bar) => bar.println(line),
+                        None if lines => eprintln!("{line}"),
+                        None => {}
+                    }
                 }
             }
         })
@@ -159,8 +190,4 @@ impl ProgressReporter {
             bar.finish_and_clear();
         }
     }
-}
-
-fn display(path: &Path) -> String {
-    path.display().to_string()
 }

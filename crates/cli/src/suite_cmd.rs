@@ -28,7 +28,10 @@ pub async fn check(args: CheckArgs) -> CommandResult {
     let unsound = results.iter().filter(|r| !r.sound()).count();
     if args.json {
         let out = json!({ "suite": suite.name, "tasks": results, "sound": unsound == 0 });
-        println!("{}", serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
+        );
     } else {
         for result in &results {
             let mark = if result.sound() { "ok  " } else { "FAIL" };
@@ -51,7 +54,11 @@ pub async fn check(args: CheckArgs) -> CommandResult {
             suite.name
         );
     }
-    Ok(if unsound == 0 { ExitCode::SUCCESS } else { Failure::Found.into() })
+    Ok(if unsound == 0 {
+        ExitCode::SUCCESS
+    } else {
+        Failure::Found.into()
+    })
 }
 
 fn yes(value: bool) -> &'static str {
@@ -70,7 +77,10 @@ pub fn show(path: &Path, json: bool) -> CommandResult {
             "name": suite.name, "description": suite.description, "trials": suite.trials,
             "seed": suite.seed, "variants": suite.variants, "tasks": tasks,
         });
-        println!("{}", serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     println!("suite {} — {}", suite.name, suite.description);
@@ -81,7 +91,7 @@ pub fn show(path: &Path, json: bool) -> CommandResult {
             "  {:<14} model {:<8} results {:<12} max steps {:<3} {}",
             v.name,
             v.model,
-            format!("{:?}", v.harness.tool_results).to_lowercase(),
+            v.harness.tool_results.as_str(),
             v.harness.max_steps,
             v.description
         );

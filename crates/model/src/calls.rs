@@ -50,9 +50,7 @@ impl CallWriter {
         finish_reason: FinishReason,
         model: &str,
     ) -> ModelResponse {
-        let usage = self
-            .tokens
-            .usage(request.messages, request.tools, &message);
+        let usage = self.tokens.usage(request.messages, request.tools, &message);
         ModelResponse {
             message,
             finish_reason,

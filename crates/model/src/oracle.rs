@@ -45,7 +45,8 @@ impl Model for OracleModel {
         self.applied = true;
         let solution = &self.brief.solution;
         let missing: Vec<&str> = [
-            (!solution.edits.is_empty() && !offers(request.tools, STR_REPLACE)).then_some(STR_REPLACE),
+            (!solution.edits.is_empty() && !offers(request.tools, STR_REPLACE))
+                .then_some(STR_REPLACE),
             (solution.script.is_some() && !offers(request.tools, BASH)).then_some(BASH),
         ]
         .into_iter()

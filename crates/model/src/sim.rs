@@ -44,7 +44,10 @@ impl Default for SimParams {
 impl SimParams {
     /// Checks the parameters, naming the field that is off.
     pub fn validate(&self) -> Result<(), String> {
-        for (name, value) in [("skill", self.skill), ("malformed_rate", self.malformed_rate)] {
+        for (name, value) in [
+            ("skill", self.skill),
+            ("malformed_rate", self.malformed_rate),
+        ] {
             if !(0.0..=1.0).contains(&value) {
                 return Err(format!("`{name}` must be between 0 and 1, got {value}"));
             }
@@ -117,7 +120,10 @@ impl SimAgent {
     fn next_turn(&mut self, messages: &[Message]) -> (String, Vec<ToolCall>) {
         if let Some(intended) = self.intended.take() {
             // The last call was malformed; the error says so. Write it properly.
-            return ("Sorry, that call was malformed. Retrying.".to_string(), intended);
+            return (
+                "Sorry, that call was malformed. Retrying.".to_string(),
+                intended,
+            );
         }
         loop {
             match self.phase {
@@ -125,7 +131,10 @@ impl SimAgent {
                     self.phase = Phase::Read;
                     let mut calls = vec![self.writer.bash("ls -la")];
                     if self.rng.random_bool(0.5) {
-                        calls.push(self.writer.bash("grep -rn -i 'def \\|function\\|^[a-z_]*()' . | head -n 40"));
+                        calls.push(
+                            self.writer
+                                .bash("grep -rn -i 'def \\|function\\|^[a-z_]*()' . | head -n 40"),
+                        );
                     }
                     return ("Let me look at the project first.".to_string(), calls);
                 }
@@ -166,11 +175,17 @@ impl SimAgent {
                         continue;
                     }
                     if self.attempts >= self.params.max_attempts {
-                        return ("The tests still fail and I am out of ideas; stopping.".to_string(), vec![]);
+                        return (
+                            "The tests still fail and I am out of ideas; stopping.".to_string(),
+                            vec![],
+                        );
                     }
                     self.phase = Phase::Verify;
                     let (_, calls) = self.attempt_fix();
-                    return ("The tests still fail. Trying a different fix.".to_string(), calls);
+                    return (
+                        "The tests still fail. Trying a different fix.".to_string(),
+                        calls,
+                    );
                 }
                 Phase::Done => {
                     return ("I fixed the bug; the tests pass.".to_string(), vec![]);
@@ -233,7 +248,11 @@ impl SimAgent {
             Malformation::BrokenJson => {
                 let mut text = first.arguments.clone();
                 text.pop();
-                (first.name.clone(), text.replace('"', "'"), FinishReason::ToolCalls)
+                (
+                    first.name.clone(),
+                    text.replace('"', "'"),
+                    FinishReason::ToolCalls,
+                )
             }
             Malformation::UnknownTool => {
                 let name = match first.name.as_str() {
@@ -242,15 +261,31 @@ impl SimAgent {
                     STR_REPLACE => "edit_file",
                     _ => "do_it",
                 };
-                (name.to_string(), first.arguments.clone(), FinishReason::ToolCalls)
+                (
+                    name.to_string(),
+                    first.arguments.clone(),
+                    FinishReason::ToolCalls,
+                )
             }
             Malformation::WrongType => {
                 let key = first_key(&first.arguments).unwrap_or_else(|| "path".to_string());
-                (first.name.clone(), format!("{{\"{key}\": 42}}"), FinishReason::ToolCalls)
+                (
+                    first.name.clone(),
+                    format!("{{\"{key}\": 42}}"),
+                    FinishReason::ToolCalls,
+                )
             }
-            Malformation::MissingField => (first.name.clone(), "{}".to_string(), FinishReason::ToolCalls),
+            Malformation::MissingField => (
+                first.name.clone(),
+                "{}".to_string(),
+                FinishReason::ToolCalls,
+            ),
             Malformation::CutOff => {
-                let cut: String = first.arguments.chars().take(first.arguments.len() / 2).collect();
+                let cut: String = first
+                    .arguments
+                    .chars()
+                    .take(first.arguments.len() / 2)
+                    .collect();
                 (first.name.clone(), cut, FinishReason::Length)
             }
         };
@@ -269,7 +304,13 @@ fn first_key(arguments: &str) -> Option<String> {
 /// judge what the harness lets it see.
 fn sees_failure(messages: &[Message]) -> bool {
     const SIGNS: [&str; 7] = [
-        "FAILED", "FAIL:", "FAIL ", "Traceback", "Error", "error:", "No such file",
+        "FAILED",
+        "FAIL:",
+        "FAIL ",
+        "Traceback",
+        "Error",
+        "error:",
+        "No such file",
     ];
     latest_results(messages).any(|result| {
         let text = &result.content;
@@ -297,13 +338,20 @@ impl Model for SimAgent {
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let needed = [BASH, READ_FILE, STR_REPLACE];
         if let Some(missing) = needed.iter().find(|name| !offers(request.tools, name)) {
-            let text = format!("I need the `{missing}` tool to work on this task, and it is not offered.");
+            let text =
+                format!("I need the `{missing}` tool to work on this task, and it is not offered.");
             let answer = Message::assistant(text, vec![]);
-            return Ok(self.writer.respond(request, answer, FinishReason::Stop, "sim"));
+            return Ok(self
+                .writer
+                .respond(request, answer, FinishReason::Stop, "sim"));
         }
         let (text, calls) = self.next_turn(request.messages);
         let (calls, finish) = self.maybe_malform(calls);
-        let finish = if calls.is_empty() { FinishReason::Stop } else { finish };
+        let finish = if calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            finish
+        };
         let answer = Message::assistant(text, calls);
         Ok(self.writer.respond(request, answer, finish, "sim"))
     }

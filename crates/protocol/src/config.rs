@@ -11,6 +11,15 @@ pub enum ResultView {
     StdoutOnly,
 }
 
+impl ResultView {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultView::Full => "full",
+            ResultView::StdoutOnly => "stdout_only",
+        }
+    }
+}
+
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a coding agent working in a software project. \
 Use the tools to inspect the files, make the change the user asks for, and run the project's tests to check it. \
 When the work is done, answer with a short summary and no tool call.";

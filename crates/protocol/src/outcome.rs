@@ -153,7 +153,10 @@ mod tests {
     fn a_stopped_trial_is_never_passed() {
         for reason in StopReason::ALL {
             if reason != StopReason::Completed {
-                assert_ne!(TrialOutcome::decide(reason, Some(true)), TrialOutcome::Passed);
+                assert_ne!(
+                    TrialOutcome::decide(reason, Some(true)),
+                    TrialOutcome::Passed
+                );
             }
         }
         assert_eq!(

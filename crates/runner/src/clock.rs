@@ -17,7 +17,9 @@ fn civil(seconds: i64) -> (i64, u32, u32, u32, u32, u32) {
 }
 
 fn now() -> (i64, u32) {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     (since.as_secs() as i64, since.subsec_nanos())
 }
 

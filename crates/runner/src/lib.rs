@@ -21,8 +21,16 @@ pub use plan::{PlanError, RunPlan, TrialSpec};
 /// What the runner reports as it goes.
 #[derive(Debug, Clone)]
 pub enum Progress {
-    Started { run_id: String, run_dir: PathBuf, total: usize },
-    TrialFinished { summary: TrialSummary, done: usize, total: usize },
+    Started {
+        run_id: String,
+        run_dir: PathBuf,
+        total: usize,
+    },
+    TrialFinished {
+        summary: TrialSummary,
+        done: usize,
+        total: usize,
+    },
 }
 
 /// One trial's result, as the runner saw it.
@@ -38,6 +46,8 @@ pub struct TrialSummary {
     pub total_tokens: u64,
     pub duration_ms: u64,
     pub error: Option<String>,
+    /// Where the trial's workspace was kept (`--keep-workspaces`, failed trials).
+    pub kept_workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -141,7 +151,11 @@ fn manifest_for(plan: &RunPlan) -> Result<Manifest, RunError> {
             content_hash: tack_suite::content_hash(&suite.root)?,
         },
         variants,
-        tasks: plan.selected_tasks()?.iter().map(|t| t.id.clone()).collect(),
+        tasks: plan
+            .selected_tasks()?
+            .iter()
+            .map(|t| t.id.clone())
+            .collect(),
         trials_per_task: plan.trials_per_task,
         seed: plan.seed,
         jobs: plan.jobs as u32,

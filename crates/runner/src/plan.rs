@@ -36,9 +36,17 @@ pub struct TrialSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("no variant named `{name}` in suite `{suite}`; its variants are: {known}")]
-    UnknownVariant { name: String, suite: String, known: String },
+    UnknownVariant {
+        name: String,
+        suite: String,
+        known: String,
+    },
     #[error("no task named `{name}` in suite `{suite}`; its tasks are: {known}")]
-    UnknownTask { name: String, suite: String, known: String },
+    UnknownTask {
+        name: String,
+        suite: String,
+        known: String,
+    },
     #[error("variant `{variant}`: {message}")]
     Variant { variant: String, message: String },
     #[error("nothing to run: --trials must be at least 1")]
@@ -47,10 +55,12 @@ pub enum PlanError {
 
 impl RunPlan {
     pub fn selected_variants(&self) -> Result<Vec<&Variant>, PlanError> {
-        select(&self.suite.variants, &self.variants, |v| &v.name).map_err(|name| PlanError::UnknownVariant {
-            name,
-            suite: self.suite.name.clone(),
-            known: names(self.suite.variants.iter().map(|v| v.name.as_str())),
+        select(&self.suite.variants, &self.variants, |v| &v.name).map_err(|name| {
+            PlanError::UnknownVariant {
+                name,
+                suite: self.suite.name.clone(),
+                known: names(self.suite.variants.iter().map(|v| v.name.as_str())),
+            }
         })
     }
 
@@ -111,14 +121,24 @@ fn check_variant(variant: &Variant) -> Result<(), PlanError> {
     Ok(())
 }
 
-fn select<'a, T>(all: &'a [T], wanted: &[String], name: impl Fn(&T) -> &String) -> Result<Vec<&'a T>, String> {
+fn select<'a, T>(
+    all: &'a [T],
+    wanted: &[String],
+    name: impl Fn(&T) -> &String,
+) -> Result<Vec<&'a T>, String> {
     if wanted.is_empty() {
         return Ok(all.iter().collect());
     }
-    if let Some(missing) = wanted.iter().find(|w| !all.iter().any(|item| name(item) == *w)) {
+    if let Some(missing) = wanted
+        .iter()
+        .find(|w| !all.iter().any(|item| name(item) == *w))
+    {
         return Err(missing.clone());
     }
-    Ok(all.iter().filter(|item| wanted.contains(name(item))).collect())
+    Ok(all
+        .iter()
+        .filter(|item| wanted.contains(name(item)))
+        .collect())
 }
 
 fn names<'a>(names: impl Iterator<Item = &'a str>) -> String {

@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tack_agent::{AgentRun, Dispatcher, ToolContext, now_ms, run_agent};
@@ -12,13 +13,22 @@ use crate::{TrialSpec, TrialSummary};
 
 /// Runs one trial start to end. Whatever goes wrong ends up in the summary
 /// and the trace as an outcome; nothing here panics the run.
-pub(crate) async fn run_trial(suite: &Suite, spec: &TrialSpec, run_id: &str, writer: &RunWriter) -> TrialSummary {
+pub(crate) async fn run_trial(
+    suite: &Suite,
+    spec: &TrialSpec,
+    run_id: &str,
+    writer: &RunWriter,
+) -> TrialSummary {
     let clock = Instant::now();
     let (Some(variant), Some(task)) = (
         suite.variant(&spec.variant),
         suite.tasks.iter().find(|t| t.id == spec.task),
     ) else {
-        return failed_summary(spec, clock, "variant or task vanished from the suite".to_string());
+        return failed_summary(
+            spec,
+            clock,
+            "variant or task vanished from the suite".to_string(),
+        );
     };
     let started = TrialStarted {
         run_id: run_id.to_string(),
@@ -34,7 +44,7 @@ pub(crate) async fn run_trial(suite: &Suite, spec: &TrialSpec, run_id: &str, wri
         Ok(recorder) => recorder,
         Err(error) => return failed_summary(spec, clock, error.to_string()),
     };
-    let finished = execute(variant, task, spec, &mut recorder, clock).await;
+    let (finished, kept_workspace) = execute(variant, task, spec, &mut recorder, clock).await;
     let mut summary = TrialSummary {
         trial_id: spec.trial_id.clone(),
         variant: spec.variant.clone(),
@@ -46,6 +56,7 @@ pub(crate) async fn run_trial(suite: &Suite, spec: &TrialSpec, run_id: &str, wri
         total_tokens: finished.usage.total(),
         duration_ms: finished.duration_ms,
         error: finished.error.clone(),
+        kept_workspace,
     };
     let recorded = recorder
         .record(Event::TrialFinished(finished))
@@ -53,7 +64,9 @@ pub(crate) async fn run_trial(suite: &Suite, spec: &TrialSpec, run_id: &str, wri
         .and_then(|()| recorder.finish().map_err(|e| e.to_string()));
     if let Err(error) = recorded {
         summary.outcome = TrialOutcome::HarnessError;
-        summary.error = Some(format!("the trial ran but its trace could not be written: {error}"));
+        summary.error = Some(format!(
+            "the trial ran but its trace could not be written: {error}"
+        ));
     }
     summary
 }
@@ -64,10 +77,19 @@ async fn execute(
     spec: &TrialSpec,
     recorder: &mut TrialRecorder,
     clock: Instant,
-) -> TrialFinished {
+) -> (TrialFinished, Option<PathBuf>) {
     let workspace = match TrialWorkspace::prepare(task).await {
         Ok(workspace) => workspace,
-        Err(error) => return finished(clock, TrialOutcome::InfraError, StopReason::Cancelled, None, Some(error.to_string())),
+        Err(error) => {
+            let result = finished(
+                clock,
+                TrialOutcome::InfraError,
+                StopReason::HarnessError,
+                None,
+                Some(error.to_string()),
+            );
+            return (result, None);
+        }
     };
     let config = task.harness_for(variant);
     let ctx = ToolContext {
@@ -78,7 +100,7 @@ async fn execute(
     };
     let dispatcher = match Dispatcher::builtin(&config.tools, ctx) {
         Ok(dispatcher) => dispatcher,
-        Err(error) => return finished(clock, TrialOutcome::HarnessError, StopReason::HarnessError, None, Some(error.to_string())),
+        Err(error) => return (harness_failure(clock, error.to_string()), None),
     };
     let brief = TaskBrief {
         instruction: task.instruction.clone(),
@@ -87,31 +109,58 @@ async fn execute(
     };
     let mut model = match builtin_model(&variant.model, brief, variant.sim, spec.seed) {
         Ok(model) => model,
-        Err(error) => return finished(clock, TrialOutcome::HarnessError, StopReason::HarnessError, None, Some(error.to_string())),
+        Err(error) => return (harness_failure(clock, error.to_string()), None),
     };
-    let run = run_agent(&config, model.as_mut(), &dispatcher, &task.instruction, recorder).await;
+    let run = run_agent(
+        &config,
+        model.as_mut(),
+        &dispatcher,
+        &task.instruction,
+        recorder,
+    )
+    .await;
     let checks = verify(task, &workspace, &run, recorder).await;
     let (checks_passed, check_error) = match checks {
         Ok(passed) => (Some(passed), None),
         Err(error) => (None, Some(error)),
     };
     let outcome = TrialOutcome::decide(run.stop_reason, checks_passed);
-    if outcome != TrialOutcome::Passed && spec.keep_failed_workspace {
-        workspace.keep();
-    }
-    let mut result = finished(clock, outcome, run.stop_reason, checks_passed, run.error.clone().or(check_error));
+    let kept =
+        (outcome != TrialOutcome::Passed && spec.keep_failed_workspace).then(|| workspace.keep());
+    let mut result = finished(
+        clock,
+        outcome,
+        run.stop_reason,
+        checks_passed,
+        run.error.clone().or(check_error),
+    );
     result.steps = run.steps;
     result.usage = run.usage;
     result.tool_errors = run.tool_errors;
-    result
+    (result, kept)
+}
+
+fn harness_failure(clock: Instant, error: String) -> TrialFinished {
+    finished(
+        clock,
+        TrialOutcome::HarnessError,
+        StopReason::HarnessError,
+        None,
+        Some(error),
+    )
 }
 
 /// Runs the hidden checks and records each; `Ok(all passed)`.
-async fn verify(task: &Task, workspace: &TrialWorkspace, run: &AgentRun, recorder: &mut TrialRecorder) -> Result<bool, String> {
-    let results = run_checks(task, workspace.path()).await.map_err(|e| e.to_string())?;
-    let mut span_id = run.spans_used;
-    for result in &results {
-        span_id += 1;
+async fn verify(
+    task: &Task,
+    workspace: &TrialWorkspace,
+    run: &AgentRun,
+    recorder: &mut TrialRecorder,
+) -> Result<bool, String> {
+    let results = run_checks(task, workspace.path())
+        .await
+        .map_err(|e| e.to_string())?;
+    for (span_id, result) in (run.spans_used + 1..).zip(&results) {
         let record = CheckRecord {
             span_id,
             name: result.name.clone(),
@@ -122,7 +171,9 @@ async fn verify(task: &Task, workspace: &TrialWorkspace, run: &AgentRun, recorde
             started_at_ms: result.started_at_ms,
             duration_ms: result.duration_ms,
         };
-        recorder.record(Event::Check(record)).map_err(|e| e.to_string())?;
+        recorder
+            .record(Event::Check(record))
+            .map_err(|e| e.to_string())?;
     }
     Ok(results.iter().all(|r| r.passed))
 }
@@ -162,5 +213,6 @@ fn failed_summary(spec: &TrialSpec, clock: Instant, error: String) -> TrialSumma
         total_tokens: 0,
         duration_ms: clock.elapsed().as_millis() as u64,
         error: Some(error),
+        kept_workspace: None,
     }
 }

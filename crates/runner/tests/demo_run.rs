@@ -1,6 +1,8 @@
 //! Runs part of the demo suite through the real runner and reads the trace
 //! back with the Parquet reader.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -31,9 +33,12 @@ fn plan(traces: &std::path::Path, variants: &[&str], tasks: &[&str], trials: u32
 async fn oracle_passes_and_the_trace_counts_match() {
     let traces = tempfile::tempdir().unwrap();
     let tasks = ["duration-minutes", "total-missing-file"];
-    let result = run(plan(traces.path(), &["oracle", "sim-full"], &tasks, 2), Arc::new(|_| {}))
-        .await
-        .unwrap();
+    let result = run(
+        plan(traces.path(), &["oracle", "sim-full"], &tasks, 2),
+        Arc::new(|_| {}),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.trials.len(), 8);
     for trial in result.trials.iter().filter(|t| t.variant == "oracle") {
         assert_eq!(trial.outcome, TrialOutcome::Passed, "{trial:?}");
@@ -54,7 +59,10 @@ async fn oracle_passes_and_the_trace_counts_match() {
     }
     assert_eq!(model_calls as u32, steps);
     assert!(tack_trace::count_rows(dir, "messages").unwrap() > 8 * 3);
-    assert!(!dir.join("journal").read_dir().unwrap().any(|_| true), "journals left behind");
+    assert!(
+        !dir.join("journal").read_dir().unwrap().any(|_| true),
+        "journals left behind"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -62,10 +70,17 @@ async fn same_seed_same_trajectory() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     let tasks = ["median-even"];
-    let first = run(plan(a.path(), &["sim-full"], &tasks, 3), Arc::new(|_| {})).await.unwrap();
-    let second = run(plan(b.path(), &["sim-full"], &tasks, 3), Arc::new(|_| {})).await.unwrap();
+    let first = run(plan(a.path(), &["sim-full"], &tasks, 3), Arc::new(|_| {}))
+        .await
+        .unwrap();
+    let second = run(plan(b.path(), &["sim-full"], &tasks, 3), Arc::new(|_| {}))
+        .await
+        .unwrap();
     let shape = |r: &tack_runner::RunResult| -> Vec<_> {
-        r.trials.iter().map(|t| (t.trial_id.clone(), t.outcome, t.steps, t.total_tokens)).collect()
+        r.trials
+            .iter()
+            .map(|t| (t.trial_id.clone(), t.outcome, t.steps, t.total_tokens))
+            .collect()
     };
     assert_eq!(shape(&first), shape(&second));
 }

@@ -55,11 +55,10 @@ impl CommandOutput {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("could not start `bash` in {cwd}: {source}. Is bash installed and the directory present?")]
-    Spawn {
-        cwd: String,
-        source: std::io::Error,
-    },
+    #[error(
+        "could not start `bash` in {cwd}: {source}. Is bash installed and the directory present?"
+    )]
+    Spawn { cwd: String, source: std::io::Error },
     #[error("lost the command's output: {0}")]
     Output(std::io::Error),
 }
@@ -205,5 +204,4 @@ mod tests {
         assert!(!out.stdout.contains("sk-should-not-leak"));
         assert!(out.stdout.contains("PATH="));
     }
-
 }

@@ -31,11 +31,18 @@ pub async fn run_checks(task: &Task, workspace: &Path) -> Result<Vec<CheckResult
         .tempdir()
         .map_err(|e| SuiteError::io(&std::env::temp_dir(), e))?;
     if task.checks_dir().is_dir() {
-        copy_tree(&task.checks_dir(), hidden.path()).map_err(|e| SuiteError::io(&task.checks_dir(), e))?;
+        copy_tree(&task.checks_dir(), hidden.path())
+            .map_err(|e| SuiteError::io(&task.checks_dir(), e))?;
     }
     let mut env = task.env_pairs();
-    env.push(("TACK_CHECKS".to_string(), hidden.path().display().to_string()));
-    env.push(("TACK_WORKSPACE".to_string(), workspace.display().to_string()));
+    env.push((
+        "TACK_CHECKS".to_string(),
+        hidden.path().display().to_string(),
+    ));
+    env.push((
+        "TACK_WORKSPACE".to_string(),
+        workspace.display().to_string(),
+    ));
     let mut results = Vec::with_capacity(task.checks.len());
     for check in &task.checks {
         let started_at_ms = now_ms();
@@ -47,13 +54,18 @@ pub async fn run_checks(task: &Task, workspace: &Path) -> Result<Vec<CheckResult
             timeout: Duration::from_secs(check.timeout_secs),
             output_limit: CHECK_OUTPUT_LIMIT,
         };
-        let output = tack_sandbox::run(&spec).await.map_err(|e| SuiteError::Environment {
-            task: task.id.clone(),
-            message: format!("check `{}` could not run: {e}", check.name),
-        })?;
+        let output = tack_sandbox::run(&spec)
+            .await
+            .map_err(|e| SuiteError::Environment {
+                task: task.id.clone(),
+                message: format!("check `{}` could not run: {e}", check.name),
+            })?;
         let mut text = format!("{}{}", output.stdout, output.stderr);
         if output.timed_out {
-            text.push_str(&format!("\n[check timed out after {}s]", check.timeout_secs));
+            text.push_str(&format!(
+                "\n[check timed out after {}s]",
+                check.timeout_secs
+            ));
         }
         results.push(CheckResult {
             name: check.name.clone(),

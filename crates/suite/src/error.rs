@@ -35,7 +35,11 @@ impl SuiteError {
         }
     }
 
-    pub fn invalid(path: &Path, field: impl Into<String>, message: impl Into<String>) -> SuiteError {
+    pub fn invalid(
+        path: &Path,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> SuiteError {
         SuiteError::Invalid {
             path: path.to_path_buf(),
             field: field.into(),

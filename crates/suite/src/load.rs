@@ -29,10 +29,18 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
     let parsed: SuiteFile = parse_toml(&file)?;
     let section = parsed.suite;
     if section.name.trim().is_empty() {
-        return Err(SuiteError::invalid(&file, "suite.name", "must not be empty"));
+        return Err(SuiteError::invalid(
+            &file,
+            "suite.name",
+            "must not be empty",
+        ));
     }
     if section.trials == 0 {
-        return Err(SuiteError::invalid(&file, "suite.trials", "must be at least 1"));
+        return Err(SuiteError::invalid(
+            &file,
+            "suite.trials",
+            "must be at least 1",
+        ));
     }
     check_variants(&file, &parsed.variants)?;
     let tasks = load_tasks(&root)?;
@@ -84,13 +92,20 @@ fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
         let at = |field: &str| format!("variants[{i}].{field}");
         check_name(file, &at("name"), &variant.name)?;
         if variants[..i].iter().any(|v| v.name == variant.name) {
-            return Err(SuiteError::invalid(file, at("name"), format!("`{}` is used by two variants", variant.name)));
+            return Err(SuiteError::invalid(
+                file,
+                at("name"),
+                format!("`{}` is used by two variants", variant.name),
+            ));
         }
         if !is_builtin_model(&variant.model) {
             return Err(SuiteError::invalid(
                 file,
                 at("model"),
-                format!("unknown model `{}`: the built-in models are `oracle` and `sim`", variant.model),
+                format!(
+                    "unknown model `{}`: the built-in models are `oracle` and `sim`",
+                    variant.model
+                ),
             ));
         }
         variant
@@ -98,10 +113,18 @@ fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
             .validate()
             .map_err(|message| SuiteError::invalid(file, at("sim"), message))?;
         if variant.harness.max_steps == 0 {
-            return Err(SuiteError::invalid(file, at("harness.max_steps"), "must be at least 1"));
+            return Err(SuiteError::invalid(
+                file,
+                at("harness.max_steps"),
+                "must be at least 1",
+            ));
         }
         if variant.harness.tools.is_empty() {
-            return Err(SuiteError::invalid(file, at("harness.tools"), "offers no tools: list at least one, e.g. [\"bash\"]"));
+            return Err(SuiteError::invalid(
+                file,
+                at("harness.tools"),
+                "offers no tools: list at least one, e.g. [\"bash\"]",
+            ));
         }
     }
     Ok(())
@@ -153,13 +176,20 @@ fn load_task(dir: &Path) -> Result<Task, SuiteError> {
 
 fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
     if task.instruction.trim().is_empty() {
-        return Err(SuiteError::invalid(file, "instruction", "must not be empty"));
+        return Err(SuiteError::invalid(
+            file,
+            "instruction",
+            "must not be empty",
+        ));
     }
     if !task.fixture_dir().is_dir() {
         return Err(SuiteError::invalid(
             file,
             "fixture",
-            format!("{} is missing: it holds the files the agent starts from", task.fixture_dir().display()),
+            format!(
+                "{} is missing: it holds the files the agent starts from",
+                task.fixture_dir().display()
+            ),
         ));
     }
     if task.checks.is_empty() {
@@ -170,7 +200,11 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
         ));
     }
     if let Some(i) = task.checks.iter().position(|c| c.run.trim().is_empty()) {
-        return Err(SuiteError::invalid(file, format!("checks[{i}].run"), "must not be empty"));
+        return Err(SuiteError::invalid(
+            file,
+            format!("checks[{i}].run"),
+            "must not be empty",
+        ));
     }
     let solution = &task.solution;
     if solution.edits.is_empty() && solution.script.is_none() {
@@ -184,15 +218,28 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
     // each apply alone to the untouched fixture.
     let mut files = std::collections::HashMap::<String, String>::new();
     for (i, edit) in solution.edits.iter().enumerate() {
-        let text = fixture_text(file, task, &mut files, edit, &format!("solution.edits[{i}]"))?;
+        let text = fixture_text(
+            file,
+            task,
+            &mut files,
+            edit,
+            &format!("solution.edits[{i}]"),
+        )?;
         let updated = apply_edit_text(&text, edit)
             .map_err(|why| SuiteError::invalid(file, format!("solution.edits[{i}].old"), why))?;
         files.insert(edit.path.clone(), updated);
     }
     for (i, decoy) in solution.decoys.iter().enumerate() {
         let field = format!("solution.decoys[{i}]");
-        let text = fixture_text(file, task, &mut std::collections::HashMap::new(), decoy, &field)?;
-        apply_edit_text(&text, decoy).map_err(|why| SuiteError::invalid(file, format!("{field}.old"), why))?;
+        let text = fixture_text(
+            file,
+            task,
+            &mut std::collections::HashMap::new(),
+            decoy,
+            &field,
+        )?;
+        apply_edit_text(&text, decoy)
+            .map_err(|why| SuiteError::invalid(file, format!("{field}.old"), why))?;
     }
     Ok(())
 }
@@ -209,7 +256,11 @@ fn fixture_text(
     }
     let path = task.fixture_dir().join(&edit.path);
     fs::read_to_string(&path).map_err(|e| {
-        SuiteError::invalid(file, format!("{field}.path"), format!("cannot read {} in the fixture: {e}", edit.path))
+        SuiteError::invalid(
+            file,
+            format!("{field}.path"),
+            format!("cannot read {} in the fixture: {e}", edit.path),
+        )
     })
 }
 
@@ -217,7 +268,13 @@ fn fixture_text(
 pub(crate) fn apply_edit_text(text: &str, edit: &Edit) -> Result<String, String> {
     match text.matches(edit.old.as_str()).count() {
         1 => Ok(text.replacen(edit.old.as_str(), &edit.new, 1)),
-        0 => Err(format!("the text to replace does not occur in {}", edit.path)),
-        n => Err(format!("the text to replace occurs {n} times in {}; it must occur once", edit.path)),
+        0 => Err(format!(
+            "the text to replace does not occur in {}",
+            edit.path
+        )),
+        n => Err(format!(
+            "the text to replace occurs {n} times in {}; it must occur once",
+            edit.path
+        )),
     }
 }

@@ -42,12 +42,21 @@ async fn try_check_task(task: &Task) -> Result<TaskSoundness, SuiteError> {
     let passes_with_solution = after.iter().all(|c| c.passed);
 
     let detail = if !fails_untouched {
-        Some("the checks pass on the untouched fixture, so they cannot detect a missing fix".to_string())
+        Some(
+            "the checks pass on the untouched fixture, so they cannot detect a missing fix"
+                .to_string(),
+        )
     } else if !passes_with_solution {
         let failing: Vec<String> = after
             .iter()
             .filter(|c| !c.passed)
-            .map(|c| format!("check `{}` failed with the solution applied:\n{}", c.name, c.output.trim()))
+            .map(|c| {
+                format!(
+                    "check `{}` failed with the solution applied:\n{}",
+                    c.name,
+                    c.output.trim()
+                )
+            })
             .collect();
         Some(failing.join("\n"))
     } else {

@@ -26,7 +26,8 @@ impl TrialWorkspace {
             .tempdir()
             .map_err(|e| SuiteError::io(&std::env::temp_dir(), e))?;
         let path = dir.path().join("workspace");
-        copy_tree(&task.fixture_dir(), &path).map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
+        copy_tree(&task.fixture_dir(), &path)
+            .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
         let env = task.env_pairs();
         for command in &task.environment.setup {
             let spec = CommandSpec {
@@ -36,16 +37,22 @@ impl TrialWorkspace {
                 timeout: SETUP_TIMEOUT,
                 output_limit: 16 * 1024,
             };
-            let output = tack_sandbox::run(&spec).await.map_err(|e| SuiteError::Environment {
-                task: task.id.clone(),
-                message: e.to_string(),
-            })?;
+            let output = tack_sandbox::run(&spec)
+                .await
+                .map_err(|e| SuiteError::Environment {
+                    task: task.id.clone(),
+                    message: e.to_string(),
+                })?;
             if !output.success() {
                 return Err(SuiteError::Setup {
                     task: task.id.clone(),
                     command: command.clone(),
-                    exit: output.exit_code.map_or("none".to_string(), |c| c.to_string()),
-                    output: format!("{}{}", output.stdout, output.stderr).trim().to_string(),
+                    exit: output
+                        .exit_code
+                        .map_or("none".to_string(), |c| c.to_string()),
+                    output: format!("{}{}", output.stdout, output.stderr)
+                        .trim()
+                        .to_string(),
                 });
             }
         }
@@ -85,7 +92,9 @@ pub async fn apply_solution(task: &Task, workspace: &Path) -> Result<(), SuiteEr
             timeout: SETUP_TIMEOUT,
             output_limit: 16 * 1024,
         };
-        let output = tack_sandbox::run(&spec).await.map_err(|e| failed(e.to_string()))?;
+        let output = tack_sandbox::run(&spec)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
         if !output.success() {
             return Err(failed(format!(
                 "the solution script failed: {}{}",

@@ -1,5 +1,7 @@
 //! Bad suite files are rejected with the file, the field and what to do.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
 use std::fs;
 use std::path::Path;
 
@@ -85,11 +87,21 @@ fn a_missing_suite_says_what_a_suite_is() {
 #[tokio::test]
 async fn suite_check_finds_a_task_that_cannot_fail() {
     let dir = tempfile::tempdir().unwrap();
-    write_suite(dir.path(), SUITE, &TASK.replace("grep -q fixed file.txt", "true"));
+    write_suite(
+        dir.path(),
+        SUITE,
+        &TASK.replace("grep -q fixed file.txt", "true"),
+    );
     let suite = tack_suite::load_suite(dir.path()).unwrap();
     let results = tack_suite::check_suite(&suite, 1).await;
     assert!(!results[0].sound());
-    assert!(results[0].detail.as_deref().unwrap_or("").contains("pass on the untouched fixture"));
+    assert!(
+        results[0]
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("pass on the untouched fixture")
+    );
     write_suite(dir.path(), SUITE, TASK);
     let suite = tack_suite::load_suite(dir.path()).unwrap();
     assert!(tack_suite::check_suite(&suite, 1).await[0].sound());

@@ -43,5 +43,8 @@ pub fn read_table(run_dir: &Path, table: &str) -> Result<Vec<RecordBatch>, Trace
 
 /// Rows in a table.
 pub fn count_rows(run_dir: &Path, table: &str) -> Result<usize, TraceError> {
-    Ok(read_table(run_dir, table)?.iter().map(RecordBatch::num_rows).sum())
+    Ok(read_table(run_dir, table)?
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum())
 }

@@ -118,11 +118,32 @@ impl Span<'_> {
 
     fn common(&self) -> (u32, &str, &str, i64, u64, &str) {
         match self.event {
-            Event::ModelCall(m) => (m.span_id, kind::MODEL_CALL, &m.request_model, m.started_at_ms, m.duration_ms, m.status.as_str()),
-            Event::ToolCall(t) => (t.span_id, kind::TOOL_CALL, &t.tool_name, t.started_at_ms, t.duration_ms, t.status.as_str()),
+            Event::ModelCall(m) => (
+                m.span_id,
+                kind::MODEL_CALL,
+                &m.request_model,
+                m.started_at_ms,
+                m.duration_ms,
+                m.status.as_str(),
+            ),
+            Event::ToolCall(t) => (
+                t.span_id,
+                kind::TOOL_CALL,
+                &t.tool_name,
+                t.started_at_ms,
+                t.duration_ms,
+                t.status.as_str(),
+            ),
             Event::Check(c) => {
                 let status = if c.passed { "ok" } else { "error" };
-                (c.span_id, kind::CHECK, &c.name, c.started_at_ms, c.duration_ms, status)
+                (
+                    c.span_id,
+                    kind::CHECK,
+                    &c.name,
+                    c.started_at_ms,
+                    c.duration_ms,
+                    status,
+                )
             }
             _ => (0, "", "", 0, 0, ""),
         }
@@ -135,7 +156,12 @@ pub(crate) fn spans_batch(
 ) -> Result<RecordBatch, TraceError> {
     let rows: Vec<Span> = events
         .iter()
-        .filter(|(_, e)| matches!(e, Event::ModelCall(_) | Event::ToolCall(_) | Event::Check(_)))
+        .filter(|(_, e)| {
+            matches!(
+                e,
+                Event::ModelCall(_) | Event::ToolCall(_) | Event::Check(_)
+            )
+        })
         .map(|(seq, event)| Span { seq: *seq, event })
         .collect();
     let usage = |get: fn(&Usage) -> u64| u64s(&rows, move |r| r.model().map(|m| get(&m.usage)));
@@ -148,18 +174,24 @@ pub(crate) fn spans_batch(
             u32s(&rows, |r| Some(r.common().0)),
             u32s(&rows, |r| r.tool().map(|t| t.parent_span_id)),
             u64s(&rows, |r| Some(r.seq)),
-            u32s(&rows, |r| r.model().map(|m| m.step).or(r.tool().map(|t| t.step))),
+            u32s(&rows, |r| {
+                r.model().map(|m| m.step).or(r.tool().map(|t| t.step))
+            }),
             strings(&rows, |r| Some(r.common().1)),
             strings(&rows, |r| Some(r.common().2)),
             i64s(&rows, |r| Some(r.common().3)),
             u64s(&rows, |r| Some(r.common().4)),
             strings(&rows, |r| Some(r.common().5)),
-            strings(&rows, |r| r.tool().and_then(|t| t.error_kind.map(|k| k.as_str()))),
+            strings(&rows, |r| {
+                r.tool().and_then(|t| t.error_kind.map(|k| k.as_str()))
+            }),
             strings(&rows, |r| r.model().and_then(|m| m.error.as_deref())),
             strings(&rows, |r| r.model().map(|m| m.provider.as_str())),
             strings(&rows, |r| r.model().map(|m| m.request_model.as_str())),
             strings(&rows, |r| r.model().map(|m| m.response_model.as_str())),
-            strings(&rows, |r| r.model().and_then(|m| m.finish_reason.as_deref())),
+            strings(&rows, |r| {
+                r.model().and_then(|m| m.finish_reason.as_deref())
+            }),
             usage(|u| u.input_tokens),
             usage(|u| u.output_tokens),
             usage(|u| u.cache_read_tokens),
@@ -173,7 +205,11 @@ pub(crate) fn spans_batch(
             strings(&rows, |r| r.tool().map(|t| t.call_id.as_str())),
             strings(&rows, |r| r.tool().map(|t| t.arguments.as_str())),
             strings(&rows, |r| r.tool().map(|t| t.result.as_str())),
-            i32s(&rows, |r| r.tool().and_then(|t| t.exit_code).or(r.check().and_then(|c| c.exit_code))),
+            i32s(&rows, |r| {
+                r.tool()
+                    .and_then(|t| t.exit_code)
+                    .or(r.check().and_then(|c| c.exit_code))
+            }),
             strings(&rows, |r| r.tool().and_then(|t| t.stdout.as_deref())),
             strings(&rows, |r| r.tool().and_then(|t| t.stderr.as_deref())),
             bools(&rows, |r| r.tool().map(|t| t.truncated)),

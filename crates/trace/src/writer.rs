@@ -107,7 +107,11 @@ impl TrialRecorder {
     }
 }
 
-fn write_trial(run_dir: &Path, started: &TrialStarted, events: &[(u64, Event)]) -> Result<(), TraceError> {
+fn write_trial(
+    run_dir: &Path,
+    started: &TrialStarted,
+    events: &[(u64, Event)],
+) -> Result<(), TraceError> {
     let finished = events
         .iter()
         .rev()
@@ -126,8 +130,14 @@ fn write_trial(run_dir: &Path, started: &TrialStarted, events: &[(u64, Event)]) 
     let file = format!("{}.parquet", started.trial_id);
     // Spans and messages first: a trial row only appears once its details are
     // readable, so readers that start from `trials/` never miss them.
-    write_parquet(&run_dir.join(SPANS_DIR).join(&file), &spans_batch(started, events)?)?;
-    write_parquet(&run_dir.join(MESSAGES_DIR).join(&file), &messages_batch(started, events)?)?;
+    write_parquet(
+        &run_dir.join(SPANS_DIR).join(&file),
+        &spans_batch(started, events)?,
+    )?;
+    write_parquet(
+        &run_dir.join(MESSAGES_DIR).join(&file),
+        &messages_batch(started, events)?,
+    )?;
     write_parquet(
         &run_dir.join(TRIALS_DIR).join(&file),
         &trial_batch(started, &finished, tool_calls)?,
@@ -187,11 +197,19 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
     let Some(Event::TrialStarted(started)) = events.first().map(|(_, e)| e.clone()) else {
         return Err(TraceError::Format {
             path: path.to_path_buf(),
-            message: "journal does not start with TrialStarted; delete it if the trial is not needed".to_string(),
+            message:
+                "journal does not start with TrialStarted; delete it if the trial is not needed"
+                    .to_string(),
         });
     };
-    if !events.iter().any(|(_, e)| matches!(e, Event::TrialFinished(_))) {
-        let steps = events.iter().filter(|(_, e)| matches!(e, Event::ModelCall(_))).count() as u32;
+    if !events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::TrialFinished(_)))
+    {
+        let steps = events
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::ModelCall(_)))
+            .count() as u32;
         let mut usage = Usage::default();
         for (_, event) in &events {
             if let Event::ModelCall(call) = event {
@@ -210,7 +228,10 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
             checks_passed: None,
             duration_ms: 0,
             finished_at_ms: started.started_at_ms,
-            error: Some("the run was interrupted before this trial finished; recovered from its journal".to_string()),
+            error: Some(
+                "the run was interrupted before this trial finished; recovered from its journal"
+                    .to_string(),
+            ),
         };
         events.push((events.len() as u64, Event::TrialFinished(finished)));
     }

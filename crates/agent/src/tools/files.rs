@@ -112,7 +112,8 @@ impl Tool for WriteFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "write_file".to_string(),
-            description: "Create or overwrite a file of the workspace with the given content.".to_string(),
+            description: "Create or overwrite a file of the workspace with the given content."
+                .to_string(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -133,9 +134,9 @@ impl Tool for WriteFileTool {
         let args: WriteArgs = parse_arguments("write_file", arguments)?;
         let path = resolve(&ctx.workspace, &args.path)?;
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| ToolError::failed(format!("cannot create the folder of `{}`: {e}", args.path)))?;
+            tokio::fs::create_dir_all(parent).await.map_err(|e| {
+                ToolError::failed(format!("cannot create the folder of `{}`: {e}", args.path))
+            })?;
         }
         tokio::fs::write(&path, args.content.as_bytes())
             .await
@@ -184,7 +185,9 @@ impl Tool for StrReplaceTool {
     ) -> Result<ToolOutput, ToolError> {
         let args: ReplaceArgs = parse_arguments("str_replace", arguments)?;
         if args.old_string.is_empty() {
-            return Err(ToolError::failed("`old_string` is empty; give the exact text to replace"));
+            return Err(ToolError::failed(
+                "`old_string` is empty; give the exact text to replace",
+            ));
         }
         let path = resolve(&ctx.workspace, &args.path)?;
         let text = tokio::fs::read_to_string(&path)
@@ -207,8 +210,16 @@ impl Tool for StrReplaceTool {
 pub(crate) fn replace_once(text: &str, old: &str, new: &str) -> Result<String, String> {
     let starts: Vec<usize> = text.match_indices(old).map(|(at, _)| at).collect();
     match starts.as_slice() {
-        [at] => Ok(format!("{}{}{}", &text[..*at], new, &text[at + old.len()..])),
-        [] => Err("`old_string` was not found (0 matches); read the file and copy the text exactly".to_string()),
+        [at] => Ok(format!(
+            "{}{}{}",
+            &text[..*at],
+            new,
+            &text[at + old.len()..]
+        )),
+        [] => Err(
+            "`old_string` was not found (0 matches); read the file and copy the text exactly"
+                .to_string(),
+        ),
         many => {
             let lines: Vec<String> = many
                 .iter()
@@ -230,15 +241,25 @@ mod tests {
     #[test]
     fn replace_requires_exactly_one_match() {
         assert_eq!(replace_once("a b c", "b", "x").unwrap(), "a x c");
-        assert!(replace_once("a b c", "z", "x").unwrap_err().contains("0 matches"));
+        assert!(
+            replace_once("a b c", "z", "x")
+                .unwrap_err()
+                .contains("0 matches")
+        );
         let many = replace_once("x\ny\nx\n", "x", "z").unwrap_err();
-        assert!(many.contains("2 times") && many.contains("lines 1, 3"), "{many}");
+        assert!(
+            many.contains("2 times") && many.contains("lines 1, 3"),
+            "{many}"
+        );
     }
 
     #[test]
     fn line_ranges_are_inclusive_and_checked() {
         let text = "one\ntwo\nthree\n";
-        assert_eq!(select_lines(text, Some(2), Some(3)).unwrap(), "two\nthree\n");
+        assert_eq!(
+            select_lines(text, Some(2), Some(3)).unwrap(),
+            "two\nthree\n"
+        );
         assert!(select_lines(text, Some(5), None).is_err());
     }
 }

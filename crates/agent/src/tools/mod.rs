@@ -34,7 +34,10 @@ pub enum ToolOutput {
     /// A shell command's full result; the harness's result view decides what
     /// the model sees of it.
     Command(CommandOutput),
-    Text { text: String, truncated: bool },
+    Text {
+        text: String,
+        truncated: bool,
+    },
 }
 
 /// Why a tool call produced no output. The message is written for the model.
@@ -60,8 +63,11 @@ impl ToolError {
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
-    async fn run(&self, arguments: serde_json::Value, ctx: &ToolContext)
-    -> Result<ToolOutput, ToolError>;
+    async fn run(
+        &self,
+        arguments: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
 }
 
 /// Names of the built-in tools, in the order they are offered.

@@ -7,7 +7,9 @@ use super::ToolError;
 /// symlink pointing out — are refused: file tools never write outside it.
 pub(crate) fn resolve(workspace: &Path, requested: &str) -> Result<PathBuf, ToolError> {
     if requested.trim().is_empty() {
-        return Err(ToolError::failed("the path is empty; give a path relative to the workspace"));
+        return Err(ToolError::failed(
+            "the path is empty; give a path relative to the workspace",
+        ));
     }
     let joined = workspace.join(requested);
     let mut normal = PathBuf::new();
@@ -38,12 +40,17 @@ pub(crate) fn resolve(workspace: &Path, requested: &str) -> Result<PathBuf, Tool
         }
     }
     let real_workspace = workspace.canonicalize().map_err(|e| {
-        ToolError::failed(format!("the workspace {} is unreadable: {e}", workspace.display()))
+        ToolError::failed(format!(
+            "the workspace {} is unreadable: {e}",
+            workspace.display()
+        ))
     })?;
     match existing.canonicalize() {
         Ok(real) if real.starts_with(&real_workspace) => Ok(normal),
         Ok(_) => Err(outside()),
-        Err(e) => Err(ToolError::failed(format!("cannot resolve `{requested}`: {e}"))),
+        Err(e) => Err(ToolError::failed(format!(
+            "cannot resolve `{requested}`: {e}"
+        ))),
     }
 }
 

@@ -1,0 +1,267 @@
+//! End-to-end: run the `tack` binary on a small slice of the demo suite and
+//! read back what it wrote.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use arrow_array::{Array, StringArray, UInt32Array};
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap()
+}
+
+fn stdout_json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "tack failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+const TASKS: &str = "duration-minutes,total-missing-file";
+const TRIALS: usize = 2;
+
+/// One run shared by the tests that read it: 4 variants × 2 tasks × 2 trials.
+fn shared_run() -> &'static (PathBuf, Value) {
+    static RUN: OnceLock<(PathBuf, Value)> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-run");
+        let _ = std::fs::remove_dir_all(&base);
+        let traces = base.join("traces");
+        let reports = base.join("reports");
+        let output = tack(&[
+            "run",
+            "suites/demo",
+            "--task",
+            TASKS,
+            "--trials",
+            &TRIALS.to_string(),
+            "--jobs",
+            "2",
+            "--traces",
+            traces.to_str().unwrap(),
+            "--reports",
+            reports.to_str().unwrap(),
+            "--json",
+        ]);
+        let json = stdout_json(&output);
+        let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+        (run_dir, json)
+    })
+}
+
+fn column_sum(run_dir: &Path, table: &str, column: &str) -> u64 {
+    tack_trace::read_table(run_dir, table)
+        .unwrap()
+        .iter()
+        .map(|batch| {
+            let values = batch.column_by_name(column).unwrap();
+            let values = values.as_any().downcast_ref::<UInt32Array>().unwrap();
+            values.iter().flatten().map(u64::from).sum::<u64>()
+        })
+        .sum()
+}
+
+fn count_kind(run_dir: &Path, kind: &str) -> usize {
+    tack_trace::read_table(run_dir, "spans")
+        .unwrap()
+        .iter()
+        .map(|batch| {
+            let kinds = batch.column_by_name("kind").unwrap();
+            let kinds = kinds.as_any().downcast_ref::<StringArray>().unwrap();
+            kinds.iter().filter(|k| *k == Some(kind)).count()
+        })
+        .sum()
+}
+
+#[test]
+fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
+    let (run_dir, json) = shared_run();
+    let trials = json["run"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 4 * 2 * TRIALS);
+    assert_eq!(
+        tack_trace::count_rows(run_dir, "trials").unwrap(),
+        trials.len()
+    );
+
+    let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
+    assert_eq!(column_sum(run_dir, "trials", "steps"), steps);
+    assert_eq!(count_kind(run_dir, "model_call") as u64, steps);
+    let tool_calls = column_sum(run_dir, "trials", "tool_calls");
+    assert!(
+        tool_calls > steps / 2,
+        "{tool_calls} tool calls for {steps} steps"
+    );
+    assert_eq!(count_kind(run_dir, "tool_call") as u64, tool_calls);
+    assert_eq!(count_kind(run_dir, "check"), trials.len());
+    // System prompt and instruction, one message per model answer and per tool result: each once.
+    let messages = tack_trace::count_rows(run_dir, "messages").unwrap() as u64;
+    assert_eq!(messages, 2 * trials.len() as u64 + steps + tool_calls);
+    assert_eq!(
+        std::fs::read_dir(run_dir.join("journal")).unwrap().count(),
+        0
+    );
+
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["status"], "finished");
+    assert_eq!(manifest["variants"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        manifest["suite"]["content_hash"].as_str().unwrap().len(),
+        64
+    );
+}
+
+#[test]
+fn the_oracle_scores_everything_and_the_report_says_it_is_simulated() {
+    let (run_dir, json) = shared_run();
+    let analysis = stdout_json(&tack(&["report", run_dir.to_str().unwrap(), "--json"]));
+    let variants = analysis["variants"].as_array().unwrap();
+    let oracle = variants.iter().find(|v| v["variant"] == "oracle").unwrap();
+    assert_eq!(oracle["success_rate"], 1.0);
+    assert_eq!(oracle["trials"], 2 * TRIALS as u64);
+
+    let index = PathBuf::from(json["report"].as_str().unwrap());
+    let html = std::fs::read_to_string(&index).unwrap();
+    assert!(html.contains("Results from simulated models"));
+    assert!(
+        !html.contains("<script"),
+        "the report must need no JavaScript"
+    );
+    let failed: Vec<&Value> = json["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["outcome"] != "passed")
+        .collect();
+    for trial in failed {
+        let id = trial["trial_id"].as_str().unwrap();
+        let page = index
+            .parent()
+            .unwrap()
+            .join("trials")
+            .join(format!("{id}.html"));
+        let page = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert!(
+            page.contains("Tool call"),
+            "{id}: the page shows no tool calls"
+        );
+    }
+}
+
+/// DuckDB and pyarrow must read the traces as they are. CI installs them
+/// (.ci/run) and sets TACK_REQUIRE_PYTHON_READERS; elsewhere the test says
+/// it skipped when they are missing.
+#[test]
+fn duckdb_and_pyarrow_read_the_traces() {
+    let (run_dir, json) = shared_run();
+    let python = std::env::var("TACK_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let probe = Command::new(&python)
+        .args(["-c", "import duckdb, pyarrow"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("TACK_REQUIRE_PYTHON_READERS").is_none(),
+            "duckdb/pyarrow are required here but `{python}` cannot import them"
+        );
+        eprintln!("skipped: {python} cannot import duckdb and pyarrow (CI installs them)");
+        return;
+    }
+    let script = r#"
+import sys, duckdb, pyarrow.parquet as pq, pyarrow.dataset as ds
+run = sys.argv[1]
+con = duckdb.connect()
+one = lambda sql: con.execute(sql).fetchall()[0][0]
+trials = one(f"select count(*) from '{run}/trials/*.parquet'")
+steps = one(f"select sum(steps) from '{run}/trials/*.parquet'")
+calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call'")
+messages = ds.dataset(f"{run}/messages", format="parquet").to_table().num_rows
+print(trials, steps, calls, messages)
+"#;
+    let output = Command::new(&python)
+        .args(["-c", script, run_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let numbers: Vec<u64> = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let trials = json["run"]["trials"].as_array().unwrap();
+    let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
+    assert_eq!(numbers[0], trials.len() as u64);
+    assert_eq!(numbers[1], steps);
+    assert_eq!(numbers[2], steps);
+    assert_eq!(
+        numbers[3],
+        tack_trace::count_rows(run_dir, "messages").unwrap() as u64
+    );
+}
+
+#[test]
+fn suite_check_proves_the_demo_sound() {
+    let output = tack(&["suite", "check", "suites/demo", "--json"]);
+    let json = stdout_json(&output);
+    let tasks = json["tasks"].as_array().unwrap();
+    assert!(tasks.len() >= 8);
+    for task in tasks {
+        assert_eq!(task["fails_untouched"], true, "{task}");
+        assert_eq!(task["passes_with_solution"], true, "{task}");
+    }
+    assert_eq!(json["sound"], true);
+}
+
+#[test]
+fn suite_show_lists_variants_and_tasks() {
+    let output = tack(&["suite", "show", "suites/demo"]);
+    assert!(output.status.success());
+    insta::assert_snapshot!(String::from_utf8_lossy(&output.stdout));
+}
+
+fn usage_error(args: &[&str]) -> String {
+    let output = tack(args);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn input_errors_exit_2_and_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("suite.toml"),
+        "[suite]\nname = \"x\"\ntrails = 2\n",
+    )
+    .unwrap();
+    let message = usage_error(&["run", dir.path().to_str().unwrap()]);
+    let message = message.replace(dir.path().to_str().unwrap(), "<suite>");
+    insta::assert_snapshot!("bad_suite_field", message);
+
+    let message = usage_error(&["run", "suites/demo", "--variant", "nope"]);
+    insta::assert_snapshot!("unknown_variant", message);
+
+    let message = usage_error(&["report", dir.path().to_str().unwrap()]);
+    assert!(message.contains("not a run's trace directory"), "{message}");
+}
