@@ -1,5 +1,6 @@
-//! The HTML report of a run: `index.html` (summary, plots, task matrix,
-//! failed trials) and one page per non-passed trial with its whole trace.
+//! The HTML report of a run: `index.html` (variants, summary, plots, task
+//! matrix, failed trials) and one page per non-passed trial with its whole
+//! trace.
 //!
 //! Pages are self-contained (inline CSS and SVG, no JavaScript, nothing
 //! fetched) so a report directory can be archived or mailed as is. Templates
@@ -8,6 +9,7 @@
 
 mod plots;
 mod trial_page;
+mod variants;
 mod view;
 
 use minijinja::value::Serde;
@@ -41,11 +43,12 @@ pub enum ReportError {
     },
 }
 
-const TEMPLATES: [(&str, &str); 4] = [
+const TEMPLATES: [(&str, &str); 5] = [
     ("base.html", include_str!("../templates/base.html")),
     ("index.html", include_str!("../templates/index.html")),
     ("summary.html", include_str!("../templates/summary.html")),
     ("trial.html", include_str!("../templates/trial.html")),
+    ("variants.html", include_str!("../templates/variants.html")),
 ];
 
 /// Analyses `run_dir` (a `traces/<run-id>/` directory) and writes the report
@@ -78,6 +81,7 @@ fn render_index(env: &Environment<'static>, analysis: &RunAnalysis) -> Result<St
     let ctx = context! {
         header => Serde(view::header(analysis)),
         simulated => Serde(view::simulated(analysis)),
+        variants => Serde(variants::variants(&analysis.manifest.variants)),
         summary => Serde(view::summary(&analysis.variants)),
         plots => Serde(plots),
         matrix => Serde(view::matrix(&analysis.matrix, &analysis.variants)),

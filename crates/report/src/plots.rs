@@ -18,6 +18,9 @@ const HEIGHT: u32 = 340;
 const FONT: &str = "sans-serif";
 const BAR: RGBColor = RGBColor(70, 120, 190);
 const SIMULATED_BAR: RGBColor = RGBColor(150, 150, 165);
+const LABEL: RGBColor = RGBColor(34, 34, 34);
+/// Top of the success-rate axis: room above 100% for the bar labels.
+const RATE_TOP: f64 = 1.16;
 
 /// One rendered chart.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -118,9 +121,16 @@ fn success_rate(svg: &mut String, variants: &[VariantSummary]) -> DrawResult {
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..1.05f64)?;
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..RATE_TOP)?;
     let x_fmt = |x: &f64| x_label(&labels, *x);
-    let y_fmt = |y: &f64| format!("{:.0}%", y * 100.0);
+    // No tick labels in the headroom above 100%.
+    let y_fmt = |y: &f64| {
+        if *y <= 1.0 + 1e-9 {
+            format!("{:.0}%", y * 100.0)
+        } else {
+            String::new()
+        }
+    };
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -149,16 +159,20 @@ fn success_rate(svg: &mut String, variants: &[VariantSummary]) -> DrawResult {
                 ErrorBar::new_vertical(x, v.ci_low, rate, v.ci_high, BLACK.stroke_width(2), 14)
             }),
     )?;
+    // Each label sits centred just above its whisker (or bar, if higher),
+    // a few pixels clear of the cap; the headroom above 100% is for them.
     chart.draw_series(variants.iter().enumerate().map(|(i, v)| {
         let (text, y) = match v.trials {
-            0 => ("no trials".to_string(), 0.02),
+            0 => ("no trials".to_string(), 0.0),
             _ => (
                 format!("{:.0}% ({}/{})", v.success_rate * 100.0, v.passed, v.trials),
-                v.success_rate / 2.0,
+                v.ci_high.max(v.success_rate),
             ),
         };
-        let style = TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
-        Text::new(text, (i as f64 + 0.05, y), style)
+        let style = TextStyle::from((FONT, 13).into_font())
+            .color(&LABEL)
+            .pos(Pos::new(HPos::Center, VPos::Bottom));
+        EmptyElement::at((i as f64, y)) + Text::new(text, (0, -5), style)
     }))?;
     root.present()?;
     Ok(())

@@ -191,6 +191,100 @@ fn summary_table_snapshot() {
     insta::assert_snapshot!(report.index[start..end].trim());
 }
 
+fn between<'a>(html: &'a str, start: &str, end: &str) -> &'a str {
+    let from = html.find(start).unwrap_or_else(|| panic!("no {start}"));
+    let to = from + html[from..].find(end).unwrap_or_else(|| panic!("no {end}"));
+    &html[from + start.len()..to]
+}
+
+#[test]
+fn variants_section_highlights_differing_settings_first() {
+    let report = report();
+    let section = between(&report.index, "<!-- variants -->", "<!-- /variants -->");
+    assert!(
+        report.index.find("<!-- variants -->") < report.index.find("<!-- summary -->"),
+        "variants come before the summary"
+    );
+    // Columns in manifest order, with model, simulated tag and description.
+    let head = between(section, "<thead>", "</thead>");
+    let position = |text: &str| head.find(text).unwrap_or_else(|| panic!("no {text}"));
+    assert!(position("<th>baseline</th>") < position("<th>real</th>"));
+    assert!(position("<th>real</th>") < position("<th>unused</th>"));
+    assert!(head.contains("<td>sim <span class=\"tag sim\">simulated</span></td>"));
+    assert!(head.contains("<td>openai:gpt-4o</td>"));
+    assert!(head.contains("<td>baseline variant</td>"));
+    // Baseline alone shows stdout only: the first row, marked.
+    let body = between(section, "<tbody>", "</tbody>");
+    let rows: Vec<&str> = body.split("<tr").skip(1).collect();
+    assert!(
+        rows[0].starts_with(" class=\"differs\"><th class=\"setting\">Tool results <span class=\"tag differs-tag\">differs</span></th>"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0].contains("<td class=\"odd\">stdout_only</td><td>full</td><td>full</td>"),
+        "the odd value out is marked: {}",
+        rows[0]
+    );
+    let same: Vec<&&str> = rows.iter().filter(|r| !r.contains("differs")).collect();
+    assert_eq!(same.len(), rows.len() - 1, "only tool results differ");
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r.contains(&format!(">{name}</th>")))
+            .unwrap_or_else(|| panic!("no row {name}"))
+    };
+    assert!(row("Max steps").contains("<td>10</td><td>10</td><td>10</td>"));
+    assert!(row("Output limit").contains("<td>32,768 bytes</td>"));
+    // Sim parameters only apply to the sim model.
+    assert!(row("Sim skill").contains("<td>0.7</td><td>—</td><td>—</td>"));
+    // The long prompt is shortened, the whole text one click away.
+    let prompt = row("System prompt");
+    assert!(prompt.contains("<details><summary title=\"You are a careful coding agent."));
+    assert!(prompt.contains("…</summary>"));
+    assert!(prompt.contains("and answer with a short summary when done.</div></details>"));
+    assert!(
+        report.index.contains("1 setting differs between variants"),
+        "the section says what is highlighted"
+    );
+}
+
+#[test]
+fn variants_section_snapshot() {
+    let report = report();
+    insta::assert_snapshot!(
+        between(&report.index, "<!-- variants -->", "<!-- /variants -->").trim()
+    );
+}
+
+#[test]
+fn outcomes_have_their_own_table() {
+    let report = report();
+    let summary = between(&report.index, "<table class=\"summary\">", "</table>");
+    assert!(!summary.contains("outcome-"), "the summary stays numeric");
+    let breakdown = between(&report.index, "<table class=\"breakdown\">", "</table>");
+    assert!(breakdown.contains("<span class=\"tag outcome-limit\">limit: 1</span>"));
+    assert!(breakdown.contains("<span class=\"tag\">step_limit: 1</span>"));
+    assert_eq!(
+        breakdown.matches("<tr>").count(),
+        4,
+        "a header and 3 variants"
+    );
+}
+
+#[test]
+fn rendering_twice_gives_identical_files() {
+    let run = tempfile::tempdir().unwrap();
+    fixture::write_run(run.path());
+    let out = tempfile::tempdir().unwrap();
+    let first = write_report(run.path(), &out.path().join("a")).unwrap();
+    let second = write_report(run.path(), &out.path().join("b")).unwrap();
+    assert_eq!(read(&first.index), read(&second.index));
+    assert_eq!(first.trial_pages.len(), second.trial_pages.len());
+    for (a, b) in first.trial_pages.iter().zip(&second.trial_pages) {
+        assert_eq!(read(a), read(b), "{}", a.display());
+    }
+}
+
 #[test]
 fn a_run_without_trials_is_an_analysis_error() {
     let run = tempfile::tempdir().unwrap();
