@@ -27,6 +27,11 @@ pub fn run(args: ReportArgs) -> CommandResult {
             ),
         });
     }
+    if tack_trace::run_in_progress(&args.run) {
+        eprintln!(
+            "note: this run is still in progress; the report covers the trials finished so far"
+        );
+    }
     let recovered = tack_trace::recover_journals(&args.run).or_fail(Failure::Internal)?;
     if recovered > 0 {
         eprintln!("recovered {recovered} interrupted trial(s) from their journals");

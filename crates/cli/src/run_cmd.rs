@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tack_protocol::TrialOutcome;
-use tack_runner::{Progress, RunPlan, RunResult};
+use tack_runner::{CancelFlag, Progress, RunPlan, RunResult};
 
 use crate::exit::{Classify, CommandResult, Failure};
 use crate::suite_cmd::default_jobs;
@@ -65,7 +65,9 @@ pub async fn run(args: RunArgs) -> CommandResult {
     // Check the selection before anything is written.
     plan.trials().or_fail(Failure::Usage)?;
     let progress = progress_reporter(args.json);
-    let result = tack_runner::run(plan, progress.callback()).await;
+    let cancel = CancelFlag::default();
+    stop_on_ctrl_c(cancel.clone());
+    let result = tack_runner::run(plan, progress.callback(), cancel).await;
     progress.finish();
     let result = result.or_fail(Failure::Internal)?;
 
@@ -90,7 +92,31 @@ pub async fn run(args: RunArgs) -> CommandResult {
             None => println!("report: run `tack report {}`", result.run_dir.display()),
         }
     }
+    if result.interrupted {
+        eprintln!(
+            "interrupted: {} trials ran; the report covers those",
+            result.trials.len()
+        );
+        return Ok(ExitCode::from(130));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// First Ctrl-C: let running trials finish and record them, start no more.
+/// Second: stop at once (journals of running trials stay for `tack report`).
+fn stop_on_ctrl_c(cancel: CancelFlag) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!(
+            "\ninterrupting: finishing the trials that are running (Ctrl-C again to stop now)"
+        );
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
+        }
+    });
 }
 
 fn print_summary(result: &RunResult) {

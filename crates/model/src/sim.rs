@@ -129,7 +129,7 @@ impl SimAgent {
             match self.phase {
                 Phase::Explore => {
                     self.phase = Phase::Read;
-                    let mut calls = vec![self.writer.bash("ls -la")];
+                    let mut calls = vec![self.writer.bash("find . -type f | sort")];
                     if self.rng.random_bool(0.5) {
                         calls.push(
                             self.writer

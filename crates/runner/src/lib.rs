@@ -8,6 +8,7 @@ mod trial;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde::Serialize;
 use tack_protocol::{StopReason, TrialOutcome};
@@ -55,6 +56,8 @@ pub struct RunResult {
     pub run_id: String,
     pub run_dir: PathBuf,
     pub trials: Vec<TrialSummary>,
+    /// Cancelled before every planned trial ran.
+    pub interrupted: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,8 +72,28 @@ pub enum RunError {
 
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
-/// Runs the plan to the end and returns every trial's summary, in plan order.
-pub async fn run(plan: RunPlan, progress: ProgressFn) -> Result<RunResult, RunError> {
+/// Asks a run to stop: trials already running finish and are recorded, the
+/// rest are not started, and the manifest says the run was interrupted.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs the plan and returns the summary of every trial that ran, in plan
+/// order.
+pub async fn run(
+    plan: RunPlan,
+    progress: ProgressFn,
+    cancel: CancelFlag,
+) -> Result<RunResult, RunError> {
     let trials = plan.trials()?;
     let manifest = manifest_for(&plan)?;
     let writer = RunWriter::create(&plan.traces_root, &manifest)?;
@@ -82,34 +105,38 @@ pub async fn run(plan: RunPlan, progress: ProgressFn) -> Result<RunResult, RunEr
     });
 
     let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
-    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
     let suite = Arc::new(plan.suite.clone());
     let mut handles = Vec::with_capacity(total);
     for spec in trials {
-        let (semaphore, done, suite, writer, progress) = (
+        let (semaphore, done, suite, writer, progress, cancel) = (
             semaphore.clone(),
             done.clone(),
             suite.clone(),
             writer.clone(),
             progress.clone(),
+            cancel.clone(),
         );
         let run_id = manifest.run_id.clone();
         handles.push(tokio::spawn(async move {
             let _permit = semaphore.acquire_owned().await;
+            if cancel.is_cancelled() {
+                return None;
+            }
             let summary = trial::run_trial(&suite, &spec, &run_id, &writer).await;
-            let done = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let done = done.fetch_add(1, Ordering::SeqCst) + 1;
             progress(Progress::TrialFinished {
                 summary: summary.clone(),
                 done,
                 total,
             });
-            summary
+            Some(summary)
         }));
     }
     let mut summaries = Vec::with_capacity(total);
     for handle in handles {
         match handle.await {
-            Ok(summary) => summaries.push(summary),
+            Ok(summary) => summaries.extend(summary),
             Err(join) => {
                 return Err(RunError::Trace(TraceError::Format {
                     path: writer.dir().to_path_buf(),
@@ -118,14 +145,20 @@ pub async fn run(plan: RunPlan, progress: ProgressFn) -> Result<RunResult, RunEr
             }
         }
     }
+    let interrupted = summaries.len() < total;
     let mut finished = manifest;
     finished.finished_at = Some(rfc3339_now());
-    finished.status = RunStatus::Finished;
-    finished.write(writer.dir())?;
+    finished.status = if interrupted {
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Finished
+    };
+    writer.close(&finished)?;
     Ok(RunResult {
         run_id: finished.run_id,
         run_dir: writer.dir().to_path_buf(),
         trials: summaries,
+        interrupted,
     })
 }
 

@@ -19,4 +19,4 @@ mod writer;
 pub use error::TraceError;
 pub use manifest::{HostInfo, Manifest, RunStatus, SuiteInfo, VariantInfo};
 pub use reader::{count_rows, read_table, table_files};
-pub use writer::{RunWriter, TrialRecorder, recover_journals};
+pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress};

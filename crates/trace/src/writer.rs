@@ -14,7 +14,19 @@ use tack_protocol::{
 use crate::fsutil::temporary_path;
 use crate::rows::{messages_batch, spans_batch, trial_batch};
 use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
-use crate::{Manifest, TraceError};
+use crate::{Manifest, RunStatus, TraceError};
+
+/// Holds the id of the process writing the run, while it runs.
+const PID_FILE: &str = "run.pid";
+
+/// Whether a live process is still writing this run: its journals belong to
+/// trials in progress, not to a crash.
+pub fn run_in_progress(run_dir: &Path) -> bool {
+    fs::read_to_string(run_dir.join(PID_FILE))
+        .ok()
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
 
 /// A run's trace directory, being written.
 #[derive(Debug, Clone)]
@@ -31,7 +43,16 @@ impl RunWriter {
             fs::create_dir_all(&path).map_err(|e| TraceError::io(&path, e))?;
         }
         manifest.write(&dir)?;
+        let pid = dir.join(PID_FILE);
+        fs::write(&pid, std::process::id().to_string()).map_err(|e| TraceError::io(&pid, e))?;
         Ok(RunWriter { dir })
+    }
+
+    /// Writes the final manifest and marks the run as no longer in progress.
+    pub fn close(&self, manifest: &Manifest) -> Result<(), TraceError> {
+        manifest.write(&self.dir)?;
+        let pid = self.dir.join(PID_FILE);
+        fs::remove_file(&pid).map_err(|e| TraceError::io(&pid, e))
     }
 
     pub fn dir(&self) -> &Path {
@@ -165,8 +186,13 @@ fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<(), TraceError> {
 
 /// Turns the journals of trials that never finished (tack was killed) into
 /// Parquet, marked `cancelled` with the reason, so an interrupted run keeps
-/// every event it recorded. Returns how many trials were recovered.
+/// every event it recorded. Returns how many trials were recovered; a run
+/// still in progress is left alone. The manifest of a recovered run that
+/// still says `running` is marked `interrupted`.
 pub fn recover_journals(run_dir: &Path) -> Result<usize, TraceError> {
+    if run_in_progress(run_dir) {
+        return Ok(0);
+    }
     let journal_dir = run_dir.join(JOURNAL_DIR);
     let Ok(entries) = fs::read_dir(&journal_dir) else {
         return Ok(0);
@@ -178,6 +204,11 @@ pub fn recover_journals(run_dir: &Path) -> Result<usize, TraceError> {
             recover_journal(run_dir, &path)?;
             recovered += 1;
         }
+    }
+    let mut manifest = Manifest::read(run_dir)?;
+    if manifest.status == RunStatus::Running {
+        manifest.status = RunStatus::Interrupted;
+        manifest.write(run_dir)?;
     }
     Ok(recovered)
 }
