@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use tack_agent::{Dispatcher, ToolContext, run_agent};
-use tack_model::{OracleModel, SimAgent, SimParams, TaskBrief};
+use tack_agent::{AgentRun, Dispatcher, ToolContext, run_agent};
+use tack_model::{Model, OracleModel, SimAgent, SimParams, TaskBrief};
 use tack_protocol::{
     Edit, Event, EventSink, HarnessConfig, SinkError, Solution, StopReason, VecSink,
 };
@@ -33,38 +33,40 @@ fn brief() -> TaskBrief {
     }
 }
 
-fn dispatcher(dir: &std::path::Path, config: &HarnessConfig) -> Dispatcher {
+/// Runs `model` on a fresh copy of the workspace; returns the run, the
+/// events and the workspace.
+async fn run_on_workspace(
+    model: &mut dyn Model,
+    config: &HarnessConfig,
+    sink: &mut dyn EventSink,
+) -> (AgentRun, tempfile::TempDir) {
+    let dir = workspace();
     let ctx = ToolContext {
-        workspace: dir.to_path_buf(),
+        workspace: dir.path().to_path_buf(),
         env: vec![],
         command_timeout: Duration::from_secs(10),
         output_limit: 4096,
     };
-    Dispatcher::builtin(&config.tools, ctx).unwrap()
+    let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
+    let run = run_agent(config, model, &dispatcher, "fix it", sink).await;
+    (run, dir)
+}
+
+fn greeting(dir: &tempfile::TempDir) -> String {
+    std::fs::read_to_string(dir.path().join("greet.sh")).unwrap()
 }
 
 #[tokio::test]
 async fn the_oracle_completes_and_every_step_is_recorded_in_order() {
-    let dir = workspace();
     let config = HarnessConfig::default();
     let mut model = OracleModel::new(brief());
     let mut sink = VecSink::default();
-    let run = run_agent(
-        &config,
-        &mut model,
-        &dispatcher(dir.path(), &config),
-        "fix it",
-        &mut sink,
-    )
-    .await;
+    let (run, dir) = run_on_workspace(&mut model, &config, &mut sink).await;
 
     assert_eq!(run.stop_reason, StopReason::Completed);
     assert_eq!(run.steps, 2);
     assert_eq!(run.tool_calls, 1);
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("greet.sh")).unwrap(),
-        "echo hello\n"
-    );
+    assert_eq!(greeting(&dir), "echo hello\n");
     let kinds: Vec<&str> = sink
         .events
         .iter()
@@ -96,28 +98,19 @@ async fn the_oracle_completes_and_every_step_is_recorded_in_order() {
 
 #[tokio::test]
 async fn a_step_limit_stops_the_loop_and_says_so() {
-    let dir = workspace();
     let config = HarnessConfig {
         max_steps: 2,
         ..HarnessConfig::default()
     };
     let mut model = SimAgent::new(brief(), SimParams::default(), 1);
     let mut sink = VecSink::default();
-    let run = run_agent(
-        &config,
-        &mut model,
-        &dispatcher(dir.path(), &config),
-        "fix it",
-        &mut sink,
-    )
-    .await;
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::StepLimit);
     assert_eq!(run.steps, 2);
 }
 
 #[tokio::test]
 async fn the_sim_agent_fixes_the_bug_through_the_tools() {
-    let dir = workspace();
     let config = HarnessConfig::default();
     let params = SimParams {
         malformed_rate: 0.0,
@@ -125,19 +118,9 @@ async fn the_sim_agent_fixes_the_bug_through_the_tools() {
     };
     let mut model = SimAgent::new(brief(), params, 3);
     let mut sink = VecSink::default();
-    let run = run_agent(
-        &config,
-        &mut model,
-        &dispatcher(dir.path(), &config),
-        "fix it",
-        &mut sink,
-    )
-    .await;
+    let (run, dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::Completed);
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("greet.sh")).unwrap(),
-        "echo hello\n"
-    );
+    assert_eq!(greeting(&dir), "echo hello\n");
     assert!(
         run.tool_calls >= 4,
         "explore, read, test, edit, test: {}",
@@ -161,18 +144,10 @@ impl EventSink for BrokenSink {
 
 #[tokio::test]
 async fn a_sink_that_cannot_write_stops_the_trial_as_a_harness_error() {
-    let dir = workspace();
     let config = HarnessConfig::default();
     let mut model = OracleModel::new(brief());
     let mut sink = BrokenSink { accepted: 0 };
-    let run = run_agent(
-        &config,
-        &mut model,
-        &dispatcher(dir.path(), &config),
-        "fix it",
-        &mut sink,
-    )
-    .await;
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::HarnessError);
     assert!(run.error.unwrap().contains("disk full"));
 }

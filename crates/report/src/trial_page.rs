@@ -3,7 +3,7 @@
 use crate::view::thousands;
 use serde::Serialize;
 use std::collections::BTreeSet;
-use tack_analysis::{MessageRow, SpanRow, TrialTrace};
+use tack_analysis::{MessageRow, SpanRow, TrialRow, TrialTrace};
 use tack_trace::schema::kind;
 
 /// The page's file name for a trial id. Ids are made by the runner from
@@ -20,24 +20,15 @@ pub(crate) fn file_name(trial_id: &str) -> String {
     format!("{safe}.html")
 }
 
+/// The trial row as analysed, plus the figures formatted for reading.
 #[derive(Debug, Serialize)]
 pub(crate) struct TrialView {
-    pub trial_id: String,
-    pub variant: String,
-    pub task: String,
-    pub trial_index: u32,
-    pub model: String,
-    pub outcome: String,
-    pub stop_reason: String,
-    pub steps: u32,
-    pub tool_calls: u32,
-    pub tool_errors: u32,
-    pub retries: u32,
+    #[serde(flatten)]
+    pub row: TrialRow,
     pub tokens: String,
     pub cost: String,
-    pub checks_passed: String,
+    pub checks: &'static str,
     pub duration: String,
-    pub error: Option<String>,
     pub timeline: Vec<Item>,
     pub messages: Vec<MessageView>,
 }
@@ -111,17 +102,7 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
     let t = &trace.trial;
     let messages: Vec<MessageView> = trace.messages.iter().map(message_view).collect();
     TrialView {
-        trial_id: t.trial_id.clone(),
-        variant: t.variant.clone(),
-        task: t.task.clone(),
-        trial_index: t.trial_index,
-        model: t.model.clone(),
-        outcome: t.outcome.clone(),
-        stop_reason: t.stop_reason.clone(),
-        steps: t.steps,
-        tool_calls: t.tool_calls,
-        tool_errors: t.tool_errors,
-        retries: t.retries,
+        row: t.clone(),
         tokens: format!(
             "{} ({} in, {} out)",
             thousands(t.total_tokens as f64),
@@ -129,14 +110,12 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
             thousands(t.output_tokens as f64)
         ),
         cost: t.cost_usd.map_or("—".to_string(), |c| format!("${c:.4}")),
-        checks_passed: match t.checks_passed {
+        checks: match t.checks_passed {
             Some(true) => "passed",
             Some(false) => "failed",
             None => "did not run",
-        }
-        .to_string(),
+        },
         duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
-        error: t.error.clone(),
         timeline: timeline(&trace.spans, &messages),
         messages,
     }
