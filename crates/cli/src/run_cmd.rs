@@ -120,7 +120,7 @@ fn stop_on_ctrl_c(cancel: CancelFlag) {
 }
 
 fn print_summary(result: &RunResult) {
-    let mut per_variant: BTreeMap<&str, (usize, usize, u64)> = BTreeMap::new();
+    let mut per_variant: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
     for trial in &result.trials {
         let entry = per_variant.entry(trial.variant.as_str()).or_default();
         entry.1 += 1;
@@ -130,13 +130,20 @@ fn print_summary(result: &RunResult) {
         }
     }
     println!(
-        "\n{:<16} {:>8} {:>7} {:>14}",
-        "variant", "passed", "rate", "tokens"
+        "\n{:<16} {:>8} {:>7} {:>15} {:>15}",
+        "variant", "passed", "rate", "95% CI", "tokens/success"
     );
     for (variant, (passed, total, tokens)) in per_variant {
         let rate = 100.0 * passed as f64 / total.max(1) as f64;
+        let (low, high) = tack_analysis::wilson_interval(passed, total);
+        let interval = format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high);
+        let per_success = if passed == 0 {
+            "—".to_string()
+        } else {
+            (tokens / passed).to_string()
+        };
         println!(
-            "{variant:<16} {:>8} {rate:>6.1}% {tokens:>14}",
+            "{variant:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}",
             format!("{passed}/{total}")
         );
     }
