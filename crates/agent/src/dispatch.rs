@@ -2,16 +2,30 @@
 //! JSON, unknown tools, arguments that do not fit, calls cut off by the output
 //! limit, tools that fail or panic: each becomes an error result with a kind,
 //! and the run goes on.
+//!
+//! Arguments pass two checks: the tool's JSON Schema (every problem at once,
+//! by field pointer), then the tool's typed parse, which stays as the second
+//! line of defence for what a schema cannot say.
 
 use std::sync::Arc;
 
 use tack_protocol::{ToolCall, ToolErrorKind, ToolSpec};
 
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, builtin_tool};
+use crate::tools::{
+    ArgumentSchema, InvalidToolSchema, Tool, ToolContext, ToolError, ToolOutput, builtin_tool,
+};
 
 pub struct Dispatcher {
-    tools: Vec<Arc<dyn Tool>>,
+    tools: Vec<Registered>,
     ctx: Arc<ToolContext>,
+}
+
+/// A tool with its spec and compiled schema, both made once: `spec()` builds
+/// JSON on every call, and compiling a schema costs far more than checking.
+struct Registered {
+    tool: Arc<dyn Tool>,
+    spec: ToolSpec,
+    schema: ArgumentSchema,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -30,9 +44,18 @@ pub struct UnknownToolName {
     pub available: String,
 }
 
+/// Why a dispatcher could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatcherError {
+    #[error(transparent)]
+    UnknownTool(#[from] UnknownToolName),
+    #[error(transparent)]
+    InvalidSchema(#[from] InvalidToolSchema),
+}
+
 impl Dispatcher {
     /// A dispatcher offering the named built-in tools.
-    pub fn builtin(names: &[String], ctx: ToolContext) -> Result<Dispatcher, UnknownToolName> {
+    pub fn builtin(names: &[String], ctx: ToolContext) -> Result<Dispatcher, DispatcherError> {
         let tools = names
             .iter()
             .map(|name| {
@@ -42,22 +65,40 @@ impl Dispatcher {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Dispatcher::new(tools, ctx))
+        Ok(Dispatcher::new(tools, ctx)?)
     }
 
-    pub fn new(tools: Vec<Arc<dyn Tool>>, ctx: ToolContext) -> Dispatcher {
-        Dispatcher {
+    /// A dispatcher offering `tools`. Fails if a tool's parameter schema is
+    /// not a valid JSON Schema: that is a bug in the tool, and refusing it
+    /// here surfaces it when a run is planned, before any trial starts,
+    /// instead of silently dropping the schema check for that tool.
+    pub fn new(
+        tools: Vec<Arc<dyn Tool>>,
+        ctx: ToolContext,
+    ) -> Result<Dispatcher, InvalidToolSchema> {
+        let tools = tools
+            .into_iter()
+            .map(|tool| {
+                let spec = tool.spec();
+                let schema = ArgumentSchema::compile(&spec)?;
+                Ok(Registered { tool, spec, schema })
+            })
+            .collect::<Result<Vec<_>, InvalidToolSchema>>()?;
+        Ok(Dispatcher {
             tools,
             ctx: Arc::new(ctx),
-        }
+        })
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|tool| tool.spec()).collect()
+        self.tools.iter().map(|entry| entry.spec.clone()).collect()
     }
 
-    fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|tool| tool.spec().name).collect()
+    fn names(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .map(|entry| entry.spec.name.as_str())
+            .collect()
     }
 
     /// Runs one call. `cut_off` is true when the model's output limit ended
@@ -72,12 +113,7 @@ impl Dispatcher {
                 ),
             ));
         }
-        let Some(tool) = self
-            .tools
-            .iter()
-            .find(|t| t.spec().name == call.name)
-            .cloned()
-        else {
+        let Some(entry) = self.tools.iter().find(|t| t.spec.name == call.name) else {
             return Err(ToolError::new(
                 ToolErrorKind::UnknownTool,
                 format!(
@@ -88,6 +124,8 @@ impl Dispatcher {
             ));
         };
         let arguments = parse_json(&call.name, &call.arguments)?;
+        entry.schema.check(&call.name, &arguments)?;
+        let tool = Arc::clone(&entry.tool);
         let ctx = Arc::clone(&self.ctx);
         // A separate task, so that a panicking tool is caught and reported
         // instead of taking the trial down.

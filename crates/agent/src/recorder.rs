@@ -1,4 +1,6 @@
-use tack_protocol::{Event, EventSink, Message, ModelCallRecord, StopReason, ToolCallRecord};
+use tack_protocol::{
+    Event, EventSink, Message, ModelCallRecord, SinkError, StopReason, ToolCallRecord,
+};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -31,10 +33,6 @@ impl<'s> Recorder<'s> {
         self.spans
     }
 
-    pub(crate) fn last_span_id(&self) -> u32 {
-        self.spans
-    }
-
     pub(crate) fn failure(&self) -> Option<String> {
         self.failure.clone()
     }
@@ -54,10 +52,13 @@ impl<'s> Recorder<'s> {
         self.record(Event::ToolCall(record))
     }
 
-    fn record(&mut self, event: Event) -> Result<(), StopReason> {
-        self.sink.record(event).map_err(|error| {
+    pub(crate) fn record(&mut self, event: Event) -> Result<(), StopReason> {
+        self.record_raw(event).map_err(|_| StopReason::HarnessError)
+    }
+
+    pub(crate) fn record_raw(&mut self, event: Event) -> Result<(), SinkError> {
+        self.sink.record(event).inspect_err(|error| {
             self.failure = Some(error.to_string());
-            StopReason::HarnessError
         })
     }
 }

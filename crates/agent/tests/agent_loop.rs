@@ -151,3 +151,177 @@ async fn a_sink_that_cannot_write_stops_the_trial_as_a_harness_error() {
     assert_eq!(run.stop_reason, StopReason::HarnessError);
     assert!(run.error.unwrap().contains("disk full"));
 }
+
+/// Fails with the given errors, in order, then answers without a tool call.
+struct Flaky {
+    failures: Vec<tack_model::ModelError>,
+}
+
+#[async_trait::async_trait]
+impl Model for Flaky {
+    fn provider(&self) -> &str {
+        "test"
+    }
+
+    fn model_name(&self) -> &str {
+        "flaky"
+    }
+
+    async fn complete(
+        &mut self,
+        _: tack_model::ModelRequest<'_>,
+    ) -> Result<tack_model::ModelResponse, tack_model::ModelError> {
+        if !self.failures.is_empty() {
+            return Err(self.failures.remove(0));
+        }
+        Ok(tack_model::ModelResponse {
+            message: tack_protocol::Message::assistant("done", vec![]),
+            finish_reason: tack_protocol::FinishReason::Stop,
+            usage: tack_protocol::Usage {
+                input_tokens: 10,
+                output_tokens: 1,
+                ..Default::default()
+            },
+            response_model: "flaky-1".to_string(),
+        })
+    }
+}
+
+fn rate_limited(seconds: u64) -> tack_model::ModelError {
+    tack_model::ModelError::Api {
+        status: 429,
+        message: "slow down".to_string(),
+        retry_after: Some(Duration::from_secs(seconds)),
+    }
+}
+
+fn attempts(sink: &VecSink) -> Vec<(u32, u64, bool)> {
+    sink.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelCall(m) => Some((m.attempt, m.retry_wait_ms, m.error.is_none())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_failures_are_retried_honouring_retry_after() {
+    let mut model = Flaky {
+        failures: vec![
+            rate_limited(7),
+            tack_model::ModelError::Transport("connection reset".to_string()),
+        ],
+    };
+    let mut sink = VecSink::default();
+    let config = HarnessConfig::default();
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::Completed);
+    assert_eq!(run.retries, 2);
+    assert_eq!(run.steps, 1);
+    let recorded = attempts(&sink);
+    assert_eq!(recorded.len(), 3);
+    assert_eq!(recorded[0], (1, 0, false));
+    // Retry-After: exactly what the server asked for.
+    assert_eq!(recorded[1], (2, 7000, false));
+    // No Retry-After on the transport error: exponential backoff from 1 s at the third attempt, plus jitter.
+    assert_eq!((recorded[2].0, recorded[2].2), (3, true));
+    assert!((1000..=1500).contains(&recorded[2].1), "{:?}", recorded[2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_failures_and_exhausted_retries_stop_with_a_model_error() {
+    let bad_request = tack_model::ModelError::Api {
+        status: 400,
+        message: "bad".to_string(),
+        retry_after: None,
+    };
+    let mut model = Flaky {
+        failures: vec![bad_request],
+    };
+    let mut sink = VecSink::default();
+    let (run, _dir) = run_on_workspace(&mut model, &HarnessConfig::default(), &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::ModelError);
+    assert_eq!(attempts(&sink).len(), 1);
+    assert!(run.error.unwrap().contains("400"));
+
+    let mut model = Flaky {
+        failures: (0..5).map(|_| rate_limited(1)).collect(),
+    };
+    let config = HarnessConfig {
+        model_attempts: 3,
+        ..HarnessConfig::default()
+    };
+    let mut sink = VecSink::default();
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::ModelError);
+    assert_eq!((run.retries, attempts(&sink).len()), (2, 3));
+}
+
+#[tokio::test]
+async fn a_token_limit_stops_the_loop() {
+    let config = HarnessConfig {
+        max_tokens: Some(1),
+        ..HarnessConfig::default()
+    };
+    let mut model = SimAgent::new(brief(), SimParams::default(), 1);
+    let mut sink = VecSink::default();
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::TokenLimit);
+    assert_eq!(run.steps, 1);
+}
+
+/// Denies `bash`, asks for `str_replace`.
+struct Strict;
+
+impl tack_agent::PermissionGate for Strict {
+    fn judge(&self, tool: &str, _: &serde_json::Value) -> tack_agent::GateDecision {
+        let verdict = match tool {
+            "bash" => tack_agent::GateVerdict::Deny,
+            "str_replace" => tack_agent::GateVerdict::Ask,
+            _ => tack_agent::GateVerdict::Allow,
+        };
+        tack_agent::GateDecision {
+            verdict,
+            rule: format!("rules[0] ({tool})"),
+            part: tool.to_string(),
+            reason: "test".to_string(),
+        }
+    }
+}
+
+#[tokio::test]
+async fn gates_deny_and_ask_and_every_ask_is_an_intervention() {
+    let dir = workspace();
+    let config = HarnessConfig::default();
+    let ctx = ToolContext {
+        workspace: dir.path().to_path_buf(),
+        env: vec![],
+        command_timeout: Duration::from_secs(10),
+        output_limit: 4096,
+    };
+    let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
+    let approver = tack_agent::RulesApprover::new(&["str_replace".to_string()]).unwrap();
+    let gatekeeper =
+        tack_agent::Gatekeeper::new(Some(Box::new(Strict)), vec![], Box::new(approver));
+    let mut sink = VecSink::default();
+    let mut model = OracleModel::new(brief());
+    let mut session = tack_agent::Session::new(&config, &dispatcher, &gatekeeper, &mut sink);
+    let stop = session.run(&mut model, "fix it").await;
+    let run = session.totals();
+    assert_eq!(stop, StopReason::Completed);
+    assert_eq!(run.interventions, 1);
+    assert_eq!(greeting(&dir), "echo hello\n");
+    let approvals: Vec<_> = sink
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Approval(a) => Some((a.tool_name.clone(), a.approved, a.approver.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        approvals,
+        [("str_replace".to_string(), true, "rules".to_string())]
+    );
+}

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use tack_agent::tools::builtin_tool;
-use tack_agent::{Dispatcher, Tool, ToolContext, ToolError, ToolOutput};
+use tack_agent::tools::{BUILTIN_TOOLS, builtin_tool};
+use tack_agent::{Dispatcher, DispatcherError, Tool, ToolContext, ToolError, ToolOutput};
 use tack_protocol::{ToolCall, ToolErrorKind, ToolSpec};
 
 struct PanickingTool;
@@ -29,19 +29,22 @@ impl Tool for PanickingTool {
     }
 }
 
-fn dispatcher(workspace: &std::path::Path) -> Dispatcher {
-    let mut tools: Vec<Arc<dyn Tool>> = ["bash", "read_file", "write_file", "str_replace"]
-        .iter()
-        .filter_map(|name| builtin_tool(name))
-        .collect();
-    tools.push(Arc::new(PanickingTool));
-    let ctx = ToolContext {
+fn context(workspace: &std::path::Path) -> ToolContext {
+    ToolContext {
         workspace: workspace.to_path_buf(),
         env: vec![],
         command_timeout: Duration::from_secs(5),
         output_limit: 4096,
-    };
-    Dispatcher::new(tools, ctx)
+    }
+}
+
+fn dispatcher(workspace: &std::path::Path) -> Dispatcher {
+    let mut tools: Vec<Arc<dyn Tool>> = BUILTIN_TOOLS
+        .iter()
+        .filter_map(|name| builtin_tool(name))
+        .collect();
+    tools.push(Arc::new(PanickingTool));
+    Dispatcher::new(tools, context(workspace)).unwrap()
 }
 
 fn call(name: &str, arguments: &str) -> ToolCall {
@@ -52,250 +55,231 @@ fn call(name: &str, arguments: &str) -> ToolCall {
     }
 }
 
+/// One malformed call: what is sent, the error kind expected, and the words the
+/// message must hold — for argument errors, the field's JSON pointer and what
+/// was expected of it.
+struct Case {
+    tool: &'static str,
+    arguments: &'static str,
+    cut_off: bool,
+    kind: ToolErrorKind,
+    words: &'static [&'static str],
+}
+
+const fn case(
+    tool: &'static str,
+    arguments: &'static str,
+    kind: ToolErrorKind,
+    words: &'static [&'static str],
+) -> Case {
+    Case {
+        tool,
+        arguments,
+        cut_off: false,
+        kind,
+        words,
+    }
+}
+
+const fn cut_off(
+    tool: &'static str,
+    arguments: &'static str,
+    words: &'static [&'static str],
+) -> Case {
+    Case {
+        tool,
+        arguments,
+        cut_off: true,
+        kind: ToolErrorKind::TruncatedCall,
+        words,
+    }
+}
+
+// One case per line: the table reads better than rustfmt's layout.
+#[rustfmt::skip]
+const CASES: &[Case] = {
+    use ToolErrorKind::*;
+    &[
+        // Not JSON at all.
+        case("bash", r#"{"command": "ls""#, InvalidJson, &["`bash`", "not valid JSON"]),
+        case("bash", r#"{command: "ls"}"#, InvalidJson, &["`bash`", "not valid JSON"]),
+        case("bash", r#"{'command': 'ls'}"#, InvalidJson, &["`bash`", "not valid JSON"]),
+        case("bash", "ls -la", InvalidJson, &["`bash`", "not valid JSON"]),
+        case("bash", r#"{"command": "ls"} trailing"#, InvalidJson, &["not valid JSON", "trailing characters"]),
+        case("read_file", "{\"path\": \"a.txt\"", InvalidJson, &["`read_file`", "not valid JSON"]),
+        // JSON, but not an object.
+        case("bash", r#"["ls"]"#, InvalidArguments, &["`bash`", "must be a JSON object, not an array"]),
+        case("bash", r#""ls""#, InvalidArguments, &["`bash`", "not a string"]),
+        case("bash", "42", InvalidArguments, &["`bash`", "not a number"]),
+        case("bash", "null", InvalidArguments, &["`bash`", "not null"]),
+        // No such tool.
+        case("run_shell", r#"{"command": "ls"}"#, UnknownTool, &["`run_shell`", "Available tools: bash, read_file"]),
+        case("", r#"{}"#, UnknownTool, &["no tool named ``"]),
+        case("Bash", r#"{"command": "ls"}"#, UnknownTool, &["no tool named `Bash`"]),
+        // The schema: wrong types.
+        case("bash", r#"{"command": 42}"#, InvalidArguments, &[r#"/command: 42 is not of type "string""#]),
+        case("bash", r#"{"command": ["ls"]}"#, InvalidArguments, &[r#"/command: ["ls"] is not of type "string""#]),
+        case("bash", r#"{"command": "ls", "timeout_secs": "ten"}"#, InvalidArguments, &[r#"/timeout_secs: "ten" is not of type "integer""#]),
+        case("read_file", r#"{"path": 7}"#, InvalidArguments, &[r#"/path: 7 is not of type "string""#]),
+        case("read_file", r#"{"path": "a.txt", "start_line": "one"}"#, InvalidArguments, &[r#"/start_line: "one" is not of type "integer""#]),
+        case("read_file", r#"{"path": "a.txt", "end_line": 2.5}"#, InvalidArguments, &[r#"/end_line: 2.5 is not of type "integer""#]),
+        case("write_file", r#"{"path": "b.txt", "content": 5}"#, InvalidArguments, &[r#"/content: 5 is not of type "string""#]),
+        case("list_files", r#"{"max_results": "10"}"#, InvalidArguments, &[r#"/max_results: "10" is not of type "integer""#]),
+        case("list_files", r#"{"pattern": ["*.py"]}"#, InvalidArguments, &[r#"/pattern: ["*.py"] is not of type "string""#]),
+        case("grep", r#"{"pattern": "x", "case_insensitive": "yes"}"#, InvalidArguments, &[r#"/case_insensitive: "yes" is not of type "boolean""#]),
+        case("grep", r#"{"pattern": "x", "glob": 7}"#, InvalidArguments, &[r#"/glob: 7 is not of type "string""#]),
+        // The schema: bounds.
+        case("bash", r#"{"command": "ls", "timeout_secs": -1}"#, InvalidArguments, &["/timeout_secs: -1 is less than the minimum of 1"]),
+        case("bash", r#"{"command": "ls", "timeout_secs": 0}"#, InvalidArguments, &["/timeout_secs: 0 is less than the minimum of 1"]),
+        case("read_file", r#"{"path": "a.txt", "start_line": 0}"#, InvalidArguments, &["/start_line: 0 is less than the minimum of 1"]),
+        case("list_files", r#"{"max_results": 0}"#, InvalidArguments, &["/max_results: 0 is less than the minimum of 1"]),
+        case("grep", r#"{"pattern": "x", "max_results": -5}"#, InvalidArguments, &["/max_results: -5 is less than the minimum of 1"]),
+        case("grep", r#"{"pattern": ""}"#, InvalidArguments, &[r#"/pattern: "" is shorter than 1 character"#]),
+        // The schema: missing fields.
+        case("bash", r#"{}"#, InvalidArguments, &[r#"/command: "command" is a required property"#]),
+        case("bash", "", InvalidArguments, &[r#"/command: "command" is a required property"#]),
+        case("write_file", r#"{"path": "b.txt"}"#, InvalidArguments, &[r#"/content: "content" is a required property"#]),
+        case("grep", r#"{}"#, InvalidArguments, &[r#"/pattern: "pattern" is a required property"#]),
+        // The schema: unexpected fields, each named with the allowed ones.
+        case("bash", r#"{"command": "ls", "sudo": true}"#, InvalidArguments, &[r#"/sudo: "sudo" is not expected (additional property; allowed: command, timeout_secs)"#]),
+        case("list_files", r#"{"dir": "."}"#, InvalidArguments, &[r#"/dir: "dir" is not expected (additional property; allowed: max_results, path, pattern)"#]),
+        case("grep", r#"{"pattern": "x", "regex": true}"#, InvalidArguments, &[r#"/regex: "regex" is not expected"#, "allowed: case_insensitive, glob, max_results, path, pattern"]),
+        // The schema: several problems at once, all listed.
+        case("bash", r#"{"cmd": "ls"}"#, InvalidArguments, &["(2 problems)", r#"/command: "command" is a required property"#, r#"/cmd: "cmd" is not expected"#]),
+        case("read_file", r#"{"file": "a.txt"}"#, InvalidArguments, &["(2 problems)", r#"/path: "path" is a required property"#, r#"/file: "file" is not expected"#]),
+        case("grep", r#"{"query": "x"}"#, InvalidArguments, &[r#"/pattern: "pattern" is a required property"#, r#"/query: "query" is not expected"#]),
+        case("str_replace", r#"{"path": "a.txt", "old": "x", "new": "z"}"#, InvalidArguments, &["(4 problems)", r#"/old_string: "old_string" is a required property"#, r#"/new_string: "new_string" is a required property"#, r#"/old: "old" is not expected (additional property; allowed: new_string, old_string, path)"#, r#"/new: "new" is not expected"#, "Check the tool's schema"]),
+        // Past the schema, the typed parse still guards: 5.0 is a JSON Schema
+        // integer but not a Rust u64.
+        case("bash", r#"{"command": "ls", "timeout_secs": 5.0}"#, InvalidArguments, &["field `timeout_secs`", "expected u64"]),
+        // Valid arguments, and the tool fails.
+        case("read_file", r#"{"path": "missing.txt"}"#, ExecutionFailed, &["cannot read `missing.txt`"]),
+        case("read_file", r#"{"path": "../outside"}"#, ExecutionFailed, &["`../outside` is outside the workspace"]),
+        case("read_file", r#"{"path": "a.txt", "start_line": 9}"#, ExecutionFailed, &["the file has 3 lines"]),
+        case("write_file", r#"{"path": "/etc/tack-test", "content": "x"}"#, ExecutionFailed, &["`/etc/tack-test` is outside the workspace"]),
+        case("str_replace", r#"{"path": "a.txt", "old_string": "x", "new_string": "z"}"#, ExecutionFailed, &["matches 2 times (lines 1, 3)"]),
+        case("str_replace", r#"{"path": "a.txt", "old_string": "q", "new_string": "z"}"#, ExecutionFailed, &["`old_string` was not found", "0 matches"]),
+        case("str_replace", r#"{"path": "a.txt", "old_string": "", "new_string": "z"}"#, ExecutionFailed, &["`old_string` is empty"]),
+        case("list_files", r#"{"path": "../"}"#, ExecutionFailed, &["`../` is outside the workspace"]),
+        case("list_files", r#"{"path": "/etc"}"#, ExecutionFailed, &["`/etc` is outside the workspace"]),
+        case("list_files", r#"{"path": "nope"}"#, ExecutionFailed, &["`nope` does not exist"]),
+        case("list_files", r#"{"pattern": "a["}"#, ExecutionFailed, &["invalid glob `a[`"]),
+        case("grep", r#"{"pattern": "("}"#, ExecutionFailed, &["invalid regex `(`", "unclosed group"]),
+        case("grep", r#"{"pattern": "x", "path": "../../etc"}"#, ExecutionFailed, &["`../../etc` is outside the workspace"]),
+        case("grep", r#"{"pattern": "x", "glob": "{a"}"#, ExecutionFailed, &["invalid glob `{a`"]),
+        // Cut off by the output limit: not run at all.
+        cut_off("bash", r#"{"command": "echo hi"}"#, &["`bash` call", "Re-issue it with complete arguments"]),
+        cut_off("str_replace", r#"{"path": "a.txt", "old_str"#, &["`str_replace` call", "cut off"]),
+        // The tool crashed.
+        case("explode", "{}", Panicked, &["`explode` tool crashed (boom)"]),
+    ]
+};
+
 #[tokio::test]
 async fn malformed_calls_become_readable_errors() {
-    use ToolErrorKind::*;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "x\ny\nx\n").unwrap();
     let d = dispatcher(dir.path());
-    // (tool, arguments, cut off by the output limit, expected kind, words the message must hold)
-    let cases: &[(&str, &str, bool, ToolErrorKind, &str)] = &[
-        (
-            "bash",
-            r#"{"command": "ls""#,
-            false,
-            InvalidJson,
-            "not valid JSON",
-        ),
-        (
-            "bash",
-            r#"{command: "ls"}"#,
-            false,
-            InvalidJson,
-            "not valid JSON",
-        ),
-        (
-            "bash",
-            r#"{'command': 'ls'}"#,
-            false,
-            InvalidJson,
-            "not valid JSON",
-        ),
-        ("bash", "ls -la", false, InvalidJson, "not valid JSON"),
-        (
-            "bash",
-            r#"{"command": "ls"} trailing"#,
-            false,
-            InvalidJson,
-            "not valid JSON",
-        ),
-        (
-            "read_file",
-            "{\"path\": \"a.txt\"",
-            false,
-            InvalidJson,
-            "not valid JSON",
-        ),
-        (
-            "bash",
-            r#"["ls"]"#,
-            false,
-            InvalidArguments,
-            "must be a JSON object, not an array",
-        ),
-        ("bash", r#""ls""#, false, InvalidArguments, "not a string"),
-        ("bash", "42", false, InvalidArguments, "not a number"),
-        ("bash", "null", false, InvalidArguments, "not null"),
-        (
-            "run_shell",
-            r#"{"command": "ls"}"#,
-            false,
-            UnknownTool,
-            "Available tools: bash, read_file",
-        ),
-        ("", r#"{}"#, false, UnknownTool, "no tool named"),
-        (
-            "Bash",
-            r#"{"command": "ls"}"#,
-            false,
-            UnknownTool,
-            "no tool named `Bash`",
-        ),
-        (
-            "bash",
-            r#"{"command": 42}"#,
-            false,
-            InvalidArguments,
-            "field `command`",
-        ),
-        (
-            "bash",
-            r#"{"command": ["ls"]}"#,
-            false,
-            InvalidArguments,
-            "field `command`",
-        ),
-        (
-            "bash",
-            r#"{"command": "ls", "timeout_secs": "ten"}"#,
-            false,
-            InvalidArguments,
-            "field `timeout_secs`",
-        ),
-        (
-            "bash",
-            r#"{"command": "ls", "timeout_secs": -1}"#,
-            false,
-            InvalidArguments,
-            "timeout_secs",
-        ),
-        (
-            "bash",
-            r#"{}"#,
-            false,
-            InvalidArguments,
-            "missing field `command`",
-        ),
-        (
-            "bash",
-            "",
-            false,
-            InvalidArguments,
-            "missing field `command`",
-        ),
-        (
-            "bash",
-            r#"{"cmd": "ls"}"#,
-            false,
-            InvalidArguments,
-            "unknown field `cmd`",
-        ),
-        (
-            "bash",
-            r#"{"command": "ls", "sudo": true}"#,
-            false,
-            InvalidArguments,
-            "unknown field `sudo`",
-        ),
-        (
-            "read_file",
-            r#"{"path": 7}"#,
-            false,
-            InvalidArguments,
-            "field `path`",
-        ),
-        (
-            "read_file",
-            r#"{"file": "a.txt"}"#,
-            false,
-            InvalidArguments,
-            "unknown field `file`",
-        ),
-        (
-            "read_file",
-            r#"{"path": "a.txt", "start_line": "one"}"#,
-            false,
-            InvalidArguments,
-            "start_line",
-        ),
-        (
-            "read_file",
-            r#"{"path": "missing.txt"}"#,
-            false,
-            ExecutionFailed,
-            "cannot read `missing.txt`",
-        ),
-        (
-            "read_file",
-            r#"{"path": "../outside"}"#,
-            false,
-            ExecutionFailed,
-            "outside the workspace",
-        ),
-        (
-            "read_file",
-            r#"{"path": "a.txt", "start_line": 9}"#,
-            false,
-            ExecutionFailed,
-            "the file has 3 lines",
-        ),
-        (
-            "write_file",
-            r#"{"path": "b.txt"}"#,
-            false,
-            InvalidArguments,
-            "missing field `content`",
-        ),
-        (
-            "write_file",
-            r#"{"path": "/etc/tack-test", "content": "x"}"#,
-            false,
-            ExecutionFailed,
-            "outside the workspace",
-        ),
-        (
-            "str_replace",
-            r#"{"path": "a.txt", "old_string": "x", "new_string": "z"}"#,
-            false,
-            ExecutionFailed,
-            "matches 2 times (lines 1, 3)",
-        ),
-        (
-            "str_replace",
-            r#"{"path": "a.txt", "old_string": "q", "new_string": "z"}"#,
-            false,
-            ExecutionFailed,
-            "0 matches",
-        ),
-        (
-            "str_replace",
-            r#"{"path": "a.txt", "old_string": "", "new_string": "z"}"#,
-            false,
-            ExecutionFailed,
-            "empty",
-        ),
-        (
-            "str_replace",
-            r#"{"path": "a.txt", "old": "x", "new": "z"}"#,
-            false,
-            InvalidArguments,
-            "expected one of `path`, `old_string`, `new_string`",
-        ),
-        (
-            "bash",
-            r#"{"command": "echo hi"}"#,
-            true,
-            TruncatedCall,
-            "Re-issue it with complete arguments",
-        ),
-        (
-            "str_replace",
-            r#"{"path": "a.txt", "old_str"#,
-            true,
-            TruncatedCall,
-            "cut off",
-        ),
-        ("explode", "{}", false, Panicked, "crashed (boom)"),
-    ];
-    assert!(cases.len() >= 30);
-    for (tool, arguments, cut_off, kind, words) in cases {
-        let result = d.dispatch(&call(tool, arguments), *cut_off).await;
+    assert!(CASES.len() >= 36, "{} cases", CASES.len());
+    for case in CASES {
+        let (tool, arguments) = (case.tool, case.arguments);
+        let result = d.dispatch(&call(tool, arguments), case.cut_off).await;
         let error = match result {
             Err(error) => error,
-            Ok(output) => panic!("{tool} {arguments}: expected {kind}, got {output:?}"),
+            Ok(output) => panic!("{tool} {arguments}: expected {}, got {output:?}", case.kind),
         };
-        assert_eq!(error.kind, *kind, "{tool} {arguments}: {}", error.message);
-        assert!(
-            error.message.contains(words),
-            "{tool} {arguments}: message `{}` lacks `{words}`",
+        assert_eq!(
+            error.kind, case.kind,
+            "{tool} {arguments}: {}",
             error.message
         );
+        for words in case.words {
+            assert!(
+                error.message.contains(words),
+                "{tool} {arguments}: message `{}` lacks `{words}`",
+                error.message
+            );
+        }
     }
-    // The dispatcher is still fine after all of that.
+    // Nothing was written by the refused calls, and the dispatcher is still fine.
+    assert!(!dir.path().join("b.txt").exists());
     let ok = d
         .dispatch(&call("bash", r#"{"command": "echo still here"}"#), false)
         .await;
     assert!(matches!(ok, Ok(ToolOutput::Command(out)) if out.stdout == "still here\n"));
+}
+
+#[tokio::test]
+async fn schema_errors_list_at_most_five_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dispatcher(dir.path());
+    let arguments = r#"{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6}"#;
+    let error = d
+        .dispatch(&call("bash", arguments), false)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::InvalidArguments);
+    let listed = error
+        .message
+        .lines()
+        .filter(|l| l.starts_with("- /"))
+        .count();
+    assert_eq!(listed, 5, "{}", error.message);
+    assert!(error.message.contains("(7 problems)"), "{}", error.message);
+    assert!(
+        error.message.contains("- … and 2 more"),
+        "{}",
+        error.message
+    );
+    assert!(
+        error
+            .message
+            .ends_with("call it again with every field fixed.")
+    );
+}
+
+struct BrokenSchemaTool;
+
+#[async_trait]
+impl Tool for BrokenSchemaTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "broken".to_string(),
+            description: "its schema has a typo".to_string(),
+            parameters: json!({"type": "object", "properties": {"x": {"type": "strng"}}}),
+        }
+    }
+
+    async fn run(&self, _: serde_json::Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        unreachable!("never dispatched")
+    }
+}
+
+#[test]
+fn a_tool_with_a_broken_schema_is_refused_when_the_dispatcher_is_built() {
+    let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(BrokenSchemaTool)];
+    let error = Dispatcher::new(tools, context(std::path::Path::new("."))).unwrap_err();
+    assert_eq!(error.tool, "broken");
+    assert!(error.to_string().contains("`broken` tool"), "{error}");
+}
+
+#[test]
+fn dispatchers_can_be_shared_across_trial_tasks() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Dispatcher>();
+}
+
+#[test]
+fn every_builtin_tool_has_a_valid_schema_and_unknown_names_are_refused() {
+    let names: Vec<String> = BUILTIN_TOOLS.iter().map(|name| name.to_string()).collect();
+    let ctx = context(std::path::Path::new("."));
+    let d = Dispatcher::builtin(&names, ctx.clone()).unwrap();
+    let offered: Vec<String> = d.specs().into_iter().map(|spec| spec.name).collect();
+    assert_eq!(offered, names);
+    let error = Dispatcher::builtin(&["find".to_string()], ctx).unwrap_err();
+    assert!(matches!(error, DispatcherError::UnknownTool(_)));
+    assert!(error.to_string().contains("unknown tool `find`"), "{error}");
+    assert!(error.to_string().contains("list_files, grep"), "{error}");
 }
 
 #[tokio::test]

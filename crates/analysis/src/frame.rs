@@ -4,6 +4,7 @@
 use crate::AnalysisError;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The finished Parquet files of a table directory, sorted by name. Temporary
 /// files (`.<name>.partial`) and anything else not ending in `.parquet` are
@@ -39,6 +40,13 @@ pub(crate) fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
 
 /// A lazy scan over `files` (all of one table). The file list is explicit and
 /// globbing off, so what is read is exactly what [`parquet_files`] chose.
+///
+/// Files written by different tack versions can have different columns (a
+/// run resumed by a newer tack, or a directory of mixed runs). Polars would
+/// take the first file's columns and refuse any file with more, so the scan
+/// is given the union of all files' columns instead: a file without a column
+/// reads as nulls there. Columns no file has are left out; [`with_columns`]
+/// adds the ones a reader needs.
 pub(crate) fn scan(
     dir: &Path,
     table: &'static str,
@@ -49,8 +57,13 @@ pub(crate) fn scan(
         table,
         source,
     };
+    let mut schema = Schema::default();
     for file in files {
-        check_footer(file)?;
+        for (name, dtype) in file_schema(file)?.iter() {
+            if !schema.contains(name) {
+                schema.with_column(name.clone(), dtype.clone());
+            }
+        }
     }
     let paths = files
         .iter()
@@ -59,14 +72,17 @@ pub(crate) fn scan(
         .map_err(polars_error)?;
     let args = ScanArgsParquet {
         glob: false,
+        schema: Some(Arc::new(schema)),
+        allow_missing_columns: true,
         ..ScanArgsParquet::default()
     };
     LazyFrame::scan_parquet_files(paths.into(), args).map_err(polars_error)
 }
 
-/// Polars' error for a broken file does not say which file it was; checking
-/// the footer magic first lets the error name it.
-fn check_footer(file: &Path) -> Result<(), AnalysisError> {
+/// The columns of one Parquet file, from its footer. Polars' error for a
+/// broken file does not say which file it was; checking the footer magic
+/// first lets the error name it.
+fn file_schema(file: &Path) -> Result<Schema, AnalysisError> {
     use std::io::{Read, Seek, SeekFrom};
     let corrupt = || AnalysisError::NotParquet {
         path: file.to_path_buf(),
@@ -85,7 +101,43 @@ fn check_footer(file: &Path) -> Result<(), AnalysisError> {
     if &magic != b"PAR1" {
         return Err(corrupt());
     }
-    Ok(())
+    let arrow_schema = ParquetReader::new(handle).schema().map_err(|_| corrupt())?;
+    Ok(Schema::from_arrow_schema(&arrow_schema))
+}
+
+/// `lazy` with every column of `columns` present: a column no file had is
+/// added as `default` (cast to its type), and nulls in it (files that lacked
+/// it) become `default` too. For columns added to the trace schema after
+/// traces were first written; `default` may be a null literal.
+pub(crate) fn with_columns(
+    mut lazy: LazyFrame,
+    columns: &[(&str, DataType, Expr)],
+    dir: &Path,
+    table: &'static str,
+) -> Result<LazyFrame, AnalysisError> {
+    let schema = lazy
+        .collect_schema()
+        .map_err(|source| AnalysisError::Polars {
+            dir: dir.to_path_buf(),
+            table,
+            source,
+        })?;
+    let exprs: Vec<Expr> = columns
+        .iter()
+        .map(|(name, dtype, default)| {
+            let default = default.clone().cast(dtype.clone());
+            if schema.contains(name) {
+                col(*name).fill_null(default).alias(*name)
+            } else {
+                default.alias(*name)
+            }
+        })
+        .collect();
+    Ok(if exprs.is_empty() {
+        lazy
+    } else {
+        lazy.with_columns(exprs)
+    })
 }
 
 /// A collected table with its provenance, for error messages.
@@ -176,6 +228,11 @@ impl Frame {
 
     pub(crate) fn strs(&self, name: &str) -> Result<Vec<String>, AnalysisError> {
         let values = self.opt_strs(name)?;
+        self.required(name, values)
+    }
+
+    pub(crate) fn bools(&self, name: &str) -> Result<Vec<bool>, AnalysisError> {
+        let values = self.opt_bools(name)?;
         self.required(name, values)
     }
 

@@ -46,13 +46,14 @@ pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
         return Err(AnalysisError::NoTrials { dir });
     }
     // Read the files once; the aggregations below run on the collected frame.
-    let table = frame::Frame::collect(frame::scan(&dir, TRIALS_DIR, &files)?, &dir, TRIALS_DIR)?;
+    let table = frame::Frame::collect(trials::scan(&dir, &files)?, &dir, TRIALS_DIR)?;
     if table.height() == 0 {
         return Err(AnalysisError::NoTrials { dir });
     }
     let trials_lf = table.lazy();
-    let mut trials = trials::trial_rows(&table)?;
-    let variants = summary::variant_summaries(&trials_lf, &dir, &manifest)?;
+    let denied = trace::denied_calls(run_dir)?;
+    let mut trials = trials::trial_rows(&table, &denied)?;
+    let variants = summary::variant_summaries(&trials_lf, &dir, &manifest, &trials)?;
     let variant_names: Vec<String> = variants.iter().map(|v| v.variant.clone()).collect();
     let matrix = summary::task_matrix(&trials_lf, &dir, &manifest.tasks, &variant_names)?;
     trials::sort_rows(&mut trials, &variant_names, &manifest.tasks);
@@ -89,11 +90,13 @@ pub fn load_trial_trace(run_dir: &Path, trial_id: &str) -> Result<TrialTrace, An
     if files.is_empty() {
         return Err(not_found());
     }
-    let lazy = frame::scan(&dir, TRIALS_DIR, &files)?;
-    let trial = trials::find_trial(lazy, &dir, trial_id)?.ok_or_else(not_found)?;
+    let lazy = trials::scan(&dir, &files)?;
+    let mut trial = trials::find_trial(lazy, &dir, trial_id)?.ok_or_else(not_found)?;
+    let spans = trace::read_spans(run_dir, trial_id)?;
+    trial.denied_calls = trace::count_denied(&spans);
     Ok(TrialTrace {
         trial,
-        spans: trace::read_spans(run_dir, trial_id)?,
+        spans,
         messages: trace::read_messages(run_dir, trial_id)?,
     })
 }

@@ -3,6 +3,7 @@
 use crate::AnalysisError;
 use crate::frame::Frame;
 use crate::stats::wilson_interval;
+use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -19,6 +20,7 @@ mod agg {
     pub const MEAN_TOKENS_SUCCESSFUL: &str = "mean_tokens_successful";
     pub const COST_NULLS: &str = "cost_nulls";
     pub const MEAN_STEPS: &str = "mean_steps";
+    pub const TAMPERED_TRIALS: &str = "tampered_trials";
 }
 
 /// One variant's results over all its trials.
@@ -47,8 +49,16 @@ pub struct VariantSummary {
     /// is never shown as the total.
     pub cost_usd: Option<f64>,
     pub mean_steps: f64,
+    /// Model-call attempts beyond the first, over all trials.
     pub retries: u64,
+    /// Approver decisions the trials waited for.
     pub interventions: u64,
+    /// Rounds in which failing check output went back to the model.
+    pub feedback_rounds: u64,
+    /// Trials in which the agent changed files the checks depend on.
+    pub tampered: u64,
+    /// Tool calls refused by a permission rule or the approver.
+    pub denied_calls: u64,
     pub tool_errors: u64,
     /// Trials per `TrialOutcome::as_str()`.
     pub outcomes: BTreeMap<String, u64>,
@@ -91,6 +101,8 @@ struct Totals {
     mean_steps: f64,
     retries: u64,
     interventions: u64,
+    feedback_rounds: u64,
+    tampered: u64,
     tool_errors: u64,
 }
 
@@ -120,6 +132,11 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
             .alias(agg::MEAN_STEPS),
         sum_u64(col::RETRIES),
         sum_u64(col::INTERVENTIONS),
+        sum_u64(col::FEEDBACK_ROUNDS),
+        col(col::TAMPERED)
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(agg::TAMPERED_TRIALS),
         sum_u64(col::TOOL_ERRORS),
     ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
@@ -135,6 +152,8 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
     let mean_steps = frame.opt_f64s(agg::MEAN_STEPS)?;
     let retries = frame.u64s(col::RETRIES)?;
     let interventions = frame.u64s(col::INTERVENTIONS)?;
+    let feedback_rounds = frame.u64s(col::FEEDBACK_ROUNDS)?;
+    let tampered = frame.u64s(agg::TAMPERED_TRIALS)?;
     let tool_errors = frame.u64s(col::TOOL_ERRORS)?;
     Ok((0..frame.height())
         .map(|i| {
@@ -149,6 +168,8 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
                 mean_steps: mean_steps[i].unwrap_or(0.0),
                 retries: retries[i],
                 interventions: interventions[i],
+                feedback_rounds: feedback_rounds[i],
+                tampered: tampered[i],
                 tool_errors: tool_errors[i],
             };
             (variant[i].clone(), totals)
@@ -178,12 +199,18 @@ fn counts_by(
 
 /// One summary per variant, in manifest order; variants that appear only in
 /// the trials (not expected) follow, by name. A variant with no finished
-/// trials gets zeros rather than disappearing.
+/// trials gets zeros rather than disappearing. `rows` are the trial rows of
+/// `trials`, which carry the per-trial counts from the spans table.
 pub(crate) fn variant_summaries(
     trials: &LazyFrame,
     dir: &Path,
     manifest: &Manifest,
+    rows: &[TrialRow],
 ) -> Result<Vec<VariantSummary>, AnalysisError> {
+    let mut denied: HashMap<&str, u64> = HashMap::new();
+    for row in rows {
+        *denied.entry(row.variant.as_str()).or_default() += u64::from(row.denied_calls);
+    }
     let mut totals = variant_totals(trials.clone(), dir)?;
     let mut outcomes = counts_by(trials.clone(), dir, col::OUTCOME)?;
     let mut stops = counts_by(trials.clone(), dir, col::STOP_REASON)?;
@@ -209,7 +236,8 @@ pub(crate) fn variant_summaries(
             let t = totals.remove(&info.name);
             let outcomes = outcomes.remove(&info.name).unwrap_or_default();
             let stop_reasons = stops.remove(&info.name).unwrap_or_default();
-            summarize(info, t, outcomes, stop_reasons)
+            let denied_calls = denied.get(info.name.as_str()).copied().unwrap_or(0);
+            summarize(info, t, denied_calls, outcomes, stop_reasons)
         })
         .collect())
 }
@@ -217,6 +245,7 @@ pub(crate) fn variant_summaries(
 fn summarize(
     info: VariantInfo,
     totals: Option<Totals>,
+    denied_calls: u64,
     outcomes: BTreeMap<String, u64>,
     stop_reasons: BTreeMap<String, u64>,
 ) -> VariantSummary {
@@ -231,6 +260,8 @@ fn summarize(
         mean_steps: 0.0,
         retries: 0,
         interventions: 0,
+        feedback_rounds: 0,
+        tampered: 0,
         tool_errors: 0,
     });
     let (ci_low, ci_high) = wilson_interval(t.passed, t.trials);
@@ -256,6 +287,9 @@ fn summarize(
         mean_steps: t.mean_steps,
         retries: t.retries,
         interventions: t.interventions,
+        feedback_rounds: t.feedback_rounds,
+        tampered: t.tampered,
+        denied_calls,
         tool_errors: t.tool_errors,
         outcomes,
         stop_reasons,

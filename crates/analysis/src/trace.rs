@@ -1,18 +1,20 @@
 //! One trial's full trace: its spans and messages, for a trial page.
 
 use crate::AnalysisError;
-use crate::frame::{Frame, scan};
+use crate::frame::{self, Frame, parquet_files, scan};
 use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
-use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, col};
+use tack_protocol::ToolErrorKind;
+use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, col, kind};
 
 /// Everything recorded about one trial.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrialTrace {
     pub trial: TrialRow,
-    /// Model calls, tool calls and checks in `seq` order.
+    /// Model calls, tool calls, approvals and checks in `seq` order.
     pub spans: Vec<SpanRow>,
     /// The conversation, in `message_index` order. Each message appears once;
     /// a model call's `messages_from..messages_to` says which it was sent.
@@ -21,8 +23,13 @@ pub struct TrialTrace {
 
 /// One row of the spans table. Which optional fields are set depends on
 /// `kind` (`schema::kind::*`): model calls have the `gen_ai_*`-derived
-/// fields, tool calls the `tool_*`/`exit_code`/`stdout`/`stderr` fields,
-/// checks the `check_*` fields and `exit_code`.
+/// fields, `attempt` and `retry_wait_ms`; tool calls the
+/// `tool_*`/`exit_code`/`stdout`/`stderr` fields and, when permissions were
+/// on, `permission*`; approvals (a tool call that waited for an approver)
+/// the tool's name, call id and arguments, `permission*`, `approved`,
+/// `approver`, the approver's reason in `error` and the wait in
+/// `duration_ms`; checks the `check_*` fields and `exit_code`. Columns added
+/// after a trace was written read as `None`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SpanRow {
     pub span_id: u32,
@@ -47,7 +54,10 @@ pub struct SpanRow {
     pub cache_write_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// 1 for the first attempt at a model call; retries count up.
     pub attempt: Option<u32>,
+    /// The backoff waited before this attempt.
+    pub retry_wait_ms: Option<u64>,
     pub messages_from: Option<u32>,
     pub messages_to: Option<u32>,
     // Tool calls.
@@ -60,6 +70,17 @@ pub struct SpanRow {
     pub stdout: Option<String>,
     pub stderr: Option<String>,
     pub truncated: Option<bool>,
+    // Tool calls and approvals.
+    /// The permission verdict: `allow`, `ask` or `deny` (`ask` on approvals).
+    pub permission: Option<String>,
+    /// The rule behind the verdict; for an approval, why approval was needed.
+    pub permission_rule: Option<String>,
+    /// The part of a compound command the verdict was about.
+    pub permission_part: Option<String>,
+    // Approvals.
+    pub approved: Option<bool>,
+    /// Who decided: `rules`, `approve_all`, `script: …`, `interactive…`.
+    pub approver: Option<String>,
     // Checks.
     pub check_command: Option<String>,
     pub check_passed: Option<bool>,
@@ -104,30 +125,91 @@ fn read_trial_table(
     table: &'static str,
     trial_id: &str,
     sort_by: &str,
+    added: &[(&str, DataType, Expr)],
 ) -> Result<Option<Frame>, AnalysisError> {
     let dir = run_dir.join(table);
     let file = dir.join(format!("{trial_id}.parquet"));
     if !file.is_file() {
         return Ok(None);
     }
-    let lazy = scan(&dir, table, &[file])?
+    let lazy = frame::with_columns(scan(&dir, table, &[file])?, added, &dir, table)?
         .filter(col(col::TRIAL_ID).eq(lit(trial_id)))
         .sort([sort_by], SortMultipleOptions::default());
     Frame::collect(lazy, &dir, table).map(Some)
 }
 
+/// Span columns added after the first traces were written, with their types:
+/// older files read as nulls there.
+fn added_span_columns() -> [(&'static str, DataType, Expr); 6] {
+    [
+        (col::RETRY_WAIT_MS, DataType::UInt64, lit(NULL)),
+        (col::PERMISSION, DataType::String, lit(NULL)),
+        (col::PERMISSION_RULE, DataType::String, lit(NULL)),
+        (col::PERMISSION_PART, DataType::String, lit(NULL)),
+        (col::APPROVED, DataType::Boolean, lit(NULL)),
+        (col::APPROVER, DataType::String, lit(NULL)),
+    ]
+}
+
 pub(crate) fn read_spans(run_dir: &Path, trial_id: &str) -> Result<Vec<SpanRow>, AnalysisError> {
-    match read_trial_table(run_dir, SPANS_DIR, trial_id, col::SEQ)? {
+    let added = added_span_columns();
+    match read_trial_table(run_dir, SPANS_DIR, trial_id, col::SEQ, &added)? {
         Some(frame) => span_rows(&frame),
         None => Ok(Vec::new()),
     }
+}
+
+fn is_denied_call() -> Expr {
+    col(col::KIND)
+        .eq(lit(kind::TOOL_CALL))
+        .and(col(col::ERROR_KIND).eq(lit(ToolErrorKind::Denied.as_str())))
+}
+
+/// Tool calls refused by a permission rule or the approver, per trial id;
+/// trials without any are absent.
+///
+/// This reads every trial's spans file, but only the `trial_id`, `kind` and
+/// `error_kind` columns of it: the filter and group-by let Polars push the
+/// projection into the Parquet reader, so the large text columns (tool
+/// output, check output, arguments) are never decoded. The cost is reading
+/// each file's footer and three small column chunks, of the same order as
+/// reading the trials table itself, and the count needs no trials column
+/// that older traces would lack.
+pub(crate) fn denied_calls(run_dir: &Path) -> Result<HashMap<String, u32>, AnalysisError> {
+    let dir = run_dir.join(SPANS_DIR);
+    let files = parquet_files(&dir)?;
+    if files.is_empty() {
+        return Ok(HashMap::new());
+    }
+    const DENIED: &str = "denied_calls";
+    let lazy = scan(&dir, SPANS_DIR, &files)?
+        .filter(is_denied_call())
+        .group_by([col(col::TRIAL_ID)])
+        .agg([len().cast(DataType::UInt32).alias(DENIED)]);
+    let frame = Frame::collect(lazy, &dir, SPANS_DIR)?;
+    let trial_ids = frame.strs(col::TRIAL_ID)?;
+    let counts = frame.u32s(DENIED)?;
+    Ok(trial_ids.into_iter().zip(counts).collect())
+}
+
+/// The denied tool calls among one trial's spans.
+pub(crate) fn count_denied(spans: &[SpanRow]) -> u32 {
+    let denied = spans
+        .iter()
+        .filter(|s| {
+            s.kind == kind::TOOL_CALL
+                && s.error_kind.as_deref() == Some(ToolErrorKind::Denied.as_str())
+        })
+        .count();
+    u32::try_from(denied).unwrap_or(u32::MAX)
 }
 
 pub(crate) fn read_messages(
     run_dir: &Path,
     trial_id: &str,
 ) -> Result<Vec<MessageRow>, AnalysisError> {
-    let Some(f) = read_trial_table(run_dir, MESSAGES_DIR, trial_id, col::MESSAGE_INDEX)? else {
+    let Some(f) = read_trial_table(run_dir, MESSAGES_DIR, trial_id, col::MESSAGE_INDEX, &[])?
+    else {
         return Ok(Vec::new());
     };
     let index = f.u32s(col::MESSAGE_INDEX)?;
@@ -171,6 +253,7 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
     let reasoning = f.opt_u64s(col::REASONING_TOKENS)?;
     let cost = f.opt_f64s(col::COST_USD)?;
     let attempt = f.opt_u32s(col::ATTEMPT)?;
+    let retry_wait_ms = f.opt_u64s(col::RETRY_WAIT_MS)?;
     let messages_from = f.opt_u32s(col::MESSAGES_FROM)?;
     let messages_to = f.opt_u32s(col::MESSAGES_TO)?;
     let tool_name = f.opt_strs(col::TOOL_NAME)?;
@@ -181,6 +264,11 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
     let stdout = f.opt_strs(col::STDOUT)?;
     let stderr = f.opt_strs(col::STDERR)?;
     let truncated = f.opt_bools(col::TRUNCATED)?;
+    let permission = f.opt_strs(col::PERMISSION)?;
+    let permission_rule = f.opt_strs(col::PERMISSION_RULE)?;
+    let permission_part = f.opt_strs(col::PERMISSION_PART)?;
+    let approved = f.opt_bools(col::APPROVED)?;
+    let approver = f.opt_strs(col::APPROVER)?;
     let check_command = f.opt_strs(col::CHECK_COMMAND)?;
     let check_passed = f.opt_bools(col::CHECK_PASSED)?;
     let check_output = f.opt_strs(col::CHECK_OUTPUT)?;
@@ -208,6 +296,7 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
             reasoning_tokens: reasoning[i],
             cost_usd: cost[i],
             attempt: attempt[i],
+            retry_wait_ms: retry_wait_ms[i],
             messages_from: messages_from[i],
             messages_to: messages_to[i],
             tool_name: tool_name[i].clone(),
@@ -219,6 +308,11 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
             stdout: stdout[i].clone(),
             stderr: stderr[i].clone(),
             truncated: truncated[i],
+            permission: permission[i].clone(),
+            permission_rule: permission_rule[i].clone(),
+            permission_part: permission_part[i].clone(),
+            approved: approved[i],
+            approver: approver[i].clone(),
             check_command: check_command[i].clone(),
             check_passed: check_passed[i],
             check_output: check_output[i].clone(),

@@ -1,11 +1,12 @@
 //! Trial rows: one per trial, as the report and `--json` show them.
 
 use crate::AnalysisError;
-use crate::frame::Frame;
+use crate::frame::{self, Frame};
 use polars::prelude::*;
 use serde::Serialize;
-use std::path::Path;
-use tack_trace::schema::col;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use tack_trace::schema::{TRIALS_DIR, col};
 
 /// One trial's totals, from the trials table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -22,7 +23,17 @@ pub struct TrialRow {
     pub steps: u32,
     pub tool_calls: u32,
     pub tool_errors: u32,
+    /// Model-call attempts beyond the first.
     pub retries: u32,
+    /// Approver decisions the trial waited for (approval spans).
+    pub interventions: u32,
+    /// Rounds in which failing check output went back to the model.
+    pub feedback_rounds: u32,
+    /// The agent changed files the checks depend on (e.g. the visible tests).
+    pub tampered: bool,
+    /// Tool calls refused by a permission rule or the approver (tool-call
+    /// spans with error kind `denied`).
+    pub denied_calls: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub total_tokens: u64,
@@ -34,8 +45,23 @@ pub struct TrialRow {
     pub error: Option<String>,
 }
 
-/// Every row of a collected trials frame, in frame order.
-pub(crate) fn trial_rows(frame: &Frame) -> Result<Vec<TrialRow>, AnalysisError> {
+/// A scan of the trials table. Traces written before `feedback_rounds` and
+/// `tampered` existed read as 0 and false there.
+pub(crate) fn scan(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, AnalysisError> {
+    let lazy = frame::scan(dir, TRIALS_DIR, files)?;
+    let added = [
+        (col::FEEDBACK_ROUNDS, DataType::UInt32, lit(0u32)),
+        (col::TAMPERED, DataType::Boolean, lit(false)),
+    ];
+    frame::with_columns(lazy, &added, dir, TRIALS_DIR)
+}
+
+/// Every row of a collected trials frame, in frame order, with the denied
+/// tool calls per trial id (absent: none).
+pub(crate) fn trial_rows(
+    frame: &Frame,
+    denied: &HashMap<String, u32>,
+) -> Result<Vec<TrialRow>, AnalysisError> {
     let trial_id = frame.strs(col::TRIAL_ID)?;
     let variant = frame.strs(col::VARIANT)?;
     let task = frame.strs(col::TASK)?;
@@ -47,6 +73,9 @@ pub(crate) fn trial_rows(frame: &Frame) -> Result<Vec<TrialRow>, AnalysisError> 
     let tool_calls = frame.u32s(col::TOOL_CALLS)?;
     let tool_errors = frame.u32s(col::TOOL_ERRORS)?;
     let retries = frame.u32s(col::RETRIES)?;
+    let interventions = frame.u32s(col::INTERVENTIONS)?;
+    let feedback_rounds = frame.u32s(col::FEEDBACK_ROUNDS)?;
+    let tampered = frame.bools(col::TAMPERED)?;
     let input_tokens = frame.u64s(col::INPUT_TOKENS)?;
     let output_tokens = frame.u64s(col::OUTPUT_TOKENS)?;
     let total_tokens = frame.u64s(col::TOTAL_TOKENS)?;
@@ -67,6 +96,10 @@ pub(crate) fn trial_rows(frame: &Frame) -> Result<Vec<TrialRow>, AnalysisError> 
             tool_calls: tool_calls[i],
             tool_errors: tool_errors[i],
             retries: retries[i],
+            interventions: interventions[i],
+            feedback_rounds: feedback_rounds[i],
+            tampered: tampered[i],
+            denied_calls: denied.get(&trial_id[i]).copied().unwrap_or(0),
             input_tokens: input_tokens[i],
             output_tokens: output_tokens[i],
             total_tokens: total_tokens[i],
@@ -78,15 +111,16 @@ pub(crate) fn trial_rows(frame: &Frame) -> Result<Vec<TrialRow>, AnalysisError> 
         .collect())
 }
 
-/// Trial rows of one trial (normally exactly one) from the trials table.
+/// The row of one trial (the first, should there be several) from the trials
+/// table. Its `denied_calls` is 0: the caller counts them in the spans.
 pub(crate) fn find_trial(
     trials: LazyFrame,
     dir: &Path,
     trial_id: &str,
 ) -> Result<Option<TrialRow>, AnalysisError> {
     let lazy = trials.filter(col(col::TRIAL_ID).eq(lit(trial_id)));
-    let frame = Frame::collect(lazy, dir, tack_trace::schema::TRIALS_DIR)?;
-    Ok(trial_rows(&frame)?.into_iter().next())
+    let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    Ok(trial_rows(&frame, &HashMap::new())?.into_iter().next())
 }
 
 /// Sorts rows by the manifest's variant and task order, then trial index, so

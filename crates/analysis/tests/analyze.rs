@@ -46,7 +46,13 @@ fn summarises_each_variant_in_manifest_order() {
     assert!(close(baseline.mean_steps, 4.0));
     assert_eq!(baseline.retries, 4);
     assert_eq!(baseline.tool_errors, 4);
-    assert_eq!(baseline.interventions, 0);
+    assert_eq!(baseline.interventions, 2);
+    assert_eq!(baseline.feedback_rounds, 2);
+    assert_eq!(baseline.tampered, 1, "trials, not a sum of anything else");
+    assert_eq!(
+        baseline.denied_calls, 2,
+        "the approver's and a rule's refusal"
+    );
     assert_eq!(baseline.outcomes.get("passed"), Some(&2));
     assert_eq!(baseline.outcomes.get("verification_failed"), Some(&1));
     assert_eq!(baseline.outcomes.get("limit"), Some(&1));
@@ -58,6 +64,43 @@ fn summarises_each_variant_in_manifest_order() {
     assert_eq!(real.tokens_per_success, Some(400.0));
     assert!(close(real.cost_usd.unwrap(), 0.03));
     assert!(close(real.mean_steps, 3.0));
+    assert_eq!(real.retries, 3);
+    assert_eq!(real.interventions, 0);
+    assert_eq!(real.feedback_rounds, 1);
+    assert_eq!(real.tampered, 0);
+    assert_eq!(real.denied_calls, 0);
+}
+
+#[test]
+fn trial_rows_carry_feedback_tampering_and_denials() {
+    let dir = run_dir();
+    let analysis = analyze_run(dir.path()).unwrap();
+    let row = |id: &str| {
+        analysis
+            .trials
+            .iter()
+            .find(|t| t.trial_id == id)
+            .unwrap_or_else(|| panic!("no trial {id}"))
+    };
+    let traced = row(&fixture::traced_trial_id());
+    assert!(traced.tampered);
+    assert_eq!(
+        (
+            traced.feedback_rounds,
+            traced.interventions,
+            traced.denied_calls
+        ),
+        (2, 2, 1)
+    );
+    assert_eq!(traced.retries, 1);
+    assert_eq!(row(&fixture::rule_denied_trial_id()).denied_calls, 1);
+    let untouched = row("baseline--fix-bug--0");
+    assert!(!untouched.tampered);
+    assert_eq!((untouched.feedback_rounds, untouched.denied_calls), (0, 0));
+    assert!(analysis.failed_trials[0].tampered, "failed rows too");
+    // A single trial's row counts its own denials, as the run's rows do.
+    let trace = load_trial_trace(dir.path(), &fixture::traced_trial_id()).unwrap();
+    assert_eq!(&trace.trial, traced);
 }
 
 #[test]
@@ -123,22 +166,128 @@ fn trial_trace_is_in_sequence_order() {
     let trace = load_trial_trace(dir.path(), &fixture::traced_trial_id()).unwrap();
     assert_eq!(trace.trial.outcome, "verification_failed");
     let seqs: Vec<u64> = trace.spans.iter().map(|s| s.seq).collect();
-    assert_eq!(seqs, [2, 4, 5, 7, 9]);
-    assert_eq!(trace.spans[0].kind, kind::MODEL_CALL);
+    assert_eq!(seqs, [2, 3, 5, 7, 9, 10, 12, 13, 15, 17]);
+    let kinds: Vec<&str> = trace.spans.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            kind::MODEL_CALL,
+            kind::MODEL_CALL,
+            kind::TOOL_CALL,
+            kind::TOOL_CALL,
+            kind::APPROVAL,
+            kind::TOOL_CALL,
+            kind::APPROVAL,
+            kind::TOOL_CALL,
+            kind::MODEL_CALL,
+            kind::CHECK,
+        ]
+    );
     assert_eq!(trace.spans[0].messages_to, Some(2));
-    let tool = &trace.spans[1];
+    let tool = &trace.spans[2];
     assert_eq!(tool.tool_name.as_deref(), Some("bash"));
     assert_eq!(tool.tool_result.as_deref(), Some(fixture::HOSTILE));
     assert_eq!(tool.exit_code, Some(0));
-    assert_eq!(trace.spans[2].error_kind.as_deref(), Some("invalid_json"));
-    let check = &trace.spans[4];
+    assert_eq!(trace.spans[3].error_kind.as_deref(), Some("invalid_json"));
+    let check = &trace.spans[9];
     assert_eq!(check.kind, kind::CHECK);
     assert_eq!(check.check_passed, Some(false));
     assert_eq!(check.exit_code, Some(101));
     let indexes: Vec<u32> = trace.messages.iter().map(|m| m.message_index).collect();
-    assert_eq!(indexes, [0, 1, 2, 3, 4, 5]);
+    assert_eq!(indexes, [0, 1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(trace.messages[0].role, "system");
     assert!(trace.messages[2].tool_calls_json.is_some());
+}
+
+#[test]
+fn spans_carry_retries_permissions_and_approvals() {
+    let dir = run_dir();
+    let spans = load_trial_trace(dir.path(), &fixture::traced_trial_id())
+        .unwrap()
+        .spans;
+    let (failed, retry) = (&spans[0], &spans[1]);
+    assert_eq!((failed.attempt, failed.status.as_str()), (Some(1), "error"));
+    assert_eq!(
+        failed.error.as_deref(),
+        Some("HTTP 429: rate limited <slow down>")
+    );
+    assert_eq!((retry.attempt, retry.retry_wait_ms), (Some(2), Some(1500)));
+    let allowed = &spans[2];
+    assert_eq!(allowed.permission.as_deref(), Some("allow"));
+    assert_eq!(
+        allowed.permission_rule.as_deref(),
+        Some("allow bash: cat *")
+    );
+    assert_eq!(allowed.permission_part.as_deref(), Some("cat src/lib.rs"));
+    assert_eq!(spans[3].permission, None, "broken calls get no verdict");
+    let refusal = &spans[4];
+    assert_eq!(refusal.tool_call_id.as_deref(), Some("call-3"));
+    assert_eq!(refusal.parent_span_id, Some(2));
+    assert_eq!(refusal.permission.as_deref(), Some("ask"));
+    assert_eq!(refusal.permission_part.as_deref(), Some("rm -rf tests"));
+    assert_eq!(refusal.approved, Some(false));
+    assert_eq!(refusal.approver.as_deref(), Some("script: ./approve.sh"));
+    assert_eq!(refusal.error.as_deref(), Some(fixture::DENIAL_REASON));
+    assert_eq!(refusal.duration_ms, 2500);
+    let denied = &spans[5];
+    assert_eq!(denied.error_kind.as_deref(), Some("denied"));
+    assert_eq!(denied.tool_call_id, refusal.tool_call_id);
+    assert_eq!(spans[6].approved, Some(true));
+    assert_eq!(spans[6].approver.as_deref(), Some("approve_all"));
+    let check = &spans[9];
+    assert_eq!((check.approved, check.permission.as_deref()), (None, None));
+}
+
+/// Traces written before feedback rounds, tamper detection, permissions and
+/// retry waits were recorded: the new fields read as 0, false or none.
+#[test]
+fn traces_without_the_new_columns_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_run_as(dir.path(), |_| true);
+    let analysis = analyze_run(dir.path()).unwrap();
+    let baseline = &analysis.variants[0];
+    assert_eq!((baseline.trials, baseline.passed), (4, 2));
+    assert_eq!((baseline.feedback_rounds, baseline.tampered), (0, 0));
+    assert_eq!(baseline.interventions, 2, "an old column, still read");
+    assert!(
+        analysis
+            .trials
+            .iter()
+            .all(|t| !t.tampered && t.feedback_rounds == 0)
+    );
+    let trace = load_trial_trace(dir.path(), &fixture::traced_trial_id()).unwrap();
+    assert!(!trace.trial.tampered);
+    assert_eq!(trace.trial.feedback_rounds, 0);
+    assert_eq!(trace.spans.len(), 8, "no approval spans back then");
+    for span in &trace.spans {
+        assert_eq!(span.retry_wait_ms, None);
+        assert_eq!(span.permission, None);
+        assert_eq!(span.permission_rule, None);
+        assert_eq!(span.permission_part, None);
+        assert_eq!(span.approved, None);
+        assert_eq!(span.approver, None);
+    }
+    assert_eq!(trace.spans[1].attempt, Some(2), "old columns are kept");
+}
+
+/// A run whose files come from two tack versions (e.g. resumed by a newer
+/// one). Trials: the file sorting first lacks columns later ones have; spans:
+/// the file sorting first has columns a later one lacks.
+#[test]
+fn old_and_new_files_in_one_run_read_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = fixture::rule_denied_trial_id();
+    fixture::write_run_as(dir.path(), |id| id.starts_with("baseline") && id != new);
+    let analysis = analyze_run(dir.path()).unwrap();
+    let (baseline, real) = (&analysis.variants[0], &analysis.variants[1]);
+    assert_eq!((baseline.feedback_rounds, baseline.tampered), (0, 0));
+    assert_eq!((real.feedback_rounds, real.tampered), (1, 0));
+    assert_eq!(baseline.denied_calls, 2, "error_kind is an old column");
+    let rule_denied = load_trial_trace(dir.path(), &new).unwrap();
+    assert_eq!(rule_denied.spans[1].permission.as_deref(), Some("deny"));
+    let old = load_trial_trace(dir.path(), &fixture::traced_trial_id()).unwrap();
+    assert_eq!(old.spans[2].permission, None);
+    assert_eq!(old.trial.denied_calls, 1);
 }
 
 #[test]
@@ -234,4 +383,145 @@ fn a_missing_column_is_an_error_naming_it() {
     let err = analyze_run(dir.path()).unwrap_err();
     let message = err.to_string();
     assert!(message.contains("variant"), "{message}");
+}
+
+/// The fixture writes Parquet by hand; this checks the reader against what
+/// tack-trace's writer makes of the protocol's events.
+#[test]
+fn reads_what_the_trace_writer_writes() {
+    use tack_protocol::{
+        ApprovalRecord, Event, EventSink, ModelCallRecord, SpanStatus, StopReason, ToolCallRecord,
+        ToolErrorKind, TrialFinished, TrialOutcome, TrialStarted, Usage,
+    };
+    let root = tempfile::tempdir().unwrap();
+    let manifest = fixture::manifest();
+    let writer = tack_trace::RunWriter::create(root.path(), &manifest).unwrap();
+    let mut trial = writer
+        .trial(TrialStarted {
+            run_id: manifest.run_id.clone(),
+            trial_id: "baseline--fix-bug--0".into(),
+            variant: "baseline".into(),
+            task: "fix-bug".into(),
+            trial_index: 0,
+            seed: 1,
+            model: "sim".into(),
+            started_at_ms: 0,
+        })
+        .unwrap();
+    let model_call = |span_id, attempt, retry_wait_ms, status, error: Option<&str>| {
+        Event::ModelCall(ModelCallRecord {
+            span_id,
+            step: 1,
+            provider: "sim".into(),
+            request_model: "sim".into(),
+            response_model: "sim".into(),
+            started_at_ms: 0,
+            duration_ms: 5,
+            finish_reason: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            messages_from: 0,
+            messages_to: 0,
+            attempt,
+            retry_wait_ms,
+            status,
+            error: error.map(str::to_owned),
+        })
+    };
+    let events = [
+        model_call(1, 1, 0, SpanStatus::Error, Some("overloaded")),
+        model_call(2, 2, 800, SpanStatus::Ok, None),
+        Event::Approval(ApprovalRecord {
+            span_id: 3,
+            parent_span_id: 2,
+            step: 1,
+            call_id: "c1".into(),
+            tool_name: "bash".into(),
+            arguments: "{\"command\":\"rm -rf tests\"}".into(),
+            rule: "ask bash: rm *".into(),
+            part: "rm -rf tests".into(),
+            approved: false,
+            approver: "rules".into(),
+            reason: Some("no deleting tests".into()),
+            started_at_ms: 0,
+            wait_ms: 40,
+        }),
+        Event::ToolCall(ToolCallRecord {
+            span_id: 4,
+            parent_span_id: 2,
+            step: 1,
+            call_id: "c1".into(),
+            tool_name: "bash".into(),
+            arguments: "{\"command\":\"rm -rf tests\"}".into(),
+            result: "denied".into(),
+            exit_code: None,
+            stdout: None,
+            stderr: None,
+            truncated: false,
+            started_at_ms: 0,
+            duration_ms: 0,
+            status: SpanStatus::Error,
+            error_kind: Some(ToolErrorKind::Denied),
+            permission: Some("ask".into()),
+            permission_rule: Some("ask bash: rm *".into()),
+            permission_part: Some("rm -rf tests".into()),
+        }),
+        Event::TrialFinished(TrialFinished {
+            outcome: TrialOutcome::VerificationFailed,
+            stop_reason: StopReason::Completed,
+            steps: 1,
+            usage: Usage::default(),
+            cost_usd: None,
+            retries: 1,
+            interventions: 1,
+            feedback_rounds: 3,
+            tampered: true,
+            tool_errors: 1,
+            checks_passed: Some(false),
+            duration_ms: 100,
+            finished_at_ms: 100,
+            error: None,
+        }),
+    ];
+    for event in events {
+        trial.record(event).unwrap();
+    }
+    trial.finish().unwrap();
+    writer.close(&manifest).unwrap();
+
+    let run_dir = writer.dir();
+    let analysis = analyze_run(run_dir).unwrap();
+    let baseline = &analysis.variants[0];
+    assert_eq!(
+        (
+            baseline.retries,
+            baseline.interventions,
+            baseline.feedback_rounds,
+            baseline.tampered,
+            baseline.denied_calls
+        ),
+        (1, 1, 3, 1, 1)
+    );
+    let trace = load_trial_trace(run_dir, "baseline--fix-bug--0").unwrap();
+    assert!(trace.trial.tampered);
+    assert_eq!(trace.trial.denied_calls, 1);
+    let spans = &trace.spans;
+    assert_eq!(spans.len(), 4);
+    assert_eq!(spans[0].error.as_deref(), Some("overloaded"));
+    assert_eq!(
+        (spans[1].attempt, spans[1].retry_wait_ms),
+        (Some(2), Some(800))
+    );
+    let approval = &spans[2];
+    assert_eq!(approval.kind, kind::APPROVAL);
+    assert_eq!(approval.status, "error");
+    assert_eq!(approval.approved, Some(false));
+    assert_eq!(approval.approver.as_deref(), Some("rules"));
+    assert_eq!(approval.error.as_deref(), Some("no deleting tests"));
+    assert_eq!(approval.permission.as_deref(), Some("ask"));
+    assert_eq!(approval.permission_rule.as_deref(), Some("ask bash: rm *"));
+    assert_eq!(approval.duration_ms, 40);
+    assert_eq!(approval.parent_span_id, Some(2));
+    assert_eq!(spans[3].error_kind.as_deref(), Some("denied"));
+    assert_eq!(spans[3].permission_part.as_deref(), Some("rm -rf tests"));
 }

@@ -1,7 +1,9 @@
 //! `tack`: run task suites against coding-agent harness variants, record
 //! every call into Parquet traces, and report on them.
 
+mod exec_cmd;
 mod exit;
+mod permissions_cmd;
 mod report_cmd;
 mod run_cmd;
 mod suite_cmd;
@@ -35,11 +37,16 @@ struct Cli {
 enum Command {
     /// Run a suite: every variant × task × trial, then write the report.
     Run(run_cmd::RunArgs),
+    /// Run the agent once on a directory, outside any suite (unattended, scriptable).
+    Exec(exec_cmd::ExecArgs),
     /// Build the HTML report of a recorded run.
     Report(report_cmd::ReportArgs),
     /// Inspect and validate task suites.
     #[command(subcommand)]
     Suite(SuiteCommand),
+    /// Try permission rules on a command: allow, ask or deny, and which rule decided.
+    #[command(subcommand)]
+    Permissions(permissions_cmd::PermissionsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,9 +78,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run_cmd::run(args).await,
+            Command::Exec(args) => exec_cmd::run(args).await,
             Command::Report(args) => report_cmd::run(args),
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
             Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),
+            Command::Permissions(command) => permissions_cmd::run(command),
         }
     });
     match result {

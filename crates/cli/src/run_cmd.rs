@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -120,9 +119,17 @@ fn stop_on_ctrl_c(cancel: CancelFlag) {
 }
 
 fn print_summary(result: &RunResult) {
-    let mut per_variant: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+    // In the suite's variant order, which is the order trials were planned in.
+    let mut per_variant: Vec<(&str, (u64, u64, u64))> = Vec::new();
     for trial in &result.trials {
-        let entry = per_variant.entry(trial.variant.as_str()).or_default();
+        let at = match per_variant.iter().position(|(v, _)| *v == trial.variant) {
+            Some(at) => at,
+            None => {
+                per_variant.push((trial.variant.as_str(), (0, 0, 0)));
+                per_variant.len() - 1
+            }
+        };
+        let entry = &mut per_variant[at].1;
         entry.1 += 1;
         entry.2 += trial.total_tokens;
         if trial.outcome == TrialOutcome::Passed {
@@ -137,11 +144,9 @@ fn print_summary(result: &RunResult) {
         let rate = 100.0 * passed as f64 / total.max(1) as f64;
         let (low, high) = tack_analysis::wilson_interval(passed, total);
         let interval = format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high);
-        let per_success = if passed == 0 {
-            "—".to_string()
-        } else {
-            (tokens / passed).to_string()
-        };
+        let per_success = tokens
+            .checked_div(passed)
+            .map_or("—".to_string(), |t| t.to_string());
         println!(
             "{variant:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}",
             format!("{passed}/{total}")

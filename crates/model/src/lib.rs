@@ -35,12 +35,37 @@ pub struct ModelResponse {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// Connection refused or reset, timeout: worth another attempt.
     #[error("could not reach the model: {0}")]
     Transport(String),
     #[error("the model API answered {status}: {message}")]
-    Api { status: u16, message: String },
+    Api {
+        status: u16,
+        message: String,
+        /// The server's Retry-After, when it sent one.
+        retry_after: Option<std::time::Duration>,
+    },
     #[error("the model's answer could not be read: {0}")]
     InvalidResponse(String),
+}
+
+impl ModelError {
+    /// Failures that another attempt may get past: transport errors, rate
+    /// limits and overload (429, 529) and server errors (500, 502, 503).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ModelError::Transport(_) => true,
+            ModelError::Api { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 529),
+            ModelError::InvalidResponse(_) => false,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ModelError::Api { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
 }
 
 /// A model the harness can call. One instance serves one trial, so built-in

@@ -125,6 +125,21 @@ impl SimAgent {
                 intended,
             );
         }
+        if self.phase == Phase::Done && feedback_shows_failure(messages) {
+            // The harness sent the failing checks back: another round.
+            if self.attempts >= self.params.max_attempts {
+                return (
+                    "The checks still fail and I have no other fix.".to_string(),
+                    vec![],
+                );
+            }
+            self.phase = self.after_fix();
+            let (_, calls) = self.attempt_fix();
+            return (
+                "The checks failed; trying a different fix.".to_string(),
+                calls,
+            );
+        }
         loop {
             match self.phase {
                 Phase::Explore => {
@@ -158,11 +173,7 @@ impl SimAgent {
                     return self.run_tests("Running the tests to see the failure.");
                 }
                 Phase::Fix => {
-                    self.phase = if self.brief.test_command.is_some() {
-                        Phase::Verify
-                    } else {
-                        Phase::Done
-                    };
+                    self.phase = self.after_fix();
                     return self.attempt_fix();
                 }
                 Phase::Verify => {
@@ -191,6 +202,15 @@ impl SimAgent {
                     return ("I fixed the bug; the tests pass.".to_string(), vec![]);
                 }
             }
+        }
+    }
+
+    /// After an edit: check it with the visible tests if there are any.
+    fn after_fix(&self) -> Phase {
+        if self.brief.test_command.is_some() {
+            Phase::Verify
+        } else {
+            Phase::Done
         }
     }
 
@@ -300,22 +320,33 @@ fn first_key(arguments: &str) -> Option<String> {
     value.as_object()?.keys().next().cloned()
 }
 
+const FAILURE_SIGNS: [&str; 7] = [
+    "FAILED",
+    "FAIL:",
+    "FAIL ",
+    "Traceback",
+    "Error",
+    "error:",
+    "No such file",
+];
+
+fn shows_failure(text: &str) -> bool {
+    FAILURE_SIGNS.iter().any(|sign| text.contains(sign)) || shows_nonzero_exit(text)
+}
+
 /// Whether the tool results the agent was shown reveal a failure. It can only
 /// judge what the harness lets it see.
 fn sees_failure(messages: &[Message]) -> bool {
-    const SIGNS: [&str; 7] = [
-        "FAILED",
-        "FAIL:",
-        "FAIL ",
-        "Traceback",
-        "Error",
-        "error:",
-        "No such file",
-    ];
-    latest_results(messages).any(|result| {
-        let text = &result.content;
-        SIGNS.iter().any(|sign| text.contains(sign)) || shows_nonzero_exit(text)
-    })
+    latest_results(messages).any(|result| shows_failure(&result.content))
+}
+
+/// Whether the latest message is the user (the harness's feedback round)
+/// reporting a failure after the agent said it was done.
+fn feedback_shows_failure(messages: &[Message]) -> bool {
+    matches!(messages, [.., before, last]
+        if last.role == tack_protocol::Role::User
+            && before.role == tack_protocol::Role::Assistant
+            && shows_failure(&last.content))
 }
 
 fn shows_nonzero_exit(text: &str) -> bool {

@@ -39,19 +39,98 @@ pub struct HarnessConfig {
     pub command_timeout_secs: u64,
     /// Bytes kept of each output stream and of a file read.
     pub output_limit_bytes: usize,
+    /// Wall-clock seconds for the agent loop before it stops with `time_limit`.
+    pub max_wall_secs: Option<u64>,
+    /// Tokens (input + output, all calls) before the loop stops with `token_limit`.
+    pub max_tokens: Option<u64>,
+    /// Dollars before the loop stops with `cost_limit` (priced calls only).
+    pub max_cost_usd: Option<f64>,
+    /// Attempts per model call for transient failures (1 = no retries).
+    pub model_attempts: u32,
+    /// After a failed verification, the failing check output goes back to the
+    /// model for up to this many more rounds.
+    pub feedback_rounds: u32,
+    /// Permission rules: absent = every call allowed; `"default"` = the
+    /// built-in profile; otherwise a rules file (relative to the suite).
+    pub permissions: Option<String>,
+    /// Tools that always need an approver's decision, whatever the rules say.
+    pub requires_approval: Vec<String>,
+    /// Who decides when a call needs approval.
+    pub approver: ApproverConfig,
+}
+
+/// Who answers an `ask`. Unattended runs use a fixed policy so they stay
+/// reproducible; `interactive` asks on the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApproverPolicy {
+    ApproveAll,
+    DenyAll,
+    /// Approve calls whose command (or tool name) matches one of `approve`.
+    Rules,
+    /// Run `script` with the request as JSON on stdin; exit 0 approves.
+    Script,
+    Interactive,
+}
+
+impl ApproverPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApproverPolicy::ApproveAll => "approve_all",
+            ApproverPolicy::DenyAll => "deny_all",
+            ApproverPolicy::Rules => "rules",
+            ApproverPolicy::Script => "script",
+            ApproverPolicy::Interactive => "interactive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApproverConfig {
+    pub policy: ApproverPolicy,
+    /// For `rules`: globs over the command (bash) or the tool name.
+    pub approve: Vec<String>,
+    /// For `script`: the reviewer command.
+    pub script: Option<String>,
+}
+
+impl Default for ApproverConfig {
+    fn default() -> Self {
+        ApproverConfig {
+            policy: ApproverPolicy::DenyAll,
+            approve: Vec::new(),
+            script: None,
+        }
+    }
 }
 
 impl Default for HarnessConfig {
     fn default() -> Self {
         HarnessConfig {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
-            tools: ["bash", "read_file", "write_file", "str_replace"]
-                .map(String::from)
-                .to_vec(),
+            tools: [
+                "bash",
+                "read_file",
+                "write_file",
+                "str_replace",
+                "list_files",
+                "grep",
+            ]
+            .map(String::from)
+            .to_vec(),
             tool_results: ResultView::Full,
             max_steps: 30,
             command_timeout_secs: 60,
             output_limit_bytes: 32 * 1024,
+            max_wall_secs: None,
+            max_tokens: None,
+            max_cost_usd: None,
+            model_attempts: 4,
+            feedback_rounds: 0,
+            permissions: None,
+            requires_approval: Vec::new(),
+            approver: ApproverConfig::default(),
         }
     }
 }

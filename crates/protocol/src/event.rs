@@ -21,6 +21,7 @@ pub enum Event {
     },
     ModelCall(ModelCallRecord),
     ToolCall(ToolCallRecord),
+    Approval(ApprovalRecord),
     Check(CheckRecord),
     TrialFinished(TrialFinished),
 }
@@ -75,6 +76,8 @@ pub struct ModelCallRecord {
     pub messages_to: u32,
     /// 1 for the first attempt; retries count up.
     pub attempt: u32,
+    /// How long the harness waited before this attempt (backoff, Retry-After).
+    pub retry_wait_ms: u64,
     pub status: SpanStatus,
     pub error: Option<String>,
 }
@@ -98,10 +101,12 @@ pub enum ToolErrorKind {
     Panicked,
     /// The command outlived its timeout and was killed.
     Timeout,
+    /// A permission rule or the approver refused the call.
+    Denied,
 }
 
 impl ToolErrorKind {
-    pub const ALL: [ToolErrorKind; 7] = [
+    pub const ALL: [ToolErrorKind; 8] = [
         ToolErrorKind::InvalidJson,
         ToolErrorKind::UnknownTool,
         ToolErrorKind::InvalidArguments,
@@ -109,6 +114,7 @@ impl ToolErrorKind {
         ToolErrorKind::ExecutionFailed,
         ToolErrorKind::Panicked,
         ToolErrorKind::Timeout,
+        ToolErrorKind::Denied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -120,6 +126,7 @@ impl ToolErrorKind {
             ToolErrorKind::ExecutionFailed => "execution_failed",
             ToolErrorKind::Panicked => "panicked",
             ToolErrorKind::Timeout => "timeout",
+            ToolErrorKind::Denied => "denied",
         }
     }
 }
@@ -152,6 +159,34 @@ pub struct ToolCallRecord {
     pub duration_ms: u64,
     pub status: SpanStatus,
     pub error_kind: Option<ToolErrorKind>,
+    /// The permission verdict (`allow`, `ask`, `deny`) and the rule that made
+    /// it, when permissions are on.
+    pub permission: Option<String>,
+    pub permission_rule: Option<String>,
+    /// The part of a compound command the verdict was about.
+    pub permission_part: Option<String>,
+}
+
+/// A tool call that waited for an approver: an intervention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    pub span_id: u32,
+    /// The model call that asked for the tool.
+    pub parent_span_id: u32,
+    pub step: u32,
+    pub call_id: String,
+    pub tool_name: String,
+    pub arguments: String,
+    /// Why approval was needed: the rule, or `requires_approval`.
+    pub rule: String,
+    /// The part of the command that was judged.
+    pub part: String,
+    pub approved: bool,
+    /// `approve_all`, `rules`, `script: …`, `interactive: <user>`.
+    pub approver: String,
+    pub reason: Option<String>,
+    pub started_at_ms: i64,
+    pub wait_ms: u64,
 }
 
 /// One hidden check run after the agent stopped.
@@ -181,6 +216,10 @@ pub struct TrialFinished {
     pub retries: u32,
     /// Human or approver decisions the trial waited for.
     pub interventions: u32,
+    /// Verification rounds in which failing checks went back to the model.
+    pub feedback_rounds: u32,
+    /// The agent changed files the checks depend on (e.g. the visible tests).
+    pub tampered: bool,
     /// Tool calls that ended in an error result.
     pub tool_errors: u32,
     pub checks_passed: Option<bool>,

@@ -12,10 +12,12 @@ mod outcome;
 mod solution;
 mod usage;
 
-pub use config::{DEFAULT_SYSTEM_PROMPT, HarnessConfig, ResultView};
+pub use config::{
+    ApproverConfig, ApproverPolicy, DEFAULT_SYSTEM_PROMPT, HarnessConfig, ResultView,
+};
 pub use event::{
-    CheckRecord, Event, EventSink, ModelCallRecord, SinkError, SpanStatus, ToolCallRecord,
-    ToolErrorKind, TrialFinished, TrialStarted, VecSink,
+    ApprovalRecord, CheckRecord, Event, EventSink, ModelCallRecord, SinkError, SpanStatus,
+    ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink,
 };
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use outcome::{StopReason, TrialOutcome};

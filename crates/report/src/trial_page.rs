@@ -40,6 +40,11 @@ pub(crate) enum Item {
     ModelCall {
         step: Option<u32>,
         attempt: Option<u32>,
+        /// A retry: the attempt after a failed one.
+        retry: bool,
+        /// The backoff waited before this attempt, formatted; `None` when
+        /// there was no wait.
+        waited: Option<String>,
         status: String,
         error: Option<String>,
         model: String,
@@ -69,6 +74,26 @@ pub(crate) enum Item {
         error_kind: Option<String>,
         error: Option<String>,
         duration_ms: u64,
+        permission: Option<Permission>,
+    },
+    /// A tool call that waited for an approver: an intervention.
+    Approval {
+        step: Option<u32>,
+        tool_name: String,
+        call_id: Option<String>,
+        /// The shell command, when the arguments have one.
+        command: Option<String>,
+        arguments: String,
+        arguments_are_json: bool,
+        /// Why approval was needed.
+        rule: Option<String>,
+        /// The part of the command that was judged.
+        part: Option<String>,
+        /// `None` when the trace does not say (should not happen).
+        approved: Option<bool>,
+        approver: Option<String>,
+        reason: Option<String>,
+        wait: String,
     },
     Check {
         name: String,
@@ -80,6 +105,17 @@ pub(crate) enum Item {
     },
     /// A span kind this report does not know (newer trace format).
     Other { kind: String, name: String },
+}
+
+/// A tool call's permission verdict, when permissions were on.
+#[derive(Debug, Serialize)]
+pub(crate) struct Permission {
+    /// `allow`, `ask` or `deny` as recorded.
+    pub verdict: String,
+    /// A CSS class suffix: the verdict when known, else `other`.
+    pub class: &'static str,
+    pub rule: Option<String>,
+    pub part: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -129,6 +165,7 @@ fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
         .map(|span| match span.kind.as_str() {
             kind::MODEL_CALL => model_call(span, messages, &mut shown_upto, &mut responses_shown),
             kind::TOOL_CALL => tool_call(span),
+            kind::APPROVAL => approval(span),
             kind::CHECK => Item::Check {
                 name: span.name.clone(),
                 command: span.check_command.clone(),
@@ -174,6 +211,11 @@ fn model_call(
     Item::ModelCall {
         step: span.step,
         attempt: span.attempt,
+        retry: span.attempt.is_some_and(|a| a > 1),
+        waited: span
+            .retry_wait_ms
+            .filter(|&ms| ms > 0)
+            .map(|ms| format!("{} ms", thousands(ms as f64))),
         status: span.status.clone(),
         error: span.error.clone(),
         model: span
@@ -214,6 +256,39 @@ fn tool_call(span: &SpanRow) -> Item {
         error_kind: span.error_kind.clone(),
         error: span.error.clone(),
         duration_ms: span.duration_ms,
+        permission: span.permission.as_ref().map(|verdict| Permission {
+            verdict: verdict.clone(),
+            class: match verdict.as_str() {
+                "allow" => "allow",
+                "ask" => "ask",
+                "deny" => "deny",
+                _ => "other",
+            },
+            rule: span.permission_rule.clone(),
+            part: span.permission_part.clone(),
+        }),
+    }
+}
+
+fn approval(span: &SpanRow) -> Item {
+    let raw = span.tool_arguments.clone().unwrap_or_default();
+    let command = serde_json::from_str::<serde_json::Value>(&raw)
+        .ok()
+        .and_then(|v| v.get("command")?.as_str().map(str::to_owned));
+    let (arguments, arguments_are_json) = pretty_json(&raw);
+    Item::Approval {
+        step: span.step,
+        tool_name: span.tool_name.clone().unwrap_or_else(|| span.name.clone()),
+        call_id: span.tool_call_id.clone(),
+        command,
+        arguments,
+        arguments_are_json,
+        rule: span.permission_rule.clone(),
+        part: span.permission_part.clone(),
+        approved: span.approved,
+        approver: span.approver.clone(),
+        reason: span.error.clone(),
+        wait: format!("{} ms", thousands(span.duration_ms as f64)),
     }
 }
 

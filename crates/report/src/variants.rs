@@ -82,9 +82,27 @@ struct Setting {
     shorten: bool,
 }
 
-const SETTINGS: [Setting; 9] = [
+const SETTINGS: [Setting; 17] = [
     setting("Tool results", Part::Harness, "tool_results", plain),
     setting("Max steps", Part::Harness, "max_steps", plain),
+    setting("Permissions", Part::Harness, "permissions", off_when_null),
+    setting("Approver", Part::Harness, "approver", approver),
+    setting(
+        "Requires approval",
+        Part::Harness,
+        "requires_approval",
+        plain,
+    ),
+    setting("Feedback rounds", Part::Harness, "feedback_rounds", plain),
+    setting("Max wall time", Part::Harness, "max_wall_secs", seconds),
+    setting("Max tokens", Part::Harness, "max_tokens", off_when_null),
+    setting(
+        "Max cost (USD)",
+        Part::Harness,
+        "max_cost_usd",
+        off_when_null,
+    ),
+    setting("Model attempts", Part::Harness, "model_attempts", plain),
     setting("Tools", Part::Harness, "tools", plain),
     setting(
         "Command timeout",
@@ -311,7 +329,35 @@ fn plain(value: &Value) -> String {
 fn seconds(value: &Value) -> String {
     match value.as_u64() {
         Some(secs) => format!("{secs} s"),
-        None => plain(value),
+        None => off_when_null(value),
+    }
+}
+
+/// Optional limits and switches: `null` means not set.
+fn off_when_null(value: &Value) -> String {
+    if value.is_null() {
+        "off".to_string()
+    } else {
+        plain(value)
+    }
+}
+
+/// `rules: python3 -m unittest*, str_replace`, `deny_all`, `script: ./review.sh`.
+fn approver(value: &Value) -> String {
+    let policy = value
+        .get("policy")
+        .and_then(Value::as_str)
+        .unwrap_or("deny_all");
+    match policy {
+        "rules" => format!(
+            "rules: {}",
+            value.get("approve").map(plain).unwrap_or_default()
+        ),
+        "script" => format!(
+            "script: {}",
+            value.get("script").map(plain).unwrap_or_default()
+        ),
+        other => other.to_string(),
     }
 }
 
@@ -381,7 +427,7 @@ mod tests {
             info("older", "oracle", Value::Null),
         ]);
         assert_eq!(view.differing, 0);
-        assert_eq!(view.rows.len(), 6);
+        assert_eq!(view.rows.len(), 14, "every harness setting, no sim rows");
         for row in &view.rows {
             assert_eq!(texts(row), [NONE; 2], "{}", row.name);
         }

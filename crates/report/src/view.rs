@@ -50,6 +50,10 @@ pub(crate) struct SummaryRow {
     pub mean_steps: String,
     pub retries: u64,
     pub interventions: u64,
+    pub denied_calls: u64,
+    pub feedback_rounds: u64,
+    /// Trials that changed files the checks depend on; highlighted when > 0.
+    pub tampered: u64,
     pub tool_errors: u64,
     pub outcomes: Vec<Count>,
     pub stop_reasons: Vec<Count>,
@@ -88,6 +92,8 @@ pub(crate) struct FailedRow {
     pub stop_reason: String,
     pub steps: u32,
     pub tokens: String,
+    /// The agent changed files the checks depend on.
+    pub tampered: bool,
     pub error: Option<String>,
 }
 
@@ -152,6 +158,9 @@ fn summary_row(v: &VariantSummary) -> SummaryRow {
         mean_steps: format!("{:.1}", v.mean_steps),
         retries: v.retries,
         interventions: v.interventions,
+        denied_calls: v.denied_calls,
+        feedback_rounds: v.feedback_rounds,
+        tampered: v.tampered,
         tool_errors: v.tool_errors,
         outcomes: counts(&v.outcomes, &outcome_order(v.outcomes.keys())),
         stop_reasons: counts(
@@ -232,6 +241,7 @@ pub(crate) fn failed(trials: &[TrialRow]) -> Vec<FailedRow> {
             stop_reason: t.stop_reason.clone(),
             steps: t.steps,
             tokens: thousands(t.total_tokens as f64),
+            tampered: t.tampered,
             error: t.error.as_deref().map(|e| shorten(e, 300)),
         })
         .collect()

@@ -170,9 +170,189 @@ fn trial_page_shows_the_trace_escaped_and_in_order() {
     let position = |text: &str| page.find(text).unwrap_or_else(|| panic!("no {text}"));
     assert!(position("Model call · step 1") < position("Tool call · bash"));
     assert!(position("Tool call · bash") < position("Tool call · edit"));
-    assert!(position("Tool call · edit") < position("Model call · step 2"));
+    assert!(position("Tool call · edit") < position("Approval · bash"));
+    assert!(position("Approval · bash") < position("Model call · step 2"));
     assert!(position("Model call · step 2") < position("Check · unit tests"));
     assert!(!page.contains("<script"));
+}
+
+/// The timeline items of a trial page, each from its opening `<div class="item`.
+fn items(page: &str) -> Vec<&str> {
+    let trace = between(page, "<h2>Trace</h2>", "<h2>Conversation</h2>");
+    trace.split("<div class=\"item ").skip(1).collect()
+}
+
+#[test]
+fn trial_page_shows_approvals_with_their_verdict() {
+    let report = report();
+    let page = trial_page(&report, &fixture::traced_trial_id());
+    let approvals: Vec<&str> = items(&page)
+        .into_iter()
+        .filter(|item| item.starts_with("approval"))
+        .collect();
+    assert_eq!(approvals.len(), 2, "{approvals:?}");
+    let refused = approvals[0];
+    assert!(
+        refused.starts_with("approval error\">"),
+        "a refusal is marked"
+    );
+    for text in [
+        "<h3>Approval · bash · <span class=\"tag denied\">denied</span></h3>",
+        "call-3 · step 1 · approver script: .&#x2f;approve.sh · waited 2,500 ms",
+        // The command itself, not its JSON wrapping.
+        "<div class=\"label\">command</div><pre>rm -rf tests &amp;&amp; cargo test</pre>",
+        "rule <code>ask bash: rm *</code> · judged <code>rm -rf tests</code>",
+        "<pre>deletes the tests &lt;refused&gt;</pre>",
+    ] {
+        assert!(refused.contains(text), "refusal lacks {text}: {refused}");
+    }
+    assert!(
+        !page.contains(fixture::DENIAL_REASON),
+        "the reason is escaped"
+    );
+    let approved = approvals[1];
+    assert!(approved.starts_with("approval\">"), "{approved}");
+    assert!(approved.contains("<span class=\"tag approved\">approved</span>"));
+    assert!(approved.contains("approver approve_all · waited 0 ms"));
+    assert!(approved.contains("rule <code>requires_approval</code>"));
+    assert!(!approved.contains("reason"), "no reason given, none shown");
+}
+
+#[test]
+fn trial_page_shows_permission_verdicts_on_tool_calls() {
+    let report = report();
+    let page = trial_page(&report, &fixture::traced_trial_id());
+    let tools: Vec<&str> = items(&page)
+        .into_iter()
+        .filter(|item| item.starts_with("tool_call"))
+        .collect();
+    assert_eq!(tools.len(), 4);
+    assert!(tools[0].contains(
+        "permission <span class=\"tag permission-allow\">allow</span> · rule <code>allow bash: cat *</code> · judged <code>cat src&#x2f;lib.rs</code>"
+    ));
+    assert!(!tools[1].contains("permission"), "no verdict, no line");
+    let denied = tools[2];
+    assert!(denied.starts_with("tool_call error\">"));
+    assert!(denied.contains("<span class=\"tag error-kind\">denied</span>"));
+    assert!(denied.contains("permission <span class=\"tag permission-ask\">ask</span>"));
+    assert!(tools[3].contains("exit code 101"));
+
+    let page = trial_page(&report, &fixture::rule_denied_trial_id());
+    assert!(page.contains(
+        "<span class=\"tag permission-deny\">deny</span> · rule <code>deny bash: curl *</code>"
+    ));
+    assert!(page.contains("0 interventions, 1 denied tool calls"));
+}
+
+#[test]
+fn trial_page_shows_model_call_retries() {
+    let report = report();
+    let page = trial_page(&report, &fixture::traced_trial_id());
+    let calls: Vec<&str> = items(&page)
+        .into_iter()
+        .filter(|item| item.starts_with("model_call"))
+        .collect();
+    assert_eq!(calls.len(), 3);
+    let failed = calls[0];
+    assert!(failed.starts_with("model_call error\">"));
+    assert!(failed.contains(
+        "<h3>Model call · step 1 · <span class=\"tag error-kind\">attempt 1 failed</span></h3>"
+    ));
+    assert!(failed.contains("<pre>HTTP 429: rate limited &lt;slow down&gt;</pre>"));
+    assert!(
+        !failed.contains("response"),
+        "a failed attempt has no answer"
+    );
+    let retry = calls[1];
+    assert!(retry.contains("<span class=\"tag retry\">retry, attempt 2</span>"));
+    assert!(retry.contains("Retry: waited 1,500 ms before attempt 2."));
+    assert!(retry.contains("#2 assistant"), "the retry has the answer");
+    assert!(!calls[2].contains("retry"), "a first attempt is no retry");
+}
+
+#[test]
+fn trial_page_header_shows_tampering_and_feedback() {
+    let report = report();
+    let page = trial_page(&report, &fixture::traced_trial_id());
+    let header = between(&page, "<dl class=\"meta\">", "</dl>");
+    assert!(
+        header.contains("<dt>Feedback rounds</dt><dd>2 "),
+        "{header}"
+    );
+    assert!(header.contains("<dt>Tampered</dt><dd><span class=\"tag tampered\">tampered</span>"));
+    assert!(header.contains("<dt>Approvals</dt><dd>2 interventions, 1 denied tool calls</dd>"));
+    let page = trial_page(&report, "real--fix-bug--0");
+    assert!(page.contains("<dt>Tampered</dt><dd>no</dd>"));
+    assert!(page.contains("<dt>Feedback rounds</dt><dd>0</dd>"));
+}
+
+#[test]
+fn index_summarises_interventions_tampering_and_feedback() {
+    let report = report();
+    let summary = between(&report.index, "<table class=\"summary\">", "</table>");
+    let head = between(summary, "<thead>", "</thead>");
+    for column in [
+        "Retries",
+        "Inter&shy;ventions",
+        "Denied calls",
+        "Feedback rounds",
+        "Tampered",
+    ] {
+        assert!(
+            head.contains(&format!("<th>{column}</th>")),
+            "no column {column}"
+        );
+    }
+    let rows: Vec<&str> = summary.split("<tr>").skip(2).collect();
+    // baseline: 4 retries, 2 interventions, 2 denied, 2 rounds, 1 tampered.
+    assert!(rows[0].contains(
+        "<td class=\"num\">4</td><td class=\"num\">2</td><td class=\"num\">2</td>\n<td class=\"num\">2</td><td class=\"num tampered\">1</td>"
+    ), "{}", rows[0]);
+    assert!(
+        !rows[1].contains("tampered"),
+        "0 is not highlighted: {}",
+        rows[1]
+    );
+    let how = between(&report.index, "<p class=\"how-to-read\">", "</p>");
+    for word in ["Interventions", "Tampered", "Feedback rounds"] {
+        assert!(how.contains(word), "how-to-read lacks {word}");
+    }
+    let failed = between(&report.index, "<table class=\"failed\">", "</table>");
+    assert_eq!(failed.matches("<span class=\"tag tampered\"").count(), 1);
+    let tampered_row = between(failed, "<tr class=\"tampered-trial\">", "</tr>");
+    assert!(tampered_row.contains(&fixture::traced_trial_id()));
+}
+
+#[test]
+fn a_run_traced_before_permissions_still_renders() {
+    let run = tempfile::tempdir().unwrap();
+    fixture::write_run_as(run.path(), |_| true);
+    let report = render(run);
+    let summary = between(&report.index, "<table class=\"summary\">", "</table>");
+    assert!(
+        !summary.contains("num tampered"),
+        "old traces never tampered"
+    );
+    let page = trial_page(&report, &fixture::traced_trial_id());
+    assert!(!page.contains("Approval ·"));
+    assert!(!page.contains("permission <span"));
+    assert!(page.contains("<dt>Tampered</dt><dd>no</dd>"));
+    // Attempts were recorded before retry waits were.
+    assert!(page.contains("Retry: attempt 2, sent without a wait."));
+}
+
+#[test]
+fn a_run_where_every_trial_passed_has_no_trial_pages() {
+    let run = tempfile::tempdir().unwrap();
+    fixture::manifest().write(run.path()).unwrap();
+    let passed: Vec<_> = fixture::trials()
+        .into_iter()
+        .filter(|t| t.outcome == tack_protocol::TrialOutcome::Passed)
+        .collect();
+    fixture::write_trials(run.path(), &passed);
+    let report = render(run);
+    assert!(report.files.trial_pages.is_empty());
+    assert!(report.index.contains("Every trial passed."));
 }
 
 #[test]

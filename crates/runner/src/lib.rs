@@ -3,6 +3,7 @@
 //! recorded to a trace directory.
 
 mod clock;
+mod permissions;
 mod plan;
 mod trial;
 
@@ -17,6 +18,7 @@ use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError
 use tokio::sync::Semaphore;
 
 pub use clock::{new_run_id, rfc3339_now};
+pub use permissions::gate_for as permission_gate;
 pub use plan::{PlanError, RunPlan, TrialSpec};
 
 /// What the runner reports as it goes.

@@ -1,12 +1,13 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tack_agent::{AgentRun, Dispatcher, ToolContext, now_ms, run_agent};
-use tack_model::{TaskBrief, builtin_model};
+use tack_agent::{Dispatcher, Gatekeeper, Session, ToolContext, approver_for, now_ms};
+use tack_model::{Model, TaskBrief, builtin_model};
 use tack_protocol::{
-    CheckRecord, Event, EventSink, StopReason, TrialFinished, TrialOutcome, TrialStarted, Usage,
+    CheckRecord, Event, EventSink, HarnessConfig, StopReason, TrialFinished, TrialOutcome,
+    TrialStarted, Usage,
 };
-use tack_suite::{Suite, Task, TrialWorkspace, Variant, run_checks};
+use tack_suite::{Protected, Suite, Task, TrialWorkspace, Variant, run_checks};
 use tack_trace::{RunWriter, TrialRecorder};
 
 use crate::{TrialSpec, TrialSummary};
@@ -44,7 +45,8 @@ pub(crate) async fn run_trial(
         Ok(recorder) => recorder,
         Err(error) => return failed_summary(spec, clock, error.to_string()),
     };
-    let (finished, kept_workspace) = execute(variant, task, spec, &mut recorder, clock).await;
+    let (finished, kept_workspace) =
+        execute(&suite.root, variant, task, spec, &mut recorder, clock).await;
     let mut summary = TrialSummary {
         trial_id: spec.trial_id.clone(),
         variant: spec.variant.clone(),
@@ -71,7 +73,49 @@ pub(crate) async fn run_trial(
     summary
 }
 
+/// Everything a trial's agent needs, built from the variant and the task.
+struct Harness {
+    config: HarnessConfig,
+    dispatcher: Dispatcher,
+    gatekeeper: Gatekeeper,
+    model: Box<dyn Model>,
+}
+
+fn build_harness(
+    suite_root: &Path,
+    variant: &Variant,
+    task: &Task,
+    spec: &TrialSpec,
+    workspace: &Path,
+) -> Result<Harness, String> {
+    let config = task.harness_for(variant);
+    let ctx = ToolContext {
+        workspace: workspace.to_path_buf(),
+        env: task.env_pairs(),
+        command_timeout: Duration::from_secs(config.command_timeout_secs),
+        output_limit: config.output_limit_bytes,
+    };
+    let dispatcher = Dispatcher::builtin(&config.tools, ctx).map_err(|e| e.to_string())?;
+    let gate = crate::permissions::gate_for(&config, suite_root, workspace)?;
+    let approver = approver_for(&config.approver, suite_root.to_path_buf())?;
+    let gatekeeper = Gatekeeper::new(gate, config.requires_approval.clone(), approver);
+    let brief = TaskBrief {
+        instruction: task.instruction.clone(),
+        solution: task.solution.clone(),
+        test_command: task.test_command.clone(),
+    };
+    let model =
+        builtin_model(&variant.model, brief, variant.sim, spec.seed).map_err(|e| e.to_string())?;
+    Ok(Harness {
+        config,
+        dispatcher,
+        gatekeeper,
+        model,
+    })
+}
+
 async fn execute(
+    suite_root: &Path,
     variant: &Variant,
     task: &Task,
     spec: &TrialSpec,
@@ -91,35 +135,41 @@ async fn execute(
             return (result, None);
         }
     };
-    let config = task.harness_for(variant);
-    let ctx = ToolContext {
-        workspace: workspace.path().to_path_buf(),
-        env: task.env_pairs(),
-        command_timeout: Duration::from_secs(config.command_timeout_secs),
-        output_limit: config.output_limit_bytes,
+    let mut harness = match build_harness(suite_root, variant, task, spec, workspace.path()) {
+        Ok(harness) => harness,
+        Err(error) => return (harness_failure(clock, error), None),
     };
-    let dispatcher = match Dispatcher::builtin(&config.tools, ctx) {
-        Ok(dispatcher) => dispatcher,
-        Err(error) => return (harness_failure(clock, error.to_string()), None),
-    };
-    let brief = TaskBrief {
-        instruction: task.instruction.clone(),
-        solution: task.solution.clone(),
-        test_command: task.test_command.clone(),
-    };
-    let mut model = match builtin_model(&variant.model, brief, variant.sim, spec.seed) {
-        Ok(model) => model,
-        Err(error) => return (harness_failure(clock, error.to_string()), None),
-    };
-    let run = run_agent(
-        &config,
-        model.as_mut(),
-        &dispatcher,
-        &task.instruction,
+    let protected = Protected::new(&task.protected).ok();
+    let before = protected.as_ref().map(|p| p.fingerprint(workspace.path()));
+
+    let mut session = Session::new(
+        &harness.config,
+        &harness.dispatcher,
+        &harness.gatekeeper,
         recorder,
-    )
-    .await;
-    let checks = verify(task, &workspace, &run, recorder).await;
+    );
+    let mut stop = session.run(harness.model.as_mut(), &task.instruction).await;
+    let mut rounds = 0;
+    let checks = loop {
+        let verdict = verify(task, &workspace, &mut session).await;
+        let Ok((false, feedback)) = &verdict else {
+            break verdict.map(|(passed, _)| passed);
+        };
+        if stop != StopReason::Completed || rounds >= harness.config.feedback_rounds {
+            break Ok(false);
+        }
+        rounds += 1;
+        stop = session.run(harness.model.as_mut(), feedback).await;
+    };
+    let run = session.totals();
+
+    let tampered = match (&protected, &before) {
+        (Some(protected), Some(before)) => !protected
+            .fingerprint(workspace.path())
+            .changed_since(before)
+            .is_empty(),
+        _ => false,
+    };
     let (checks_passed, check_error) = match checks {
         Ok(passed) => (Some(passed), None),
         Err(error) => (None, Some(error)),
@@ -136,7 +186,12 @@ async fn execute(
     );
     result.steps = run.steps;
     result.usage = run.usage;
+    result.cost_usd = run.cost_usd;
     result.tool_errors = run.tool_errors;
+    result.retries = run.retries;
+    result.interventions = run.interventions;
+    result.feedback_rounds = rounds;
+    result.tampered = tampered;
     (result, kept)
 }
 
@@ -150,33 +205,49 @@ fn harness_failure(clock: Instant, error: String) -> TrialFinished {
     )
 }
 
-/// Runs the hidden checks and records each; `Ok(all passed)`.
+/// Runs the hidden checks and records each. `Ok((all passed, feedback))`,
+/// where the feedback is what the model is told when they failed.
 async fn verify(
     task: &Task,
     workspace: &TrialWorkspace,
-    run: &AgentRun,
-    recorder: &mut TrialRecorder,
-) -> Result<bool, String> {
+    session: &mut Session<'_>,
+) -> Result<(bool, String), String> {
     let results = run_checks(task, workspace.path())
         .await
         .map_err(|e| e.to_string())?;
-    for (span_id, result) in (run.spans_used + 1..).zip(&results) {
-        let record = CheckRecord {
-            span_id,
-            name: result.name.clone(),
-            command: result.command.clone(),
-            exit_code: result.exit_code,
-            passed: result.passed,
-            output: result.output.clone(),
-            started_at_ms: result.started_at_ms,
-            duration_ms: result.duration_ms,
-        };
-        recorder
-            .record(Event::Check(record))
+    let mut feedback = String::from("The task's checks failed after you finished:\n");
+    for result in &results {
+        session
+            .record(|span_id| {
+                Event::Check(CheckRecord {
+                    span_id,
+                    name: result.name.clone(),
+                    command: result.command.clone(),
+                    exit_code: result.exit_code,
+                    passed: result.passed,
+                    output: result.output.clone(),
+                    started_at_ms: result.started_at_ms,
+                    duration_ms: result.duration_ms,
+                })
+            })
             .map_err(|e| e.to_string())?;
+        if !result.passed {
+            let output: String = result.output.chars().take(FEEDBACK_OUTPUT_CHARS).collect();
+            let code = result
+                .exit_code
+                .map_or("none".to_string(), |c| c.to_string());
+            feedback.push_str(&format!(
+                "\n## {} FAILED (exit code {code})\n{output}\n",
+                result.name
+            ));
+        }
     }
-    Ok(results.iter().all(|r| r.passed))
+    feedback.push_str("\nFix the remaining problems, then answer without a tool call.");
+    Ok((results.iter().all(|r| r.passed), feedback))
 }
+
+/// Check output sent back to the model per failing check.
+const FEEDBACK_OUTPUT_CHARS: usize = 4000;
 
 fn finished(
     clock: Instant,
@@ -193,6 +264,8 @@ fn finished(
         cost_usd: None,
         retries: 0,
         interventions: 0,
+        feedback_rounds: 0,
+        tampered: false,
         tool_errors: 0,
         checks_passed,
         duration_ms: clock.elapsed().as_millis() as u64,

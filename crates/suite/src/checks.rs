@@ -5,7 +5,7 @@ use serde::Serialize;
 use tack_sandbox::CommandSpec;
 
 use crate::copy::copy_tree;
-use crate::{SuiteError, Task};
+use crate::{Check, SuiteError, Task};
 
 const CHECK_OUTPUT_LIMIT: usize = 16 * 1024;
 
@@ -43,21 +43,31 @@ pub async fn run_checks(task: &Task, workspace: &Path) -> Result<Vec<CheckResult
         "TACK_WORKSPACE".to_string(),
         workspace.display().to_string(),
     ));
-    let mut results = Vec::with_capacity(task.checks.len());
-    for check in &task.checks {
+    run_check_commands(&task.checks, workspace, &env).await
+}
+
+/// Runs check commands in `workspace` with `env`, in order, each to its
+/// timeout. A check that cannot start at all is an error, not a failure.
+pub async fn run_check_commands(
+    checks: &[Check],
+    workspace: &Path,
+    env: &[(String, String)],
+) -> Result<Vec<CheckResult>, SuiteError> {
+    let mut results = Vec::with_capacity(checks.len());
+    for check in checks {
         let started_at_ms = now_ms();
         let clock = Instant::now();
         let spec = CommandSpec {
             script: &check.run,
             cwd: workspace,
-            env: &env,
+            env,
             timeout: Duration::from_secs(check.timeout_secs),
             output_limit: CHECK_OUTPUT_LIMIT,
         };
         let output = tack_sandbox::run(&spec)
             .await
             .map_err(|e| SuiteError::Environment {
-                task: task.id.clone(),
+                task: workspace.display().to_string(),
                 message: format!("check `{}` could not run: {e}", check.name),
             })?;
         let mut text = format!("{}{}", output.stdout, output.stderr);

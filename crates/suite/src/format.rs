@@ -91,7 +91,13 @@ pub struct Task {
     pub limits: Limits,
     pub checks: Vec<Check>,
     pub solution: Solution,
+    /// Globs of workspace files the checks depend on; a trial whose agent
+    /// changes one is flagged as tampered.
+    pub protected: Vec<String>,
 }
+
+/// Files a task's checks usually depend on: the visible tests.
+pub const DEFAULT_PROTECTED: [&str; 4] = ["**/test_*", "**/*_test.*", "**/tests/**", "**/test.sh"];
 
 impl Task {
     pub fn fixture_dir(&self) -> PathBuf {
@@ -165,4 +171,6 @@ pub(crate) struct TaskFile {
     pub checks: Vec<Check>,
     #[serde(default)]
     pub solution: Solution,
+    #[serde(default)]
+    pub protected: Option<Vec<String>>,
 }

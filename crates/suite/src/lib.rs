@@ -10,12 +10,14 @@ mod format;
 mod hash;
 mod load;
 mod soundness;
+mod tamper;
 mod workspace;
 
-pub use checks::{CheckResult, run_checks};
+pub use checks::{CheckResult, run_check_commands, run_checks};
 pub use error::SuiteError;
-pub use format::{Check, Environment, Limits, Suite, Task, Variant};
+pub use format::{Check, DEFAULT_PROTECTED, Environment, Limits, Suite, Task, Variant};
 pub use hash::content_hash;
 pub use load::load_suite;
 pub use soundness::{TaskSoundness, check_suite, check_task};
+pub use tamper::{Fingerprint, Protected};
 pub use workspace::{TrialWorkspace, apply_solution};

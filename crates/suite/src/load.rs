@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use tack_model::is_builtin_model;
 use tack_protocol::Edit;
 
-use crate::format::{SuiteFile, TaskFile};
+use crate::format::{DEFAULT_PROTECTED, SuiteFile, TaskFile};
 use crate::{Suite, SuiteError, Task, Variant};
 
 const SUITE_FILE: &str = "suite.toml";
@@ -169,6 +169,9 @@ fn load_task(dir: &Path) -> Result<Task, SuiteError> {
         limits: parsed.limits,
         checks: parsed.checks,
         solution: parsed.solution,
+        protected: parsed
+            .protected
+            .unwrap_or_else(|| DEFAULT_PROTECTED.map(String::from).to_vec()),
     };
     check_task(&file, &task)?;
     Ok(task)
@@ -198,6 +201,9 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
             "checks",
             "no hidden checks: add a [[checks]] entry with `name` and `run`, or nothing can tell a pass from a fail",
         ));
+    }
+    if let Err(message) = crate::tamper::Protected::new(&task.protected) {
+        return Err(SuiteError::invalid(file, "protected", message));
     }
     if let Some(i) = task.checks.iter().position(|c| c.run.trim().is_empty()) {
         return Err(SuiteError::invalid(

@@ -80,6 +80,8 @@ pub(crate) fn trial_batch(
             f64s(&s, |(_, f)| f.cost_usd),
             u32s(&s, |(_, f)| Some(f.retries)),
             u32s(&s, |(_, f)| Some(f.interventions)),
+            u32s(&s, |(_, f)| Some(f.feedback_rounds)),
+            bools(&s, |(_, f)| Some(f.tampered)),
             bools(&s, |(_, f)| f.checks_passed),
             i64s(&s, |(t, _)| Some(t.started_at_ms)),
             u64s(&s, |(_, f)| Some(f.duration_ms)),
@@ -109,6 +111,13 @@ impl Span<'_> {
         }
     }
 
+    fn approval(&self) -> Option<&tack_protocol::ApprovalRecord> {
+        match self.event {
+            Event::Approval(a) => Some(a),
+            _ => None,
+        }
+    }
+
     fn check(&self) -> Option<&tack_protocol::CheckRecord> {
         match self.event {
             Event::Check(c) => Some(c),
@@ -134,6 +143,17 @@ impl Span<'_> {
                 t.duration_ms,
                 t.status.as_str(),
             ),
+            Event::Approval(a) => {
+                let status = if a.approved { "ok" } else { "error" };
+                (
+                    a.span_id,
+                    kind::APPROVAL,
+                    &a.tool_name,
+                    a.started_at_ms,
+                    a.wait_ms,
+                    status,
+                )
+            }
             Event::Check(c) => {
                 let status = if c.passed { "ok" } else { "error" };
                 (
@@ -159,7 +179,7 @@ pub(crate) fn spans_batch(
         .filter(|(_, e)| {
             matches!(
                 e,
-                Event::ModelCall(_) | Event::ToolCall(_) | Event::Check(_)
+                Event::ModelCall(_) | Event::ToolCall(_) | Event::Approval(_) | Event::Check(_)
             )
         })
         .map(|(seq, event)| Span { seq: *seq, event })
@@ -172,10 +192,17 @@ pub(crate) fn spans_batch(
             strings(&rows, |_| Some(&started.run_id)),
             strings(&rows, |_| Some(&started.trial_id)),
             u32s(&rows, |r| Some(r.common().0)),
-            u32s(&rows, |r| r.tool().map(|t| t.parent_span_id)),
+            u32s(&rows, |r| {
+                r.tool()
+                    .map(|t| t.parent_span_id)
+                    .or(r.approval().map(|a| a.parent_span_id))
+            }),
             u64s(&rows, |r| Some(r.seq)),
             u32s(&rows, |r| {
-                r.model().map(|m| m.step).or(r.tool().map(|t| t.step))
+                r.model()
+                    .map(|m| m.step)
+                    .or(r.tool().map(|t| t.step))
+                    .or(r.approval().map(|a| a.step))
             }),
             strings(&rows, |r| Some(r.common().1)),
             strings(&rows, |r| Some(r.common().2)),
@@ -185,7 +212,11 @@ pub(crate) fn spans_batch(
             strings(&rows, |r| {
                 r.tool().and_then(|t| t.error_kind.map(|k| k.as_str()))
             }),
-            strings(&rows, |r| r.model().and_then(|m| m.error.as_deref())),
+            strings(&rows, |r| {
+                r.model()
+                    .and_then(|m| m.error.as_deref())
+                    .or(r.approval().and_then(|a| a.reason.as_deref()))
+            }),
             strings(&rows, |r| r.model().map(|m| m.provider.as_str())),
             strings(&rows, |r| r.model().map(|m| m.request_model.as_str())),
             strings(&rows, |r| r.model().map(|m| m.response_model.as_str())),
@@ -199,11 +230,24 @@ pub(crate) fn spans_batch(
             usage(|u| u.reasoning_tokens),
             f64s(&rows, |r| r.model().and_then(|m| m.cost_usd)),
             u32s(&rows, |r| r.model().map(|m| m.attempt)),
+            u64s(&rows, |r| r.model().map(|m| m.retry_wait_ms)),
             u32s(&rows, |r| r.model().map(|m| m.messages_from)),
             u32s(&rows, |r| r.model().map(|m| m.messages_to)),
-            strings(&rows, |r| r.tool().map(|t| t.tool_name.as_str())),
-            strings(&rows, |r| r.tool().map(|t| t.call_id.as_str())),
-            strings(&rows, |r| r.tool().map(|t| t.arguments.as_str())),
+            strings(&rows, |r| {
+                r.tool()
+                    .map(|t| t.tool_name.as_str())
+                    .or(r.approval().map(|a| a.tool_name.as_str()))
+            }),
+            strings(&rows, |r| {
+                r.tool()
+                    .map(|t| t.call_id.as_str())
+                    .or(r.approval().map(|a| a.call_id.as_str()))
+            }),
+            strings(&rows, |r| {
+                r.tool()
+                    .map(|t| t.arguments.as_str())
+                    .or(r.approval().map(|a| a.arguments.as_str()))
+            }),
             strings(&rows, |r| r.tool().map(|t| t.result.as_str())),
             i32s(&rows, |r| {
                 r.tool()
@@ -213,6 +257,23 @@ pub(crate) fn spans_batch(
             strings(&rows, |r| r.tool().and_then(|t| t.stdout.as_deref())),
             strings(&rows, |r| r.tool().and_then(|t| t.stderr.as_deref())),
             bools(&rows, |r| r.tool().map(|t| t.truncated)),
+            strings(&rows, |r| {
+                r.tool()
+                    .and_then(|t| t.permission.as_deref())
+                    .or(r.approval().map(|_| "ask"))
+            }),
+            strings(&rows, |r| {
+                r.tool()
+                    .and_then(|t| t.permission_rule.as_deref())
+                    .or(r.approval().map(|a| a.rule.as_str()))
+            }),
+            strings(&rows, |r| {
+                r.tool()
+                    .and_then(|t| t.permission_part.as_deref())
+                    .or(r.approval().map(|a| a.part.as_str()))
+            }),
+            bools(&rows, |r| r.approval().map(|a| a.approved)),
+            strings(&rows, |r| r.approval().map(|a| a.approver.as_str())),
             strings(&rows, |r| r.check().map(|c| c.command.as_str())),
             bools(&rows, |r| r.check().map(|c| c.passed)),
             strings(&rows, |r| r.check().map(|c| c.output.as_str())),

@@ -37,6 +37,8 @@ pub mod col {
     pub const COST_USD: &str = "cost_usd";
     pub const RETRIES: &str = "retries";
     pub const INTERVENTIONS: &str = "interventions";
+    pub const FEEDBACK_ROUNDS: &str = "feedback_rounds";
+    pub const TAMPERED: &str = "tampered";
     pub const CHECKS_PASSED: &str = "checks_passed";
     pub const STARTED_AT_MS: &str = "started_at_ms";
     pub const DURATION_MS: &str = "duration_ms";
@@ -55,6 +57,12 @@ pub mod col {
     pub const RESPONSE_MODEL: &str = "gen_ai_response_model";
     pub const FINISH_REASON: &str = "gen_ai_response_finish_reason";
     pub const ATTEMPT: &str = "attempt";
+    pub const RETRY_WAIT_MS: &str = "retry_wait_ms";
+    pub const PERMISSION: &str = "permission";
+    pub const PERMISSION_RULE: &str = "permission_rule";
+    pub const PERMISSION_PART: &str = "permission_part";
+    pub const APPROVED: &str = "approved";
+    pub const APPROVER: &str = "approver";
     pub const MESSAGES_FROM: &str = "messages_from";
     pub const MESSAGES_TO: &str = "messages_to";
     pub const TOOL_NAME: &str = "gen_ai_tool_name";
@@ -80,6 +88,8 @@ pub mod kind {
     pub const MODEL_CALL: &str = "model_call";
     pub const TOOL_CALL: &str = "tool_call";
     pub const CHECK: &str = "check";
+    /// A tool call that waited for an approver; `duration_ms` is the wait.
+    pub const APPROVAL: &str = "approval";
 }
 
 fn field(name: &str, data_type: DataType, nullable: bool) -> Field {
@@ -114,6 +124,8 @@ pub fn trials_schema() -> SchemaRef {
                 field(col::COST_USD, Float64, true),
                 field(col::RETRIES, UInt32, false),
                 field(col::INTERVENTIONS, UInt32, false),
+                field(col::FEEDBACK_ROUNDS, UInt32, false),
+                field(col::TAMPERED, Boolean, false),
                 field(col::CHECKS_PASSED, Boolean, true),
                 field(col::STARTED_AT_MS, Int64, false),
                 field(col::DURATION_MS, UInt64, false),
@@ -154,6 +166,7 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::REASONING_TOKENS, UInt64, true),
                 field(col::COST_USD, Float64, true),
                 field(col::ATTEMPT, UInt32, true),
+                field(col::RETRY_WAIT_MS, UInt64, true),
                 field(col::MESSAGES_FROM, UInt32, true),
                 field(col::MESSAGES_TO, UInt32, true),
                 field(col::TOOL_NAME, Utf8, true),
@@ -164,6 +177,11 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::STDOUT, Utf8, true),
                 field(col::STDERR, Utf8, true),
                 field(col::TRUNCATED, Boolean, true),
+                field(col::PERMISSION, Utf8, true),
+                field(col::PERMISSION_RULE, Utf8, true),
+                field(col::PERMISSION_PART, Utf8, true),
+                field(col::APPROVED, Boolean, true),
+                field(col::APPROVER, Utf8, true),
                 field(col::CHECK_COMMAND, Utf8, true),
                 field(col::CHECK_PASSED, Boolean, true),
                 field(col::CHECK_OUTPUT, Utf8, true),

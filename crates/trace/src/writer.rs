@@ -255,6 +255,8 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
             cost_usd: None,
             retries: 0,
             interventions: 0,
+            feedback_rounds: 0,
+            tampered: false,
             tool_errors: 0,
             checks_passed: None,
             duration_ms: 0,

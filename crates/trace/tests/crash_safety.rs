@@ -66,6 +66,7 @@ fn model_call(span_id: u32) -> Event {
         messages_from: 0,
         messages_to: 1,
         attempt: 1,
+        retry_wait_ms: 0,
         status: SpanStatus::Ok,
         error: None,
     })
@@ -80,6 +81,8 @@ fn finished() -> Event {
         cost_usd: None,
         retries: 0,
         interventions: 0,
+        feedback_rounds: 0,
+        tampered: false,
         tool_errors: 0,
         checks_passed: Some(true),
         duration_ms: 5,

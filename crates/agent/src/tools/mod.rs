@@ -3,7 +3,11 @@
 
 mod bash;
 mod files;
+mod grep;
+mod list;
 mod paths;
+mod schema;
+mod walk;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +20,10 @@ use tack_sandbox::CommandOutput;
 
 pub use bash::BashTool;
 pub use files::{ReadFileTool, StrReplaceTool, WriteFileTool};
+pub use grep::GrepTool;
+pub use list::ListFilesTool;
+pub(crate) use schema::ArgumentSchema;
+pub use schema::InvalidToolSchema;
 
 /// What every tool call may use: the trial's workspace and its limits.
 #[derive(Debug, Clone)]
@@ -71,7 +79,14 @@ pub trait Tool: Send + Sync {
 }
 
 /// Names of the built-in tools, in the order they are offered.
-pub const BUILTIN_TOOLS: [&str; 4] = ["bash", "read_file", "write_file", "str_replace"];
+pub const BUILTIN_TOOLS: [&str; 6] = [
+    "bash",
+    "read_file",
+    "write_file",
+    "str_replace",
+    "list_files",
+    "grep",
+];
 
 /// Looks up a built-in tool by name.
 pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
@@ -80,6 +95,8 @@ pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
         "read_file" => Some(Arc::new(ReadFileTool)),
         "write_file" => Some(Arc::new(WriteFileTool)),
         "str_replace" => Some(Arc::new(StrReplaceTool)),
+        "list_files" => Some(Arc::new(ListFilesTool)),
+        "grep" => Some(Arc::new(GrepTool)),
         _ => None,
     }
 }
@@ -107,4 +124,22 @@ pub(crate) fn parse_arguments<T: DeserializeOwned>(
             ),
         )
     })
+}
+
+/// Runs blocking file-system work (walks, searches) on tokio's blocking pool,
+/// so a long search does not hold up the async workers other trials run on.
+/// A panic in `work` is re-raised, for the dispatcher to report.
+pub(crate) async fn blocking<F>(work: F) -> Result<ToolOutput, ToolError>
+where
+    F: FnOnce() -> Result<ToolOutput, ToolError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(join) => match join.try_into_panic() {
+            Ok(payload) => std::panic::resume_unwind(payload),
+            Err(join) => Err(ToolError::failed(format!(
+                "the search was cancelled: {join}"
+            ))),
+        },
+    }
 }

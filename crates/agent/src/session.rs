@@ -1,0 +1,338 @@
+//! The agent loop: two nested loops (model turns, and the tool calls each
+//! turn asks for), limits checked before every model call, transient model
+//! failures retried with backoff, every tool call through the gate, and every
+//! step recorded. A session can be resumed with more user input, which is how
+//! failing checks go back to the model in feedback rounds.
+
+use std::time::{Duration, Instant};
+
+use tack_model::{Model, ModelRequest};
+use tack_protocol::{
+    ApprovalRecord, Event, EventSink, FinishReason, HarnessConfig, Message, ModelCallRecord,
+    SinkError, SpanStatus, StopReason, ToolCall, ToolCallRecord, ToolErrorKind, ToolSpec, Usage,
+};
+
+use crate::gate::{Clearance, Gatekeeper};
+use crate::recorder::{Recorder, now_ms};
+use crate::retry::backoff;
+use crate::tools::{ToolError, ToolOutput};
+use crate::{AgentRun, Dispatcher, view};
+
+pub struct Session<'a> {
+    config: &'a HarnessConfig,
+    dispatcher: &'a Dispatcher,
+    gatekeeper: &'a Gatekeeper,
+    recorder: Recorder<'a>,
+    tools: Vec<ToolSpec>,
+    messages: Vec<Message>,
+    clock: Instant,
+    totals: AgentRun,
+}
+
+impl std::fmt::Debug for Session<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("messages", &self.messages.len())
+            .field("totals", &self.totals)
+            .finish()
+    }
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        config: &'a HarnessConfig,
+        dispatcher: &'a Dispatcher,
+        gatekeeper: &'a Gatekeeper,
+        sink: &'a mut dyn EventSink,
+    ) -> Session<'a> {
+        Session {
+            config,
+            dispatcher,
+            gatekeeper,
+            recorder: Recorder::new(sink),
+            tools: dispatcher.specs(),
+            messages: Vec::new(),
+            clock: Instant::now(),
+            totals: AgentRun::default(),
+        }
+    }
+
+    /// Sends `input` as the user (the instruction first, feedback later) and
+    /// runs until the model answers without a tool call or a limit stops it.
+    pub async fn run(&mut self, model: &mut dyn Model, input: &str) -> StopReason {
+        let stop = self.run_inner(model, input).await;
+        self.totals.stop_reason = stop;
+        stop
+    }
+
+    async fn run_inner(&mut self, model: &mut dyn Model, input: &str) -> StopReason {
+        if self.messages.is_empty()
+            && let Err(stop) = self.push_message(Message::system(&self.config.system_prompt))
+        {
+            return stop;
+        }
+        if let Err(stop) = self.push_message(Message::user(input)) {
+            return stop;
+        }
+        loop {
+            if let Some(stop) = self.limit_reached() {
+                return stop;
+            }
+            self.totals.steps += 1;
+            let (message, finish, model_span) = match self.call_model(model).await {
+                Ok(answer) => answer,
+                Err(stop) => return stop,
+            };
+            let calls = message.tool_calls.clone();
+            let content = message.content.clone();
+            if let Err(stop) = self.push_message(message) {
+                return stop;
+            }
+            if calls.is_empty() {
+                self.totals.final_message = Some(content);
+                return StopReason::Completed;
+            }
+            let cut_off = finish == FinishReason::Length;
+            for call in &calls {
+                if let Err(stop) = self.run_tool(call, cut_off, model_span).await {
+                    return stop;
+                }
+            }
+        }
+    }
+
+    fn limit_reached(&self) -> Option<StopReason> {
+        let config = self.config;
+        if self.totals.steps >= config.max_steps {
+            return Some(StopReason::StepLimit);
+        }
+        if config
+            .max_wall_secs
+            .is_some_and(|secs| self.clock.elapsed() >= Duration::from_secs(secs))
+        {
+            return Some(StopReason::TimeLimit);
+        }
+        if config
+            .max_tokens
+            .is_some_and(|max| self.totals.usage.total() >= max)
+        {
+            return Some(StopReason::TokenLimit);
+        }
+        let spent = self.totals.cost_usd.unwrap_or(0.0);
+        if config.max_cost_usd.is_some_and(|max| spent >= max) {
+            return Some(StopReason::CostLimit);
+        }
+        None
+    }
+
+    fn time_left(&self) -> Option<Duration> {
+        self.config
+            .max_wall_secs
+            .map(|secs| Duration::from_secs(secs).saturating_sub(self.clock.elapsed()))
+    }
+
+    /// One model turn, retrying transient failures. Every attempt is a span.
+    async fn call_model(
+        &mut self,
+        model: &mut dyn Model,
+    ) -> Result<(Message, FinishReason, u32), StopReason> {
+        let attempts = self.config.model_attempts.max(1);
+        let mut retry_after = None;
+        for attempt in 1..=attempts {
+            let wait = if attempt > 1 {
+                backoff(attempt, retry_after)
+            } else {
+                Duration::ZERO
+            };
+            if self.time_left().is_some_and(|left| left <= wait) {
+                return Err(StopReason::TimeLimit);
+            }
+            tokio::time::sleep(wait).await;
+            let started_at_ms = now_ms();
+            let clock = Instant::now();
+            let request = ModelRequest {
+                messages: &self.messages,
+                tools: &self.tools,
+            };
+            let answer = match self.time_left() {
+                Some(left) => match tokio::time::timeout(left, model.complete(request)).await {
+                    Ok(answer) => answer,
+                    Err(_) => return Err(StopReason::TimeLimit),
+                },
+                None => model.complete(request).await,
+            };
+            let mut record = ModelCallRecord {
+                span_id: self.recorder.next_span_id(),
+                step: self.totals.steps,
+                provider: model.provider().to_string(),
+                request_model: model.model_name().to_string(),
+                response_model: String::new(),
+                started_at_ms,
+                duration_ms: clock.elapsed().as_millis() as u64,
+                finish_reason: None,
+                usage: Usage::default(),
+                cost_usd: None,
+                messages_from: 0,
+                messages_to: self.messages.len() as u32,
+                attempt,
+                retry_wait_ms: wait.as_millis() as u64,
+                status: SpanStatus::Ok,
+                error: None,
+            };
+            if attempt > 1 {
+                self.totals.retries += 1;
+            }
+            match answer {
+                Ok(response) => {
+                    record.response_model = response.response_model;
+                    record.finish_reason = Some(response.finish_reason.as_str().to_string());
+                    record.usage = response.usage;
+                    self.totals.usage += response.usage;
+                    let span = record.span_id;
+                    self.recorder.model_call(record)?;
+                    return Ok((response.message, response.finish_reason, span));
+                }
+                Err(error) => {
+                    record.status = SpanStatus::Error;
+                    record.error = Some(error.to_string());
+                    self.recorder.model_call(record)?;
+                    if !error.is_transient() || attempt == attempts {
+                        self.totals.error = Some(format!("after {attempt} attempt(s): {error}"));
+                        return Err(StopReason::ModelError);
+                    }
+                    retry_after = error.retry_after();
+                }
+            }
+        }
+        Err(StopReason::ModelError)
+    }
+
+    async fn run_tool(
+        &mut self,
+        call: &ToolCall,
+        cut_off: bool,
+        parent_span_id: u32,
+    ) -> Result<(), StopReason> {
+        let started_at_ms = now_ms();
+        let clock = Instant::now();
+        let clearance = if cut_off {
+            Clearance::default()
+        } else {
+            self.gatekeeper.clear(call).await
+        };
+        if let Some((request, answer, wait_ms)) = &clearance.approval {
+            self.totals.interventions += 1;
+            let record = ApprovalRecord {
+                span_id: self.recorder.next_span_id(),
+                parent_span_id,
+                step: self.totals.steps,
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                rule: request.rule.clone(),
+                part: request.part.clone(),
+                approved: answer.approved,
+                approver: answer.approver.clone(),
+                reason: answer.reason.clone(),
+                started_at_ms,
+                wait_ms: *wait_ms,
+            };
+            self.recorder.record(Event::Approval(record))?;
+        }
+        let result = match &clearance.refusal {
+            Some(message) => Err(ToolError::new(ToolErrorKind::Denied, message.clone())),
+            None => self.dispatcher.dispatch(call, cut_off).await,
+        };
+        let shown = view::render(self.config.tool_results, &result);
+        let record = self.tool_record(
+            call,
+            &result,
+            &clearance,
+            &shown,
+            parent_span_id,
+            started_at_ms,
+            clock,
+        );
+        self.totals.tool_calls += 1;
+        if record.status == SpanStatus::Error {
+            self.totals.tool_errors += 1;
+        }
+        self.recorder.tool_call(record)?;
+        self.push_message(Message::tool_result(&call.id, shown))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn tool_record(
+        &mut self,
+        call: &ToolCall,
+        result: &Result<ToolOutput, ToolError>,
+        clearance: &Clearance,
+        shown: &str,
+        parent_span_id: u32,
+        started_at_ms: i64,
+        clock: Instant,
+    ) -> ToolCallRecord {
+        let decision = clearance.decision.as_ref();
+        let mut record = ToolCallRecord {
+            span_id: self.recorder.next_span_id(),
+            parent_span_id,
+            step: self.totals.steps,
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            result: shown.to_string(),
+            exit_code: None,
+            stdout: None,
+            stderr: None,
+            truncated: false,
+            started_at_ms,
+            duration_ms: clock.elapsed().as_millis() as u64,
+            status: SpanStatus::Ok,
+            error_kind: None,
+            permission: decision.map(|d| d.verdict.as_str().to_string()),
+            permission_rule: decision.map(|d| d.rule.clone()),
+            permission_part: decision.map(|d| d.part.clone()),
+        };
+        match result {
+            Ok(ToolOutput::Command(output)) => {
+                record.truncated = output.truncated();
+                record.exit_code = output.exit_code;
+                if output.timed_out {
+                    record.status = SpanStatus::Error;
+                    record.error_kind = Some(ToolErrorKind::Timeout);
+                }
+                record.stdout = Some(output.stdout.clone());
+                record.stderr = Some(output.stderr.clone());
+            }
+            Ok(ToolOutput::Text { truncated, .. }) => record.truncated = *truncated,
+            Err(error) => {
+                record.status = SpanStatus::Error;
+                record.error_kind = Some(error.kind);
+            }
+        }
+        record
+    }
+
+    fn push_message(&mut self, message: Message) -> Result<(), StopReason> {
+        let index = self.messages.len() as u32;
+        self.recorder.message(index, &message)?;
+        self.messages.push(message);
+        Ok(())
+    }
+
+    /// Records an event that is not the loop's own (the checks), with the
+    /// next span id.
+    pub fn record(&mut self, make: impl FnOnce(u32) -> Event) -> Result<(), SinkError> {
+        let span_id = self.recorder.next_span_id();
+        self.recorder.record_raw(make(span_id))
+    }
+
+    /// The totals so far.
+    pub fn totals(&self) -> AgentRun {
+        let mut totals = self.totals.clone();
+        if totals.error.is_none() {
+            totals.error = self.recorder.failure();
+        }
+        totals
+    }
+}

@@ -1,0 +1,307 @@
+//! `tack exec`: one unattended agent run on a directory, outside any suite.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use tack_agent::{Dispatcher, Gatekeeper, Session, ToolContext, approver_for};
+use tack_model::{SimParams, TaskBrief, builtin_model};
+use tack_protocol::{
+    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ResultView, SinkError,
+    StopReason, TrialOutcome,
+};
+use tack_suite::Check;
+
+use crate::exit::{Classify, CommandError, CommandResult, Failure};
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0    the agent completed and every --check passed
+  1    the agent completed but a --check failed (verification failed)
+  2    usage error (bad flags, missing workspace, bad rules file)
+  3    harness error (tack failed, e.g. could not write the event stream)
+  4    a limit stopped the agent (--max-steps, --max-wall-secs, --max-tokens)
+  5    the model failed (after retries)
+  130  cancelled (Ctrl-C)
+
+With --json, stdout carries one JSON object per event, in order: {\"seq\": N, \"event\": {\"type\": …}}
+(trial_started is not sent; message, model_call, approval, tool_call, check; a final `exec_finished`).
+
+The run works in place on --workspace: files the agent writes stay written.";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct ExecArgs {
+    /// What to ask the agent.
+    instruction: String,
+    /// The directory the agent works in (in place).
+    #[arg(long, short = 'w')]
+    workspace: PathBuf,
+    /// The model: `sim` (the built-in simulated agent) — provider models come with the providers.
+    #[arg(long, default_value = "sim")]
+    model: String,
+    /// A command run in the workspace after the agent stops; exit 0 = pass. Repeatable.
+    #[arg(long = "check")]
+    checks: Vec<String>,
+    /// Rounds in which failing check output goes back to the agent.
+    #[arg(long, default_value_t = 0)]
+    feedback_rounds: u32,
+    #[arg(long, default_value_t = 30)]
+    max_steps: u32,
+    #[arg(long)]
+    max_wall_secs: Option<u64>,
+    #[arg(long)]
+    max_tokens: Option<u64>,
+    /// How command results are shown to the model.
+    #[arg(long, value_enum, default_value = "full")]
+    tool_results: ResultViewArg,
+    /// Permission rules: `default` (the built-in profile) or a rules file. Without it every call is allowed.
+    #[arg(long)]
+    permissions: Option<String>,
+    /// Who answers when a call needs approval [default: interactive on a terminal, deny_all otherwise].
+    #[arg(long, value_enum)]
+    approver: Option<ApproverArg>,
+    /// Seed of the simulated agent.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print the event stream as JSON lines on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ResultViewArg {
+    Full,
+    StdoutOnly,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ApproverArg {
+    ApproveAll,
+    DenyAll,
+    Interactive,
+}
+
+impl ExecArgs {
+    fn config(&self) -> HarnessConfig {
+        let policy = match self.approver {
+            Some(ApproverArg::ApproveAll) => ApproverPolicy::ApproveAll,
+            Some(ApproverArg::DenyAll) => ApproverPolicy::DenyAll,
+            Some(ApproverArg::Interactive) => ApproverPolicy::Interactive,
+            None if std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
+                ApproverPolicy::Interactive
+            }
+            None => ApproverPolicy::DenyAll,
+        };
+        HarnessConfig {
+            tool_results: match self.tool_results {
+                ResultViewArg::Full => ResultView::Full,
+                ResultViewArg::StdoutOnly => ResultView::StdoutOnly,
+            },
+            max_steps: self.max_steps,
+            max_wall_secs: self.max_wall_secs,
+            max_tokens: self.max_tokens,
+            feedback_rounds: self.feedback_rounds,
+            permissions: self.permissions.clone(),
+            approver: ApproverConfig {
+                policy,
+                ..ApproverConfig::default()
+            },
+            ..HarnessConfig::default()
+        }
+    }
+}
+
+pub async fn run(args: ExecArgs) -> CommandResult {
+    if !args.workspace.is_dir() {
+        return Err(usage(format!(
+            "--workspace {} is not a directory; point it at the project the agent should work on",
+            args.workspace.display()
+        )));
+    }
+    let workspace = args.workspace.canonicalize().or_fail(Failure::Usage)?;
+    let config = args.config();
+    let ctx = ToolContext {
+        workspace: workspace.clone(),
+        env: Vec::new(),
+        command_timeout: Duration::from_secs(config.command_timeout_secs),
+        output_limit: config.output_limit_bytes,
+    };
+    let dispatcher = Dispatcher::builtin(&config.tools, ctx).or_fail(Failure::Usage)?;
+    let gate = tack_runner::permission_gate(&config, Path::new("."), &workspace).map_err(usage)?;
+    let approver = approver_for(&config.approver, workspace.clone()).map_err(usage)?;
+    let gatekeeper = Gatekeeper::new(gate, config.requires_approval.clone(), approver);
+    let brief = TaskBrief {
+        instruction: args.instruction.clone(),
+        ..TaskBrief::default()
+    };
+    let mut model = builtin_model(&args.model, brief, SimParams::default(), args.seed)
+        .or_fail(Failure::Usage)?;
+    let checks: Vec<Check> = args
+        .checks
+        .iter()
+        .enumerate()
+        .map(|(i, run)| Check {
+            name: format!("check {}", i + 1),
+            run: run.clone(),
+            timeout_secs: 600,
+        })
+        .collect();
+
+    let mut sink = ExecSink::new(args.json);
+    let mut session = Session::new(&config, &dispatcher, &gatekeeper, &mut sink);
+    let mut stop = session.run(model.as_mut(), &args.instruction).await;
+    let mut rounds = 0;
+    let checks_passed = loop {
+        if checks.is_empty() {
+            break Some(true);
+        }
+        let results = tack_suite::run_check_commands(&checks, &workspace, &[])
+            .await
+            .or_fail(Failure::Internal)?;
+        let mut feedback = String::from("The checks failed after you finished:\n");
+        for result in &results {
+            let recorded = session.record(|span_id| {
+                Event::Check(tack_protocol::CheckRecord {
+                    span_id,
+                    name: result.name.clone(),
+                    command: result.command.clone(),
+                    exit_code: result.exit_code,
+                    passed: result.passed,
+                    output: result.output.clone(),
+                    started_at_ms: result.started_at_ms,
+                    duration_ms: result.duration_ms,
+                })
+            });
+            if recorded.is_err() {
+                stop = StopReason::HarnessError;
+            }
+            if !result.passed {
+                feedback.push_str(&format!("\n$ {}\n{}\n", result.command, result.output));
+            }
+        }
+        let passed = results.iter().all(|r| r.passed);
+        if passed || stop != StopReason::Completed || rounds >= config.feedback_rounds {
+            break Some(passed);
+        }
+        rounds += 1;
+        stop = session.run(model.as_mut(), &feedback).await;
+    };
+    let totals = session.totals();
+    let outcome = TrialOutcome::decide(stop, checks_passed);
+    sink.finish(outcome, &totals);
+    Ok(exit_code(outcome))
+}
+
+fn usage(message: impl Into<String>) -> CommandError {
+    CommandError {
+        kind: Failure::Usage,
+        error: anyhow::anyhow!(message.into()),
+    }
+}
+
+/// The documented exit code of each outcome.
+pub fn exit_code(outcome: TrialOutcome) -> ExitCode {
+    ExitCode::from(match outcome {
+        TrialOutcome::Passed => 0,
+        TrialOutcome::VerificationFailed => 1,
+        TrialOutcome::HarnessError | TrialOutcome::InfraError => 3,
+        TrialOutcome::Limit => 4,
+        TrialOutcome::ModelError => 5,
+        TrialOutcome::Cancelled => 130,
+    })
+}
+
+/// Streams events: JSON lines on stdout, or a short account on stderr.
+struct ExecSink {
+    json: bool,
+    seq: u64,
+}
+
+impl ExecSink {
+    fn new(json: bool) -> ExecSink {
+        ExecSink { json, seq: 0 }
+    }
+
+    fn finish(&mut self, outcome: TrialOutcome, totals: &tack_agent::AgentRun) {
+        let summary = serde_json::json!({
+            "type": "exec_finished",
+            "outcome": outcome,
+            "stop_reason": totals.stop_reason,
+            "steps": totals.steps,
+            "tool_calls": totals.tool_calls,
+            "tool_errors": totals.tool_errors,
+            "retries": totals.retries,
+            "interventions": totals.interventions,
+            "input_tokens": totals.usage.input_tokens,
+            "output_tokens": totals.usage.output_tokens,
+            "error": totals.error,
+        });
+        if self.json {
+            let _ = writeln!(
+                std::io::stdout(),
+                "{}",
+                serde_json::json!({ "seq": self.seq, "event": summary })
+            );
+        } else {
+            eprintln!(
+                "{outcome} ({}), {} steps, {} tool calls, {} tokens",
+                totals.stop_reason,
+                totals.steps,
+                totals.tool_calls,
+                totals.usage.total()
+            );
+            if let Some(error) = &totals.error {
+                eprintln!("error: {error}");
+            }
+        }
+    }
+}
+
+impl EventSink for ExecSink {
+    fn record(&mut self, event: Event) -> Result<(), SinkError> {
+        let seq = self.seq;
+        self.seq += 1;
+        if self.json {
+            let line = serde_json::json!({ "seq": seq, "event": event });
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}")?;
+            out.flush()?;
+            return Ok(());
+        }
+        match &event {
+            Event::ToolCall(call) => eprintln!(
+                "step {:>2}  {} {}{}",
+                call.step,
+                call.tool_name,
+                shorten(&call.arguments, 100),
+                call.error_kind
+                    .map(|k| format!("  [{k}]"))
+                    .unwrap_or_default()
+            ),
+            Event::Approval(a) => eprintln!(
+                "         approval {} by {}",
+                if a.approved { "granted" } else { "denied" },
+                a.approver
+            ),
+            Event::Check(c) => eprintln!(
+                "check    {} {}",
+                c.command,
+                if c.passed { "passed" } else { "FAILED" }
+            ),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max).collect();
+    format!("{cut}…")
+}

@@ -1,0 +1,105 @@
+//! `tack permissions`: try permission rules on a command without running it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use tack_permissions::{DEFAULT_PROFILE, Decision, PermissionEngine, Rules, Verdict};
+
+use crate::exit::{Classify, CommandResult, Failure};
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// Judge a shell command: allow, ask or deny, the deciding rule and the part it was about.
+    Check(CheckArgs),
+    /// Print the built-in default profile, to copy and edit into a rules file.
+    Profile,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 allow, 10 ask, 11 deny, 2 usage error (bad flags; a bad rules file — \
+the message names the file, the rule index and the field).\n\n\
+Example:\n  tack permissions check -- \"git -C . push\"\n  \
+tack permissions check --rules my-rules.toml --json -- \"cat a | grep b\""
+)]
+pub struct CheckArgs {
+    /// Rules file (TOML). Default: the built-in profile (`tack permissions profile` prints it).
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
+    /// The workspace the command would run in: writes outside it are judged as such.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    workspace: PathBuf,
+    /// Print the decision as JSON: {verdict, rule, part, reason}.
+    #[arg(long)]
+    json: bool,
+    /// The command, after `--`. Several words are joined with spaces; quote it to keep it whole.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+pub fn run(command: PermissionsCommand) -> CommandResult {
+    match command {
+        PermissionsCommand::Check(args) => check(args),
+        PermissionsCommand::Profile => {
+            print!("{DEFAULT_PROFILE}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn check(args: CheckArgs) -> CommandResult {
+    let rules = match &args.rules {
+        Some(path) => Rules::load(path).or_fail(Failure::Usage)?,
+        None => Rules::default_profile(),
+    };
+    if !args.workspace.is_dir() {
+        return Err(anyhow!(
+            "--workspace {}: not a directory",
+            args.workspace.display()
+        ))
+        .or_fail(Failure::Usage);
+    }
+    let engine = PermissionEngine::new(rules, &args.workspace);
+    let decision = engine.judge_command(&args.command.join(" "));
+    let text = if args.json {
+        serde_json::to_string_pretty(&decision).or_fail(Failure::Internal)?
+    } else {
+        render(&decision)
+    };
+    // `tack permissions check … | head -1` closes the pipe early; the
+    // verdict is in the exit code, so that is not an error.
+    match writeln!(std::io::stdout(), "{text}") {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(error).or_fail(Failure::Internal);
+        }
+        _ => {}
+    }
+    Ok(exit_code(decision.verdict))
+}
+
+/// `deny  rm -rf /  — rules[7] (deny command "rm -rf*")`, then the reason.
+fn render(decision: &Decision) -> String {
+    let mut text = format!(
+        "{:<5} {}  — {}",
+        decision.verdict.as_str(),
+        decision.part,
+        decision.rule
+    );
+    if !decision.reason.is_empty() {
+        text.push_str(&format!("\n      {}", decision.reason));
+    }
+    text
+}
+
+/// Distinct from 1–3 (tack's own failures) so scripts can tell a verdict
+/// from an error.
+fn exit_code(verdict: Verdict) -> ExitCode {
+    ExitCode::from(match verdict {
+        Verdict::Allow => 0,
+        Verdict::Ask => 10,
+        Verdict::Deny => 11,
+    })
+}

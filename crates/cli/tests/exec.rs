@@ -1,0 +1,139 @@
+//! `tack exec` exit codes, one per outcome, through the real binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn exec(workspace: &std::path::Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["exec", "tidy up the greeting", "--workspace"])
+        .arg(workspace)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("greet.sh"), "echo hello\n").unwrap();
+    dir
+}
+
+fn events(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn completed_and_verified_exits_0_with_an_ordered_event_stream() {
+    let dir = workspace();
+    let output = exec(dir.path(), &["--check", "grep -q hello greet.sh", "--json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = events(&output);
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"message"));
+    assert!(
+        types.contains(&"model_call") && types.contains(&"tool_call") && types.contains(&"check")
+    );
+    let last = &events.last().unwrap()["event"];
+    assert_eq!(last["type"], "exec_finished");
+    assert_eq!(last["outcome"], "passed");
+}
+
+#[test]
+fn a_failing_check_exits_1() {
+    let dir = workspace();
+    let output = exec(dir.path(), &["--check", "grep -q goodbye greet.sh"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("verification_failed"));
+}
+
+#[test]
+fn a_step_limit_exits_4() {
+    let dir = workspace();
+    let output = exec(dir.path(), &["--max-steps", "1", "--json"]);
+    assert_eq!(output.status.code(), Some(4));
+    let events = events(&output);
+    assert_eq!(events.last().unwrap()["event"]["stop_reason"], "step_limit");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let output = exec(std::path::Path::new("/nonexistent/tack"), &[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a directory"));
+    let dir = workspace();
+    let output = exec(dir.path(), &["--model", "gpt-9"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown model `gpt-9`"));
+}
+
+#[test]
+fn an_event_stream_that_cannot_be_written_is_a_harness_error_exit_3() {
+    let dir = workspace();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["exec", "look around", "--json", "--workspace"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Nobody reads the events: the first write fails with a broken pipe.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn denied_calls_go_back_to_the_model_and_the_run_goes_on() {
+    let dir = workspace();
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "[[rules]]\naction = \"deny\"\ncommand = \"find*\"\nreason = \"no walking\"\n",
+    )
+    .unwrap();
+    let output = exec(
+        dir.path(),
+        &["--permissions", rules.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = events(&output);
+    let denied = events
+        .iter()
+        .find(|e| e["event"]["type"] == "tool_call" && e["event"]["error_kind"] == "denied")
+        .expect("a denied tool call");
+    assert_eq!(denied["event"]["permission"], "deny");
+    assert!(
+        denied["event"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("no walking")
+    );
+}

@@ -1,0 +1,178 @@
+//! `tack permissions check` end to end: a sample of the permissions corpus
+//! through the real binary, its exit codes, its JSON, and its usage errors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn check(workspace: &Path, extra: &[&str], command: &str) -> Output {
+    let mut args = vec![
+        "permissions",
+        "check",
+        "--workspace",
+        workspace.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    args.extend(["--", command]);
+    tack(&args)
+}
+
+fn expected_code(verdict: &str) -> i32 {
+    match verdict {
+        "allow" => 0,
+        "ask" => 10,
+        "deny" => 11,
+        other => panic!("unknown verdict {other}"),
+    }
+}
+
+/// Every ~14th case of the corpus (about 20), so that each verdict and
+/// each kind of construct shows up without running all of it here.
+fn sample() -> Vec<(String, String)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../permissions/tests/corpus.toml");
+    let corpus: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = corpus["case"].as_array().unwrap();
+    let step = (cases.len() / 20).max(1);
+    cases
+        .iter()
+        .step_by(step)
+        .map(|case| {
+            (
+                case["command"].as_str().unwrap().to_string(),
+                case["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn corpus_sample_exit_codes_and_json() {
+    let workspace = tempfile::tempdir().unwrap();
+    let cases = sample();
+    assert!(cases.len() >= 18, "sample of {}", cases.len());
+    for verdict in ["allow", "ask", "deny"] {
+        assert!(
+            cases.iter().any(|(_, v)| v == verdict),
+            "no {verdict} case sampled"
+        );
+    }
+    for (command, verdict) in &cases {
+        let text = check(workspace.path(), &[], command);
+        assert_eq!(
+            text.status.code(),
+            Some(expected_code(verdict)),
+            "{command:?}: {}",
+            String::from_utf8_lossy(&text.stdout)
+        );
+        let first = String::from_utf8(text.stdout).unwrap();
+        assert!(first.starts_with(verdict.as_str()), "{command:?}: {first}");
+
+        let json = check(workspace.path(), &["--json"], command);
+        assert_eq!(
+            json.status.code(),
+            Some(expected_code(verdict)),
+            "{command:?}"
+        );
+        let decision: Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(
+            decision["verdict"],
+            verdict.as_str(),
+            "{command:?}: {decision}"
+        );
+        for field in ["rule", "part", "reason"] {
+            assert!(
+                decision[field].is_string(),
+                "{command:?}: {field} missing in {decision}"
+            );
+        }
+    }
+}
+
+#[test]
+fn text_output_names_the_rule_and_the_part() {
+    let workspace = tempfile::tempdir().unwrap();
+    let output = check(workspace.path(), &[], "ls && git -C . push origin");
+    assert_eq!(output.status.code(), Some(11));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with("deny  git push origin  — default profile: rules["),
+        "{first}"
+    );
+    assert!(text.contains("pushing is for humans"), "{text}");
+}
+
+#[test]
+fn a_rules_file_replaces_the_default_profile() {
+    let workspace = tempfile::tempdir().unwrap();
+    let rules = workspace.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "fallback = \"deny\"\n[[rules]]\naction = \"allow\"\ncommand = \"curl *\"\n",
+    )
+    .unwrap();
+    let rules = rules.to_str().unwrap();
+    assert_eq!(
+        check(workspace.path(), &["--rules", rules], "curl x")
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        check(workspace.path(), &["--rules", rules], "ls")
+            .status
+            .code(),
+        Some(11)
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_say_what_is_wrong() {
+    let workspace = tempfile::tempdir().unwrap();
+    let rules = workspace.path().join("bad.toml");
+    std::fs::write(&rules, "[[rules]]\naction = \"allow\"\ncommand = \"ls\"\n[[rules]]\naction = \"perhaps\"\ncommand = \"x\"\n").unwrap();
+    let output = check(
+        workspace.path(),
+        &["--rules", rules.to_str().unwrap()],
+        "ls",
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("bad.toml: rules[1].action:"), "{stderr}");
+
+    let missing_command = tack(&["permissions", "check"]);
+    assert_eq!(missing_command.status.code(), Some(2));
+    let no_workspace = check(&workspace.path().join("absent"), &[], "ls");
+    assert_eq!(no_workspace.status.code(), Some(2));
+}
+
+#[test]
+fn the_default_profile_can_be_printed_and_loaded_back() {
+    let workspace = tempfile::tempdir().unwrap();
+    let output = tack(&["permissions", "profile"]);
+    assert!(output.status.success());
+    let copy = workspace.path().join("copy.toml");
+    std::fs::write(&copy, &output.stdout).unwrap();
+    let json = check(
+        workspace.path(),
+        &["--rules", copy.to_str().unwrap(), "--json"],
+        "sudo ls",
+    );
+    assert_eq!(json.status.code(), Some(11));
+    let decision: Value = serde_json::from_slice(&json.stdout).unwrap();
+    // Loaded from a file, the labels no longer say "default profile".
+    assert!(
+        decision["rule"].as_str().unwrap().starts_with("rules["),
+        "{decision}"
+    );
+}

@@ -1,0 +1,112 @@
+//! Tamper detection: the files the checks depend on (the visible tests, by
+//! default) are fingerprinted before the agent starts and after it stops. An
+//! agent that "fixes" a failing test by editing the test is flagged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use sha2::{Digest, Sha256};
+
+/// The protected globs of a task, compiled.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    globs: GlobSet,
+}
+
+/// Content hashes of the protected files that exist.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fingerprint(BTreeMap<PathBuf, Vec<u8>>);
+
+impl Protected {
+    pub fn new(patterns: &[String]) -> Result<Protected, String> {
+        let mut builder = GlobSetBuilder::new();
+        for pattern in patterns {
+            let glob =
+                Glob::new(pattern).map_err(|e| format!("`{pattern}` is not a valid glob: {e}"))?;
+            builder.add(glob);
+        }
+        let globs = builder.build().map_err(|e| e.to_string())?;
+        Ok(Protected { globs })
+    }
+
+    /// Hashes every protected file below `workspace`. Unreadable entries are
+    /// skipped: a file the agent made unreadable shows up as changed.
+    pub fn fingerprint(&self, workspace: &Path) -> Fingerprint {
+        let mut files = BTreeMap::new();
+        let mut pending = vec![workspace.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                if kind.is_dir() {
+                    if entry.file_name() != ".git" {
+                        pending.push(path);
+                    }
+                    continue;
+                }
+                let relative = path.strip_prefix(workspace).unwrap_or(&path).to_path_buf();
+                if self.globs.is_match(&relative)
+                    && let Ok(bytes) = std::fs::read(&path)
+                {
+                    files.insert(relative, Sha256::digest(&bytes).to_vec());
+                }
+            }
+        }
+        Fingerprint(files)
+    }
+}
+
+impl Fingerprint {
+    /// Protected files added, removed or changed since `before`.
+    pub fn changed_since(&self, before: &Fingerprint) -> Vec<PathBuf> {
+        let mut changed: Vec<PathBuf> = before
+            .0
+            .iter()
+            .filter(|(path, hash)| self.0.get(*path) != Some(hash))
+            .map(|(path, _)| path.clone())
+            .collect();
+        changed.extend(
+            self.0
+                .keys()
+                .filter(|p| !before.0.contains_key(*p))
+                .cloned(),
+        );
+        changed.sort();
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_to_protected_files_are_seen_and_others_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("pkg")).unwrap();
+        std::fs::write(ws.join("test_app.py"), "assert f() == 2").unwrap();
+        std::fs::write(ws.join("pkg/test_more.py"), "x").unwrap();
+        std::fs::write(ws.join("app.py"), "def f(): return 1").unwrap();
+        let defaults: Vec<String> = crate::DEFAULT_PROTECTED.map(String::from).to_vec();
+        let protected = Protected::new(&defaults).unwrap();
+        let before = protected.fingerprint(ws);
+        std::fs::write(ws.join("app.py"), "def f(): return 2").unwrap();
+        assert!(protected.fingerprint(ws).changed_since(&before).is_empty());
+        std::fs::write(ws.join("test_app.py"), "assert True").unwrap();
+        std::fs::remove_file(ws.join("pkg/test_more.py")).unwrap();
+        assert_eq!(
+            protected.fingerprint(ws).changed_since(&before),
+            [
+                PathBuf::from("pkg/test_more.py"),
+                PathBuf::from("test_app.py")
+            ]
+        );
+    }
+}
