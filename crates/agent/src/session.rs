@@ -176,9 +176,15 @@ impl<'a> Session<'a> {
                 messages_to: self.messages.len() as u32,
                 attempt,
                 retry_wait_ms: wait.as_millis() as u64,
+                rate_limit_wait_ms: 0,
+                fault: None,
                 status: SpanStatus::Ok,
                 error: None,
             };
+            if let Some(note) = model.take_annotation() {
+                record.rate_limit_wait_ms = note.rate_limit_wait_ms;
+                record.fault = note.fault;
+            }
             if attempt > 1 {
                 self.totals.retries += 1;
             }

@@ -4,6 +4,7 @@
 mod exec_cmd;
 mod exit;
 mod permissions_cmd;
+mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 mod suite_cmd;
@@ -39,6 +40,8 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run the agent once on a directory, outside any suite (unattended, scriptable).
     Exec(exec_cmd::ExecArgs),
+    /// Re-run one recorded trial's tool side with the model's recorded answers.
+    Replay(replay_cmd::ReplayArgs),
     /// Build the HTML report of a recorded run.
     Report(report_cmd::ReportArgs),
     /// Inspect and validate task suites.
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run_cmd::run(args).await,
             Command::Exec(args) => exec_cmd::run(args).await,
+            Command::Replay(args) => replay_cmd::run(args).await,
             Command::Report(args) => report_cmd::run(args),
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
             Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),

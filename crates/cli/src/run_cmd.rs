@@ -59,10 +59,28 @@ pub async fn run(args: RunArgs) -> CommandResult {
         traces_root: args.traces.clone(),
         command_line: std::env::args().collect(),
         keep_failed_workspaces: args.keep_workspaces,
+        replay: None,
         suite,
     };
     // Check the selection before anything is written.
     plan.trials().or_fail(Failure::Usage)?;
+    let output = Output {
+        reports: args.reports.clone(),
+        no_report: args.no_report,
+        json: args.json,
+    };
+    execute(plan, &output).await
+}
+
+/// Where and how a run's results are shown.
+pub struct Output {
+    pub reports: PathBuf,
+    pub no_report: bool,
+    pub json: bool,
+}
+
+/// Runs a checked plan, writes its report and prints the outcome.
+pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
     stop_on_ctrl_c(cancel.clone());

@@ -104,7 +104,9 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
 
     let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
     assert_eq!(column_sum(run_dir, "trials", "steps"), steps);
-    assert_eq!(count_kind(run_dir, "model_call") as u64, steps);
+    // One model-call span per step, plus one per retried attempt.
+    let retries = column_sum(run_dir, "trials", "retries");
+    assert_eq!(count_kind(run_dir, "model_call") as u64, steps + retries);
     let tool_calls = column_sum(run_dir, "trials", "tool_calls");
     assert!(
         tool_calls > steps / 2,
@@ -198,7 +200,7 @@ con = duckdb.connect()
 one = lambda sql: con.execute(sql).fetchall()[0][0]
 trials = one(f"select count(*) from '{run}/trials/*.parquet'")
 steps = one(f"select sum(steps) from '{run}/trials/*.parquet'")
-calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call'")
+calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call' and status = 'ok'")
 messages = ds.dataset(f"{run}/messages", format="parquet").to_table().num_rows
 print(trials, steps, calls, messages)
 "#;

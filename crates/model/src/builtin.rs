@@ -22,7 +22,18 @@ pub enum BuiltinModelError {
 }
 
 pub fn is_builtin_model(id: &str) -> bool {
-    matches!(id, "oracle" | "sim")
+    matches!(unwrap_chaos(id).1, "oracle" | "sim")
+}
+
+/// `chaos(inner)` → `(true, "inner")`; anything else → `(false, id)`.
+pub fn unwrap_chaos(id: &str) -> (bool, &str) {
+    match id
+        .strip_prefix("chaos(")
+        .and_then(|rest| rest.strip_suffix(')'))
+    {
+        Some(inner) => (true, inner.trim()),
+        None => (false, id),
+    }
 }
 
 /// Builds a built-in model for one trial.

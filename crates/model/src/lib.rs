@@ -4,15 +4,19 @@
 
 mod builtin;
 mod calls;
+mod chaos;
 mod oracle;
+mod replay;
 mod sim;
 mod tokens;
 
 use async_trait::async_trait;
 use tack_protocol::{FinishReason, Message, ToolSpec, Usage};
 
-pub use builtin::{BuiltinModelError, TaskBrief, builtin_model, is_builtin_model};
+pub use builtin::{BuiltinModelError, TaskBrief, builtin_model, is_builtin_model, unwrap_chaos};
+pub use chaos::{ChaosModel, ChaosParams};
 pub use oracle::OracleModel;
+pub use replay::ReplayModel;
 pub use sim::{SimAgent, SimParams};
 pub use tokens::TokenCounter;
 
@@ -77,6 +81,21 @@ pub trait Model: Send {
     /// The model id requested, e.g. `gpt-4o` or `sim`.
     fn model_name(&self) -> &str;
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+
+    /// What the harness should record about the last call besides its answer:
+    /// a fault a wrapper injected, time spent waiting for a rate limiter.
+    fn take_annotation(&mut self) -> Option<CallAnnotation> {
+        None
+    }
+}
+
+/// Notes on one model call, recorded on its span.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallAnnotation {
+    /// A fault injected on purpose (chaos), e.g. `malformed_json`.
+    pub fault: Option<String>,
+    /// Milliseconds the call waited for a shared rate limit.
+    pub rate_limit_wait_ms: u64,
 }
 
 /// Tool names the built-in models call. The harness's tool set uses the same.

@@ -78,6 +78,10 @@ pub struct ModelCallRecord {
     pub attempt: u32,
     /// How long the harness waited before this attempt (backoff, Retry-After).
     pub retry_wait_ms: u64,
+    /// How long the call waited for a shared rate limit.
+    pub rate_limit_wait_ms: u64,
+    /// A fault injected on purpose (the `chaos` wrapper), e.g. `malformed_json`.
+    pub fault: Option<String>,
     pub status: SpanStatus,
     pub error: Option<String>,
 }

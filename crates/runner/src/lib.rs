@@ -5,6 +5,7 @@
 mod clock;
 mod permissions;
 mod plan;
+mod replay;
 mod trial;
 
 use std::path::PathBuf;
@@ -20,6 +21,7 @@ use tokio::sync::Semaphore;
 pub use clock::{new_run_id, rfc3339_now};
 pub use permissions::gate_for as permission_gate;
 pub use plan::{PlanError, RunPlan, TrialSpec};
+pub use replay::replay_plan;
 
 /// What the runner reports as it goes.
 #[derive(Debug, Clone)]

@@ -1,8 +1,10 @@
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use tack_agent::{Dispatcher, ToolContext};
 use tack_suite::{Suite, Task, Variant};
+use tack_trace::RecordedAnswers;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -20,6 +22,9 @@ pub struct RunPlan {
     pub command_line: Vec<String>,
     /// Keep the workspaces of trials that did not pass, for inspection.
     pub keep_failed_workspaces: bool,
+    /// Answer with these recorded model responses instead of the variant's
+    /// model (`tack replay`).
+    pub replay: Option<Arc<RecordedAnswers>>,
 }
 
 /// One trial to run.
@@ -31,6 +36,7 @@ pub struct TrialSpec {
     pub trial_index: u32,
     pub seed: u64,
     pub keep_failed_workspace: bool,
+    pub replay: Option<Arc<RecordedAnswers>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +99,7 @@ impl RunPlan {
                         trial_index: index,
                         seed: trial_seed(self.seed, &variant.name, &task.id, index),
                         keep_failed_workspace: self.keep_failed_workspaces,
+                        replay: self.replay.clone(),
                     });
                 }
             }

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tack_agent::{Dispatcher, Gatekeeper, Session, ToolContext, approver_for, now_ms};
-use tack_model::{Model, TaskBrief, builtin_model};
+use tack_model::{ChaosModel, Model, ReplayModel, TaskBrief, builtin_model, unwrap_chaos};
 use tack_protocol::{
     CheckRecord, Event, EventSink, HarnessConfig, StopReason, TrialFinished, TrialOutcome,
     TrialStarted, Usage,
@@ -104,13 +104,26 @@ fn build_harness(
         solution: task.solution.clone(),
         test_command: task.test_command.clone(),
     };
-    let model =
-        builtin_model(&variant.model, brief, variant.sim, spec.seed).map_err(|e| e.to_string())?;
+    let model: Box<dyn Model> = match &spec.replay {
+        Some(recorded) => Box::new(ReplayModel::new(&recorded.model, recorded.answers.clone())),
+        None => build_model(variant, brief, spec.seed)?,
+    };
     Ok(Harness {
         config,
         dispatcher,
         gatekeeper,
         model,
+    })
+}
+
+/// The variant's model, wrapped in `chaos(...)` when it asks for it.
+fn build_model(variant: &Variant, brief: TaskBrief, seed: u64) -> Result<Box<dyn Model>, String> {
+    let (chaos, inner) = unwrap_chaos(&variant.model);
+    let model = builtin_model(inner, brief, variant.sim, seed).map_err(|e| e.to_string())?;
+    Ok(if chaos {
+        Box::new(ChaosModel::new(model, variant.chaos, seed))
+    } else {
+        model
     })
 }
 

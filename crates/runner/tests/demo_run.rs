@@ -26,6 +26,7 @@ fn plan(traces: &std::path::Path, variants: &[&str], tasks: &[&str], trials: u32
         run_id: "test-run".to_string(),
         command_line: vec![],
         keep_failed_workspaces: false,
+        replay: None,
     }
 }
 
@@ -138,4 +139,45 @@ fn tool_calls(run_dir: &std::path::Path) -> Vec<(String, u64, String, String)> {
     }
     calls.sort();
     calls
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replayed_trial_makes_exactly_the_original_tool_calls() {
+    let traces = tempfile::tempdir().unwrap();
+    let original = run(
+        plan(traces.path(), &["sim-chaos"], &["slugify-dashes"], 2),
+        Arc::new(|_| {}),
+        CancelFlag::default(),
+    )
+    .await
+    .unwrap();
+    for trial in &original.trials {
+        let (replay, _warning) = tack_runner::replay_plan(
+            &original.run_dir,
+            &trial.trial_id,
+            traces.path().to_path_buf(),
+            vec![],
+        )
+        .unwrap();
+        let replayed = run(replay, Arc::new(|_| {}), CancelFlag::default())
+            .await
+            .unwrap();
+        assert_eq!(replayed.trials.len(), 1);
+        assert_eq!(
+            replayed.trials[0].outcome, trial.outcome,
+            "{}",
+            trial.trial_id
+        );
+        let calls = |dir: &std::path::Path, id: &str| -> Vec<(String, String)> {
+            tool_calls(dir)
+                .into_iter()
+                .filter(|(trial, ..)| trial == id)
+                .map(|(_, _, tool, arguments)| (tool, arguments))
+                .collect()
+        };
+        let before = calls(&original.run_dir, &trial.trial_id);
+        let after = calls(&replayed.run_dir, &replayed.trials[0].trial_id);
+        assert!(!before.is_empty());
+        assert_eq!(before, after, "{}", trial.trial_id);
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tack_model::SimParams;
+use tack_model::{ChaosParams, SimParams};
 use tack_protocol::{HarnessConfig, Solution};
 
 /// A loaded suite: its variants and tasks, checked.
@@ -41,6 +41,9 @@ pub struct Variant {
     /// Parameters of the simulated agent, for `model = "sim"`.
     #[serde(default)]
     pub sim: SimParams,
+    /// Fault rates, for `model = "chaos(<model>)"`.
+    #[serde(default)]
+    pub chaos: ChaosParams,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -103,7 +103,7 @@ fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
                 file,
                 at("model"),
                 format!(
-                    "unknown model `{}`: the built-in models are `oracle` and `sim`",
+                    "unknown model `{}`: the built-in models are `oracle` and `sim`, optionally wrapped as `chaos(sim)`",
                     variant.model
                 ),
             ));
@@ -112,6 +112,10 @@ fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
             .sim
             .validate()
             .map_err(|message| SuiteError::invalid(file, at("sim"), message))?;
+        variant
+            .chaos
+            .validate()
+            .map_err(|message| SuiteError::invalid(file, at("chaos"), message))?;
         if variant.harness.max_steps == 0 {
             return Err(SuiteError::invalid(
                 file,

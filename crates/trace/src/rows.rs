@@ -231,6 +231,8 @@ pub(crate) fn spans_batch(
             f64s(&rows, |r| r.model().and_then(|m| m.cost_usd)),
             u32s(&rows, |r| r.model().map(|m| m.attempt)),
             u64s(&rows, |r| r.model().map(|m| m.retry_wait_ms)),
+            u64s(&rows, |r| r.model().map(|m| m.rate_limit_wait_ms)),
+            strings(&rows, |r| r.model().and_then(|m| m.fault.as_deref())),
             u32s(&rows, |r| r.model().map(|m| m.messages_from)),
             u32s(&rows, |r| r.model().map(|m| m.messages_to)),
             strings(&rows, |r| {

@@ -58,6 +58,8 @@ pub mod col {
     pub const FINISH_REASON: &str = "gen_ai_response_finish_reason";
     pub const ATTEMPT: &str = "attempt";
     pub const RETRY_WAIT_MS: &str = "retry_wait_ms";
+    pub const RATE_LIMIT_WAIT_MS: &str = "rate_limit_wait_ms";
+    pub const FAULT: &str = "fault";
     pub const PERMISSION: &str = "permission";
     pub const PERMISSION_RULE: &str = "permission_rule";
     pub const PERMISSION_PART: &str = "permission_part";
@@ -167,6 +169,8 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::COST_USD, Float64, true),
                 field(col::ATTEMPT, UInt32, true),
                 field(col::RETRY_WAIT_MS, UInt64, true),
+                field(col::RATE_LIMIT_WAIT_MS, UInt64, true),
+                field(col::FAULT, Utf8, true),
                 field(col::MESSAGES_FROM, UInt32, true),
                 field(col::MESSAGES_TO, UInt32, true),
                 field(col::TOOL_NAME, Utf8, true),

@@ -67,6 +67,8 @@ fn model_call(span_id: u32) -> Event {
         messages_to: 1,
         attempt: 1,
         retry_wait_ms: 0,
+        rate_limit_wait_ms: 0,
+        fault: None,
         status: SpanStatus::Ok,
         error: None,
     })

@@ -1,0 +1,49 @@
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::exit::{Classify, CommandResult, Failure};
+use crate::run_cmd::{Output, execute};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "The replay runs the trial's task in a fresh workspace with the same variant, answering every model \
+call with the recorded answer in order, so the tool side (commands, edits, checks) runs again exactly as the model asked. \
+It writes a new run (traces/<replay-run-id>/) and its report. If the tools now behave differently — the suite changed, \
+or the environment did — the replay diverges, and the run says where."
+)]
+pub struct ReplayArgs {
+    /// The recorded run, traces/<run-id>.
+    run: PathBuf,
+    /// The trial to replay, e.g. sim-full--median-even--1 (see the run's report).
+    trial: String,
+    /// Where the replay's traces go.
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
+    /// Where its report goes.
+    #[arg(long, default_value = "reports")]
+    reports: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(args: ReplayArgs) -> CommandResult {
+    let (plan, warning) = tack_runner::replay_plan(
+        &args.run,
+        &args.trial,
+        args.traces.clone(),
+        std::env::args().collect(),
+    )
+    .or_fail(Failure::Usage)?;
+    if let Some(warning) = warning {
+        eprintln!("warning: {warning}");
+    }
+    plan.trials().or_fail(Failure::Usage)?;
+    let output = Output {
+        reports: args.reports,
+        no_report: false,
+        json: args.json,
+    };
+    execute(plan, &output).await
+}
