@@ -51,9 +51,9 @@ pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
         return Err(AnalysisError::NoTrials { dir });
     }
     let trials_lf = table.lazy();
-    let denied = trace::denied_calls(run_dir)?;
-    let mut trials = trials::trial_rows(&table, &denied)?;
-    let variants = summary::variant_summaries(&trials_lf, &dir, &manifest, &trials)?;
+    let span_counts = trace::span_counts(run_dir)?;
+    let mut trials = trials::trial_rows(&table, &span_counts)?;
+    let variants = summary::variant_summaries(&trials_lf, &dir, &manifest, &trials, &span_counts)?;
     let variant_names: Vec<String> = variants.iter().map(|v| v.variant.clone()).collect();
     let matrix = summary::task_matrix(&trials_lf, &dir, &manifest.tasks, &variant_names)?;
     trials::sort_rows(&mut trials, &variant_names, &manifest.tasks);
@@ -93,7 +93,10 @@ pub fn load_trial_trace(run_dir: &Path, trial_id: &str) -> Result<TrialTrace, An
     let lazy = trials::scan(&dir, &files)?;
     let mut trial = trials::find_trial(lazy, &dir, trial_id)?.ok_or_else(not_found)?;
     let spans = trace::read_spans(run_dir, trial_id)?;
-    trial.denied_calls = trace::count_denied(&spans);
+    let counts = trace::SpanCounts::of(&spans);
+    trial.denied_calls = counts.denied_calls;
+    trial.injected_faults = counts.injected_faults();
+    trial.rate_limit_wait_ms = counts.rate_limit_wait_ms;
     Ok(TrialTrace {
         trial,
         spans,

@@ -3,6 +3,7 @@
 use crate::AnalysisError;
 use crate::frame::Frame;
 use crate::stats::wilson_interval;
+use crate::trace::SpanCounts;
 use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
@@ -59,6 +60,14 @@ pub struct VariantSummary {
     pub tampered: u64,
     /// Tool calls refused by a permission rule or the approver.
     pub denied_calls: u64,
+    /// Model calls with a fault injected on purpose by the `chaos(...)`
+    /// wrapper; deliberate, to show how the harness copes.
+    pub injected_faults: u64,
+    /// `injected_faults` per fault kind (`transport_error`,
+    /// `malformed_json`, `unknown_tool`, `wrong_types`, `truncated`).
+    pub faults_by_kind: BTreeMap<String, u64>,
+    /// Time the model calls waited for a shared provider rate limit.
+    pub rate_limit_wait_ms: u64,
     pub tool_errors: u64,
     /// Trials per `TrialOutcome::as_str()`.
     pub outcomes: BTreeMap<String, u64>,
@@ -200,16 +209,30 @@ fn counts_by(
 /// One summary per variant, in manifest order; variants that appear only in
 /// the trials (not expected) follow, by name. A variant with no finished
 /// trials gets zeros rather than disappearing. `rows` are the trial rows of
-/// `trials`, which carry the per-trial counts from the spans table.
+/// `trials`, which carry the per-trial counts from the spans table;
+/// `span_counts` has those counts per trial id, with the fault kinds.
 pub(crate) fn variant_summaries(
     trials: &LazyFrame,
     dir: &Path,
     manifest: &Manifest,
     rows: &[TrialRow],
+    span_counts: &HashMap<String, SpanCounts>,
 ) -> Result<Vec<VariantSummary>, AnalysisError> {
-    let mut denied: HashMap<&str, u64> = HashMap::new();
+    let mut from_spans: HashMap<&str, SpanTotals> = HashMap::new();
     for row in rows {
-        *denied.entry(row.variant.as_str()).or_default() += u64::from(row.denied_calls);
+        let totals = from_spans.entry(row.variant.as_str()).or_default();
+        totals.denied_calls += u64::from(row.denied_calls);
+        totals.injected_faults += u64::from(row.injected_faults);
+        totals.rate_limit_wait_ms = totals
+            .rate_limit_wait_ms
+            .saturating_add(row.rate_limit_wait_ms);
+        // Kinds from the trials the rows list, so that they add up to the
+        // rows' counts (spans of an unfinished trial are not counted).
+        if let Some(counts) = span_counts.get(&row.trial_id) {
+            for (kind, &count) in &counts.faults {
+                *totals.faults_by_kind.entry(kind.clone()).or_default() += u64::from(count);
+            }
+        }
     }
     let mut totals = variant_totals(trials.clone(), dir)?;
     let mut outcomes = counts_by(trials.clone(), dir, col::OUTCOME)?;
@@ -236,16 +259,25 @@ pub(crate) fn variant_summaries(
             let t = totals.remove(&info.name);
             let outcomes = outcomes.remove(&info.name).unwrap_or_default();
             let stop_reasons = stops.remove(&info.name).unwrap_or_default();
-            let denied_calls = denied.get(info.name.as_str()).copied().unwrap_or(0);
-            summarize(info, t, denied_calls, outcomes, stop_reasons)
+            let spans = from_spans.remove(info.name.as_str()).unwrap_or_default();
+            summarize(info, t, spans, outcomes, stop_reasons)
         })
         .collect())
+}
+
+/// A variant's counts from the spans table, summed over its trials.
+#[derive(Default)]
+struct SpanTotals {
+    denied_calls: u64,
+    injected_faults: u64,
+    faults_by_kind: BTreeMap<String, u64>,
+    rate_limit_wait_ms: u64,
 }
 
 fn summarize(
     info: VariantInfo,
     totals: Option<Totals>,
-    denied_calls: u64,
+    spans: SpanTotals,
     outcomes: BTreeMap<String, u64>,
     stop_reasons: BTreeMap<String, u64>,
 ) -> VariantSummary {
@@ -289,7 +321,10 @@ fn summarize(
         interventions: t.interventions,
         feedback_rounds: t.feedback_rounds,
         tampered: t.tampered,
-        denied_calls,
+        denied_calls: spans.denied_calls,
+        injected_faults: spans.injected_faults,
+        faults_by_kind: spans.faults_by_kind,
+        rate_limit_wait_ms: spans.rate_limit_wait_ms,
         tool_errors: t.tool_errors,
         outcomes,
         stop_reasons,

@@ -5,7 +5,7 @@ use crate::frame::{self, Frame, parquet_files, scan};
 use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use tack_protocol::ToolErrorKind;
 use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, col, kind};
@@ -23,7 +23,8 @@ pub struct TrialTrace {
 
 /// One row of the spans table. Which optional fields are set depends on
 /// `kind` (`schema::kind::*`): model calls have the `gen_ai_*`-derived
-/// fields, `attempt` and `retry_wait_ms`; tool calls the
+/// fields, `attempt`, `retry_wait_ms`, `rate_limit_wait_ms` and, under the
+/// `chaos` wrapper, `fault`; tool calls the
 /// `tool_*`/`exit_code`/`stdout`/`stderr` fields and, when permissions were
 /// on, `permission*`; approvals (a tool call that waited for an approver)
 /// the tool's name, call id and arguments, `permission*`, `approved`,
@@ -58,6 +59,13 @@ pub struct SpanRow {
     pub attempt: Option<u32>,
     /// The backoff waited before this attempt.
     pub retry_wait_ms: Option<u64>,
+    /// How long the call waited for a shared provider rate limit.
+    pub rate_limit_wait_ms: Option<u64>,
+    /// A fault injected on purpose by the `chaos(...)` wrapper:
+    /// `transport_error` on a failed attempt; `malformed_json`,
+    /// `unknown_tool`, `wrong_types` or `truncated` on a successful call
+    /// whose answer was corrupted.
+    pub fault: Option<String>,
     pub messages_from: Option<u32>,
     pub messages_to: Option<u32>,
     // Tool calls.
@@ -140,9 +148,11 @@ fn read_trial_table(
 
 /// Span columns added after the first traces were written, with their types:
 /// older files read as nulls there.
-fn added_span_columns() -> [(&'static str, DataType, Expr); 6] {
+fn added_span_columns() -> [(&'static str, DataType, Expr); 8] {
     [
         (col::RETRY_WAIT_MS, DataType::UInt64, lit(NULL)),
+        (col::RATE_LIMIT_WAIT_MS, DataType::UInt64, lit(NULL)),
+        (col::FAULT, DataType::String, lit(NULL)),
         (col::PERMISSION, DataType::String, lit(NULL)),
         (col::PERMISSION_RULE, DataType::String, lit(NULL)),
         (col::PERMISSION_PART, DataType::String, lit(NULL)),
@@ -165,43 +175,113 @@ fn is_denied_call() -> Expr {
         .and(col(col::ERROR_KIND).eq(lit(ToolErrorKind::Denied.as_str())))
 }
 
-/// Tool calls refused by a permission rule or the approver, per trial id;
-/// trials without any are absent.
+fn is_injected_fault() -> Expr {
+    col(col::KIND)
+        .eq(lit(kind::MODEL_CALL))
+        .and(col(col::FAULT).is_not_null())
+}
+
+/// What one trial's spans say that its row in the trials table does not.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SpanCounts {
+    /// Tool calls refused by a permission rule or the approver.
+    pub denied_calls: u32,
+    /// Model calls with a fault injected by the `chaos` wrapper, per kind.
+    pub faults: BTreeMap<String, u32>,
+    /// Time the model calls waited for a shared rate limit.
+    pub rate_limit_wait_ms: u64,
+}
+
+impl SpanCounts {
+    /// The counts of one trial's spans.
+    pub(crate) fn of(spans: &[SpanRow]) -> SpanCounts {
+        let mut counts = SpanCounts::default();
+        for span in spans {
+            let is_tool_call = span.kind == kind::TOOL_CALL;
+            if is_tool_call && span.error_kind.as_deref() == Some(ToolErrorKind::Denied.as_str()) {
+                counts.denied_calls = counts.denied_calls.saturating_add(1);
+            }
+            if span.kind == kind::MODEL_CALL
+                && let Some(fault) = &span.fault
+            {
+                let count = counts.faults.entry(fault.clone()).or_default();
+                *count = count.saturating_add(1);
+            }
+            counts.rate_limit_wait_ms = counts
+                .rate_limit_wait_ms
+                .saturating_add(span.rate_limit_wait_ms.unwrap_or(0));
+        }
+        counts
+    }
+
+    /// All injected faults, whatever their kind.
+    pub(crate) fn injected_faults(&self) -> u32 {
+        self.faults
+            .values()
+            .fold(0u32, |sum, &count| sum.saturating_add(count))
+    }
+}
+
+/// Denied tool calls, injected faults and rate-limit waits per trial id;
+/// trials with none of them are absent.
 ///
-/// This reads every trial's spans file, but only the `trial_id`, `kind` and
-/// `error_kind` columns of it: the filter and group-by let Polars push the
-/// projection into the Parquet reader, so the large text columns (tool
-/// output, check output, arguments) are never decoded. The cost is reading
-/// each file's footer and three small column chunks, of the same order as
-/// reading the trials table itself, and the count needs no trials column
-/// that older traces would lack.
-pub(crate) fn denied_calls(run_dir: &Path) -> Result<HashMap<String, u32>, AnalysisError> {
+/// This reads every trial's spans file, but only the `trial_id`, `kind`,
+/// `error_kind`, `fault` and `rate_limit_wait_ms` columns of it: the filter
+/// and group-by let Polars push the projection into the Parquet reader, so
+/// the large text columns (tool output, check output, arguments) are never
+/// decoded. The cost is reading each file's footer and five small column
+/// chunks, of the same order as reading the trials table itself, and the
+/// counts need no trials column that older traces would lack. Traces written
+/// before `fault` and `rate_limit_wait_ms` existed read as having none.
+pub(crate) fn span_counts(run_dir: &Path) -> Result<HashMap<String, SpanCounts>, AnalysisError> {
     let dir = run_dir.join(SPANS_DIR);
     let files = parquet_files(&dir)?;
     if files.is_empty() {
         return Ok(HashMap::new());
     }
     const DENIED: &str = "denied_calls";
-    let lazy = scan(&dir, SPANS_DIR, &files)?
-        .filter(is_denied_call())
-        .group_by([col(col::TRIAL_ID)])
-        .agg([len().cast(DataType::UInt32).alias(DENIED)]);
+    const FAULTS: &str = "injected_faults";
+    const WAIT: &str = "rate_limit_wait_ms_sum";
+    let added = [
+        (col::FAULT, DataType::String, lit(NULL)),
+        (col::RATE_LIMIT_WAIT_MS, DataType::UInt64, lit(NULL)),
+    ];
+    let waited = col(col::RATE_LIMIT_WAIT_MS).gt(lit(0u64));
+    // One group per trial and fault kind; the group without a fault carries
+    // the trial's denials and the waits of its calls without a fault.
+    let lazy = frame::with_columns(scan(&dir, SPANS_DIR, &files)?, &added, &dir, SPANS_DIR)?
+        .filter(is_denied_call().or(is_injected_fault()).or(waited))
+        .group_by([col(col::TRIAL_ID), col(col::FAULT)])
+        .agg([
+            is_denied_call().cast(DataType::UInt64).sum().alias(DENIED),
+            is_injected_fault()
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(FAULTS),
+            col(col::RATE_LIMIT_WAIT_MS)
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(WAIT),
+        ]);
     let frame = Frame::collect(lazy, &dir, SPANS_DIR)?;
     let trial_ids = frame.strs(col::TRIAL_ID)?;
-    let counts = frame.u32s(DENIED)?;
-    Ok(trial_ids.into_iter().zip(counts).collect())
-}
-
-/// The denied tool calls among one trial's spans.
-pub(crate) fn count_denied(spans: &[SpanRow]) -> u32 {
-    let denied = spans
-        .iter()
-        .filter(|s| {
-            s.kind == kind::TOOL_CALL
-                && s.error_kind.as_deref() == Some(ToolErrorKind::Denied.as_str())
-        })
-        .count();
-    u32::try_from(denied).unwrap_or(u32::MAX)
+    let fault = frame.opt_strs(col::FAULT)?;
+    let denied = frame.u32s(DENIED)?;
+    let faults = frame.u32s(FAULTS)?;
+    let wait = frame.u64s(WAIT)?;
+    let mut out: HashMap<String, SpanCounts> = HashMap::new();
+    for (i, trial_id) in trial_ids.into_iter().enumerate() {
+        let counts = out.entry(trial_id).or_default();
+        counts.denied_calls = counts.denied_calls.saturating_add(denied[i]);
+        counts.rate_limit_wait_ms = counts.rate_limit_wait_ms.saturating_add(wait[i]);
+        if let Some(kind) = &fault[i]
+            && faults[i] > 0
+        {
+            let count = counts.faults.entry(kind.clone()).or_default();
+            *count = count.saturating_add(faults[i]);
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) fn read_messages(
@@ -254,6 +334,8 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
     let cost = f.opt_f64s(col::COST_USD)?;
     let attempt = f.opt_u32s(col::ATTEMPT)?;
     let retry_wait_ms = f.opt_u64s(col::RETRY_WAIT_MS)?;
+    let rate_limit_wait_ms = f.opt_u64s(col::RATE_LIMIT_WAIT_MS)?;
+    let fault = f.opt_strs(col::FAULT)?;
     let messages_from = f.opt_u32s(col::MESSAGES_FROM)?;
     let messages_to = f.opt_u32s(col::MESSAGES_TO)?;
     let tool_name = f.opt_strs(col::TOOL_NAME)?;
@@ -297,6 +379,8 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
             cost_usd: cost[i],
             attempt: attempt[i],
             retry_wait_ms: retry_wait_ms[i],
+            rate_limit_wait_ms: rate_limit_wait_ms[i],
+            fault: fault[i].clone(),
             messages_from: messages_from[i],
             messages_to: messages_to[i],
             tool_name: tool_name[i].clone(),

@@ -2,6 +2,7 @@
 
 use crate::AnalysisError;
 use crate::frame::{self, Frame};
+use crate::trace::SpanCounts;
 use polars::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -34,6 +35,11 @@ pub struct TrialRow {
     /// Tool calls refused by a permission rule or the approver (tool-call
     /// spans with error kind `denied`).
     pub denied_calls: u32,
+    /// Model calls with a fault injected on purpose by the `chaos(...)`
+    /// wrapper (model-call spans with a `fault`).
+    pub injected_faults: u32,
+    /// Time the model calls waited for a shared provider rate limit.
+    pub rate_limit_wait_ms: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub total_tokens: u64,
@@ -56,12 +62,13 @@ pub(crate) fn scan(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, AnalysisE
     frame::with_columns(lazy, &added, dir, TRIALS_DIR)
 }
 
-/// Every row of a collected trials frame, in frame order, with the denied
-/// tool calls per trial id (absent: none).
+/// Every row of a collected trials frame, in frame order, with what the
+/// spans say per trial id (absent: nothing to count).
 pub(crate) fn trial_rows(
     frame: &Frame,
-    denied: &HashMap<String, u32>,
+    spans: &HashMap<String, SpanCounts>,
 ) -> Result<Vec<TrialRow>, AnalysisError> {
+    let none = SpanCounts::default();
     let trial_id = frame.strs(col::TRIAL_ID)?;
     let variant = frame.strs(col::VARIANT)?;
     let task = frame.strs(col::TASK)?;
@@ -84,35 +91,41 @@ pub(crate) fn trial_rows(
     let duration_ms = frame.u64s(col::DURATION_MS)?;
     let error = frame.opt_strs(col::ERROR)?;
     Ok((0..frame.height())
-        .map(|i| TrialRow {
-            trial_id: trial_id[i].clone(),
-            variant: variant[i].clone(),
-            task: task[i].clone(),
-            trial_index: trial_index[i],
-            model: model[i].clone(),
-            outcome: outcome[i].clone(),
-            stop_reason: stop_reason[i].clone(),
-            steps: steps[i],
-            tool_calls: tool_calls[i],
-            tool_errors: tool_errors[i],
-            retries: retries[i],
-            interventions: interventions[i],
-            feedback_rounds: feedback_rounds[i],
-            tampered: tampered[i],
-            denied_calls: denied.get(&trial_id[i]).copied().unwrap_or(0),
-            input_tokens: input_tokens[i],
-            output_tokens: output_tokens[i],
-            total_tokens: total_tokens[i],
-            cost_usd: cost_usd[i],
-            checks_passed: checks_passed[i],
-            duration_ms: duration_ms[i],
-            error: error[i].clone(),
+        .map(|i| {
+            let counts = spans.get(&trial_id[i]).unwrap_or(&none);
+            TrialRow {
+                trial_id: trial_id[i].clone(),
+                variant: variant[i].clone(),
+                task: task[i].clone(),
+                trial_index: trial_index[i],
+                model: model[i].clone(),
+                outcome: outcome[i].clone(),
+                stop_reason: stop_reason[i].clone(),
+                steps: steps[i],
+                tool_calls: tool_calls[i],
+                tool_errors: tool_errors[i],
+                retries: retries[i],
+                interventions: interventions[i],
+                feedback_rounds: feedback_rounds[i],
+                tampered: tampered[i],
+                denied_calls: counts.denied_calls,
+                injected_faults: counts.injected_faults(),
+                rate_limit_wait_ms: counts.rate_limit_wait_ms,
+                input_tokens: input_tokens[i],
+                output_tokens: output_tokens[i],
+                total_tokens: total_tokens[i],
+                cost_usd: cost_usd[i],
+                checks_passed: checks_passed[i],
+                duration_ms: duration_ms[i],
+                error: error[i].clone(),
+            }
         })
         .collect())
 }
 
 /// The row of one trial (the first, should there be several) from the trials
-/// table. Its `denied_calls` is 0: the caller counts them in the spans.
+/// table. Its span counts (`denied_calls`, `injected_faults`,
+/// `rate_limit_wait_ms`) are 0: the caller counts them in the spans.
 pub(crate) fn find_trial(
     trials: LazyFrame,
     dir: &Path,

@@ -26,7 +26,7 @@ fn summarises_each_variant_in_manifest_order() {
         .iter()
         .map(|v| v.variant.as_str())
         .collect();
-    assert_eq!(names, ["baseline", "real", "unused"]);
+    assert_eq!(names, ["baseline", "real", "unused", "chaos"]);
 
     let baseline = &analysis.variants[0];
     assert!(baseline.simulated);
@@ -53,6 +53,9 @@ fn summarises_each_variant_in_manifest_order() {
         baseline.denied_calls, 2,
         "the approver's and a rule's refusal"
     );
+    assert_eq!(baseline.injected_faults, 0);
+    assert!(baseline.faults_by_kind.is_empty());
+    assert_eq!(baseline.rate_limit_wait_ms, 0);
     assert_eq!(baseline.outcomes.get("passed"), Some(&2));
     assert_eq!(baseline.outcomes.get("verification_failed"), Some(&1));
     assert_eq!(baseline.outcomes.get("limit"), Some(&1));
@@ -69,6 +72,85 @@ fn summarises_each_variant_in_manifest_order() {
     assert_eq!(real.feedback_rounds, 1);
     assert_eq!(real.tampered, 0);
     assert_eq!(real.denied_calls, 0);
+    assert_eq!((real.injected_faults, real.rate_limit_wait_ms), (0, 0));
+}
+
+#[test]
+fn chaos_variants_count_their_injected_faults() {
+    let dir = run_dir();
+    let analysis = analyze_run(dir.path()).unwrap();
+    let chaos = &analysis.variants[3];
+    assert_eq!(chaos.variant, "chaos");
+    assert_eq!((chaos.trials, chaos.passed), (2, 1));
+    assert_eq!(chaos.injected_faults, 2);
+    let kinds: Vec<(&str, u64)> = chaos
+        .faults_by_kind
+        .iter()
+        .map(|(kind, &count)| (kind.as_str(), count))
+        .collect();
+    assert_eq!(kinds, [("malformed_json", 1), ("transport_error", 1)]);
+    assert_eq!(chaos.rate_limit_wait_ms, fixture::CHAOS_RATE_LIMIT_WAIT_MS);
+    assert_eq!(chaos.denied_calls, 0, "faults are not denials");
+    let unused = &analysis.variants[2];
+    assert_eq!((unused.injected_faults, unused.rate_limit_wait_ms), (0, 0));
+    assert!(unused.faults_by_kind.is_empty());
+
+    let row = |id: &str| analysis.trials.iter().find(|t| t.trial_id == id).unwrap();
+    let failed = row(&fixture::chaos_trial_id());
+    assert_eq!(failed.injected_faults, 2);
+    assert_eq!(failed.rate_limit_wait_ms, fixture::CHAOS_RATE_LIMIT_WAIT_MS);
+    let passed = row("chaos--add-test--0");
+    assert_eq!((passed.injected_faults, passed.rate_limit_wait_ms), (0, 0));
+    assert_eq!(row(&fixture::traced_trial_id()).injected_faults, 0);
+    // A single trial's row counts its own spans, as the run's rows do.
+    let trace = load_trial_trace(dir.path(), &fixture::chaos_trial_id()).unwrap();
+    assert_eq!(&trace.trial, failed);
+}
+
+#[test]
+fn spans_carry_injected_faults_and_rate_limit_waits() {
+    let dir = run_dir();
+    let spans = load_trial_trace(dir.path(), &fixture::chaos_trial_id())
+        .unwrap()
+        .spans;
+    let kinds: Vec<&str> = spans.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            kind::MODEL_CALL,
+            kind::MODEL_CALL,
+            kind::TOOL_CALL,
+            kind::MODEL_CALL,
+            kind::CHECK
+        ]
+    );
+    let (transport, malformed, broken, clean) = (&spans[0], &spans[1], &spans[2], &spans[3]);
+    assert_eq!(transport.fault.as_deref(), Some("transport_error"));
+    assert_eq!(
+        (transport.status.as_str(), transport.attempt),
+        ("error", Some(1))
+    );
+    assert_eq!(transport.error.as_deref(), Some(fixture::INJECTED_ERROR));
+    assert_eq!(transport.rate_limit_wait_ms, Some(250));
+    assert_eq!(malformed.fault.as_deref(), Some("malformed_json"));
+    assert_eq!(
+        (malformed.status.as_str(), malformed.attempt),
+        ("ok", Some(2))
+    );
+    assert_eq!(malformed.rate_limit_wait_ms, Some(0));
+    assert_eq!(broken.parent_span_id, Some(malformed.span_id));
+    assert_eq!(broken.error_kind.as_deref(), Some("invalid_json"));
+    assert_eq!(
+        broken.tool_arguments.as_deref(),
+        Some(fixture::MALFORMED_ARGUMENTS)
+    );
+    assert_eq!(
+        (broken.fault.as_deref(), broken.rate_limit_wait_ms),
+        (None, None),
+        "model-call columns"
+    );
+    assert_eq!(clean.fault, None);
+    assert_eq!(clean.rate_limit_wait_ms, Some(1200));
 }
 
 #[test]
@@ -128,17 +210,18 @@ fn matrix_and_failed_trials() {
     };
     assert_eq!(analysis.matrix[0].task, "fix-bug");
     assert_eq!(analysis.matrix[1].task, "add-test");
-    let expected = |b: (u64, u64), r: (u64, u64)| {
+    let expected = |b: (u64, u64), r: (u64, u64), c: (u64, u64)| {
         vec![
             ("baseline".to_string(), b.0, b.1),
             ("real".to_string(), r.0, r.1),
             ("unused".to_string(), 0, 0),
+            ("chaos".to_string(), c.0, c.1),
         ]
     };
-    assert_eq!(cells(0), expected((1, 2), (1, 2)));
-    assert_eq!(cells(1), expected((1, 2), (1, 1)));
+    assert_eq!(cells(0), expected((1, 2), (1, 2), (0, 1)));
+    assert_eq!(cells(1), expected((1, 2), (1, 1), (1, 1)));
 
-    assert_eq!(analysis.trials.len(), 7);
+    assert_eq!(analysis.trials.len(), 9);
     let failed: Vec<&str> = analysis
         .failed_trials
         .iter()
@@ -149,7 +232,8 @@ fn matrix_and_failed_trials() {
         [
             "baseline--fix-bug--1",
             "baseline--add-test--1",
-            "real--fix-bug--0"
+            "real--fix-bug--0",
+            "chaos--fix-bug--0"
         ]
     );
     let model_error = &analysis.failed_trials[2];
@@ -238,8 +322,9 @@ fn spans_carry_retries_permissions_and_approvals() {
     assert_eq!((check.approved, check.permission.as_deref()), (None, None));
 }
 
-/// Traces written before feedback rounds, tamper detection, permissions and
-/// retry waits were recorded: the new fields read as 0, false or none.
+/// Traces written before feedback rounds, tamper detection, permissions,
+/// retry and rate-limit waits and injected faults were recorded: the new
+/// fields read as 0, false or none.
 #[test]
 fn traces_without_the_new_columns_still_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -255,12 +340,36 @@ fn traces_without_the_new_columns_still_read() {
             .iter()
             .all(|t| !t.tampered && t.feedback_rounds == 0)
     );
+    for variant in &analysis.variants {
+        assert_eq!(variant.injected_faults, 0, "{}", variant.variant);
+        assert!(variant.faults_by_kind.is_empty());
+        assert_eq!(variant.rate_limit_wait_ms, 0);
+    }
+    assert!(
+        analysis
+            .trials
+            .iter()
+            .all(|t| t.injected_faults == 0 && t.rate_limit_wait_ms == 0)
+    );
+    let chaos = load_trial_trace(dir.path(), &fixture::chaos_trial_id()).unwrap();
+    assert_eq!(chaos.trial.injected_faults, 0);
+    assert!(
+        chaos
+            .spans
+            .iter()
+            .all(|s| s.fault.is_none() && s.rate_limit_wait_ms.is_none())
+    );
+    assert_eq!(chaos.spans[2].error_kind.as_deref(), Some("invalid_json"));
     let trace = load_trial_trace(dir.path(), &fixture::traced_trial_id()).unwrap();
     assert!(!trace.trial.tampered);
     assert_eq!(trace.trial.feedback_rounds, 0);
     assert_eq!(trace.spans.len(), 8, "no approval spans back then");
     for span in &trace.spans {
         assert_eq!(span.retry_wait_ms, None);
+        assert_eq!(
+            (span.rate_limit_wait_ms, span.fault.as_deref()),
+            (None, None)
+        );
         assert_eq!(span.permission, None);
         assert_eq!(span.permission_rule, None);
         assert_eq!(span.permission_part, None);
@@ -288,6 +397,12 @@ fn old_and_new_files_in_one_run_read_together() {
     let old = load_trial_trace(dir.path(), &fixture::traced_trial_id()).unwrap();
     assert_eq!(old.spans[2].permission, None);
     assert_eq!(old.trial.denied_calls, 1);
+    assert_eq!(old.spans[0].rate_limit_wait_ms, None);
+    // The chaos trial's file is new; the old files beside it add no faults.
+    assert_eq!(baseline.injected_faults, 0);
+    let chaos = &analysis.variants[3];
+    assert_eq!(chaos.injected_faults, 2);
+    assert_eq!(chaos.rate_limit_wait_ms, fixture::CHAOS_RATE_LIMIT_WAIT_MS);
 }
 
 #[test]
@@ -345,7 +460,7 @@ fn a_variant_without_successes_has_no_token_efficiency() {
         baseline.ci_high > 0.0,
         "an upper bound remains with 0 successes"
     );
-    assert_eq!(analysis.failed_trials.len(), 3);
+    assert_eq!(analysis.failed_trials.len(), 4);
 }
 
 #[test]
@@ -408,29 +523,39 @@ fn reads_what_the_trace_writer_writes() {
             started_at_ms: 0,
         })
         .unwrap();
-    let model_call = |span_id, attempt, retry_wait_ms, status, error: Option<&str>| {
-        Event::ModelCall(ModelCallRecord {
-            span_id,
-            step: 1,
-            provider: "sim".into(),
-            request_model: "sim".into(),
-            response_model: "sim".into(),
-            started_at_ms: 0,
-            duration_ms: 5,
-            finish_reason: None,
-            usage: Usage::default(),
-            cost_usd: None,
-            messages_from: 0,
-            messages_to: 0,
-            attempt,
-            retry_wait_ms,
-            status,
-            error: error.map(str::to_owned),
-        })
-    };
+    let model_call =
+        |span_id, attempt, retry_wait_ms, status, error: Option<&str>, fault: Option<&str>| {
+            Event::ModelCall(ModelCallRecord {
+                span_id,
+                step: 1,
+                provider: "sim".into(),
+                request_model: "sim".into(),
+                response_model: "sim".into(),
+                started_at_ms: 0,
+                duration_ms: 5,
+                finish_reason: None,
+                usage: Usage::default(),
+                cost_usd: None,
+                messages_from: 0,
+                messages_to: 0,
+                attempt,
+                retry_wait_ms,
+                rate_limit_wait_ms: 30 * u64::from(span_id),
+                fault: fault.map(str::to_owned),
+                status,
+                error: error.map(str::to_owned),
+            })
+        };
     let events = [
-        model_call(1, 1, 0, SpanStatus::Error, Some("overloaded")),
-        model_call(2, 2, 800, SpanStatus::Ok, None),
+        model_call(
+            1,
+            1,
+            0,
+            SpanStatus::Error,
+            Some("overloaded"),
+            Some("transport_error"),
+        ),
+        model_call(2, 2, 800, SpanStatus::Ok, None, None),
         Event::Approval(ApprovalRecord {
             span_id: 3,
             parent_span_id: 2,
@@ -502,12 +627,25 @@ fn reads_what_the_trace_writer_writes() {
         ),
         (1, 1, 3, 1, 1)
     );
+    assert_eq!(baseline.injected_faults, 1);
+    assert_eq!(baseline.faults_by_kind.get("transport_error"), Some(&1));
+    assert_eq!(baseline.rate_limit_wait_ms, 90);
     let trace = load_trial_trace(run_dir, "baseline--fix-bug--0").unwrap();
     assert!(trace.trial.tampered);
     assert_eq!(trace.trial.denied_calls, 1);
+    assert_eq!(
+        (trace.trial.injected_faults, trace.trial.rate_limit_wait_ms),
+        (1, 90)
+    );
     let spans = &trace.spans;
     assert_eq!(spans.len(), 4);
     assert_eq!(spans[0].error.as_deref(), Some("overloaded"));
+    assert_eq!(spans[0].fault.as_deref(), Some("transport_error"));
+    assert_eq!(
+        (spans[0].rate_limit_wait_ms, spans[1].rate_limit_wait_ms),
+        (Some(30), Some(60))
+    );
+    assert_eq!(spans[1].fault, None);
     assert_eq!(
         (spans[1].attempt, spans[1].retry_wait_ms),
         (Some(2), Some(800))

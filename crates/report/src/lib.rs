@@ -83,6 +83,7 @@ fn render_index(env: &Environment<'static>, analysis: &RunAnalysis) -> Result<St
         simulated => Serde(view::simulated(analysis)),
         variants => Serde(variants::variants(&analysis.manifest.variants)),
         summary => Serde(view::summary(&analysis.variants)),
+        any_faults => view::any_faults(&analysis.variants),
         plots => Serde(plots),
         matrix => Serde(view::matrix(&analysis.matrix, &analysis.variants)),
         failed => Serde(view::failed(&analysis.failed_trials)),

@@ -2,7 +2,7 @@
 
 use crate::view::thousands;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use tack_analysis::{MessageRow, SpanRow, TrialRow, TrialTrace};
 use tack_trace::schema::kind;
 
@@ -29,6 +29,9 @@ pub(crate) struct TrialView {
     pub cost: String,
     pub checks: &'static str,
     pub duration: String,
+    /// The model calls' total wait for the rate limit, formatted; `None`
+    /// when they did not wait.
+    pub rate_limit_wait: Option<String>,
     pub timeline: Vec<Item>,
     pub messages: Vec<MessageView>,
 }
@@ -45,6 +48,11 @@ pub(crate) enum Item {
         /// The backoff waited before this attempt, formatted; `None` when
         /// there was no wait.
         waited: Option<String>,
+        /// The wait for a shared provider rate limit, formatted; `None` when
+        /// there was none.
+        rate_limit_wait: Option<String>,
+        /// A fault the `chaos(...)` wrapper injected on purpose.
+        fault: Option<String>,
         status: String,
         error: Option<String>,
         model: String,
@@ -75,6 +83,9 @@ pub(crate) enum Item {
         error: Option<String>,
         duration_ms: u64,
         permission: Option<Permission>,
+        /// The fault injected into the model call that asked for this tool,
+        /// when the call then failed: what broke it was deliberate.
+        after_fault: Option<String>,
     },
     /// A tool call that waited for an approver: an intervention.
     Approval {
@@ -152,6 +163,7 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
             None => "did not run",
         },
         duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
+        rate_limit_wait: milliseconds(t.rate_limit_wait_ms),
         timeline: timeline(&trace.spans, &messages),
         messages,
     }
@@ -160,11 +172,19 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
 fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
     let mut shown_upto = 0u32;
     let mut responses_shown = BTreeSet::new();
+    let faults: HashMap<u32, &str> = spans
+        .iter()
+        .filter(|s| s.kind == kind::MODEL_CALL)
+        .filter_map(|s| Some((s.span_id, s.fault.as_deref()?)))
+        .collect();
     spans
         .iter()
         .map(|span| match span.kind.as_str() {
             kind::MODEL_CALL => model_call(span, messages, &mut shown_upto, &mut responses_shown),
-            kind::TOOL_CALL => tool_call(span),
+            kind::TOOL_CALL => {
+                let parent_fault = span.parent_span_id.and_then(|id| faults.get(&id).copied());
+                tool_call(span, parent_fault)
+            }
             kind::APPROVAL => approval(span),
             kind::CHECK => Item::Check {
                 name: span.name.clone(),
@@ -212,10 +232,9 @@ fn model_call(
         step: span.step,
         attempt: span.attempt,
         retry: span.attempt.is_some_and(|a| a > 1),
-        waited: span
-            .retry_wait_ms
-            .filter(|&ms| ms > 0)
-            .map(|ms| format!("{} ms", thousands(ms as f64))),
+        waited: span.retry_wait_ms.and_then(milliseconds),
+        rate_limit_wait: span.rate_limit_wait_ms.and_then(milliseconds),
+        fault: span.fault.clone(),
         status: span.status.clone(),
         error: span.error.clone(),
         model: span
@@ -238,7 +257,12 @@ fn model_call(
     }
 }
 
-fn tool_call(span: &SpanRow) -> Item {
+/// `1,200 ms`; `None` for no wait.
+fn milliseconds(ms: u64) -> Option<String> {
+    (ms > 0).then(|| format!("{} ms", thousands(ms as f64)))
+}
+
+fn tool_call(span: &SpanRow, parent_fault: Option<&str>) -> Item {
     let raw = span.tool_arguments.clone().unwrap_or_default();
     let (arguments, arguments_are_json) = pretty_json(&raw);
     Item::ToolCall {
@@ -267,6 +291,9 @@ fn tool_call(span: &SpanRow) -> Item {
             rule: span.permission_rule.clone(),
             part: span.permission_part.clone(),
         }),
+        after_fault: parent_fault
+            .filter(|_| span.status != "ok")
+            .map(str::to_owned),
     }
 }
 

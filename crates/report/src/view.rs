@@ -55,6 +55,10 @@ pub(crate) struct SummaryRow {
     /// Trials that changed files the checks depend on; highlighted when > 0.
     pub tampered: u64,
     pub tool_errors: u64,
+    /// Model calls corrupted on purpose by the `chaos(...)` wrapper.
+    pub injected_faults: u64,
+    /// `injected_faults` per kind, in [`FAULT_KINDS`] order.
+    pub faults: Vec<Count>,
     pub outcomes: Vec<Count>,
     pub stop_reasons: Vec<Count>,
 }
@@ -94,8 +98,21 @@ pub(crate) struct FailedRow {
     pub tokens: String,
     /// The agent changed files the checks depend on.
     pub tampered: bool,
+    /// Faults the `chaos(...)` wrapper injected into the trial's model calls.
+    pub injected_faults: u32,
     pub error: Option<String>,
 }
+
+/// The fault kinds of the `chaos(...)` model wrapper, in the order the report
+/// lists them: a failed call first, then the ways an answer is corrupted.
+/// Kinds not listed (a newer tack) follow alphabetically.
+const FAULT_KINDS: [&str; 5] = [
+    "transport_error",
+    "malformed_json",
+    "unknown_tool",
+    "wrong_types",
+    "truncated",
+];
 
 pub(crate) fn header(analysis: &RunAnalysis) -> Header {
     let m = &analysis.manifest;
@@ -138,6 +155,12 @@ pub(crate) fn summary(variants: &[VariantSummary]) -> Vec<SummaryRow> {
     variants.iter().map(summary_row).collect()
 }
 
+/// Some variant had faults injected: the index shows the fault columns only
+/// then, as most runs have no chaos variant.
+pub(crate) fn any_faults(variants: &[VariantSummary]) -> bool {
+    variants.iter().any(|v| v.injected_faults > 0)
+}
+
 fn summary_row(v: &VariantSummary) -> SummaryRow {
     let stop_order: Vec<&str> = StopReason::ALL.iter().map(|r| r.as_str()).collect();
     SummaryRow {
@@ -162,6 +185,11 @@ fn summary_row(v: &VariantSummary) -> SummaryRow {
         feedback_rounds: v.feedback_rounds,
         tampered: v.tampered,
         tool_errors: v.tool_errors,
+        injected_faults: v.injected_faults,
+        faults: counts(
+            &v.faults_by_kind,
+            &in_order(&FAULT_KINDS, v.faults_by_kind.keys()),
+        ),
         outcomes: counts(&v.outcomes, &outcome_order(v.outcomes.keys())),
         stop_reasons: counts(
             &v.stop_reasons,
@@ -242,6 +270,7 @@ pub(crate) fn failed(trials: &[TrialRow]) -> Vec<FailedRow> {
             steps: t.steps,
             tokens: thousands(t.total_tokens as f64),
             tampered: t.tampered,
+            injected_faults: t.injected_faults,
             error: t.error.as_deref().map(|e| shorten(e, 300)),
         })
         .collect()
@@ -301,5 +330,15 @@ mod tests {
     fn known_outcomes_come_first_in_their_order() {
         let names = ["zzz", "limit", "passed", "limit"].map(String::from);
         assert_eq!(outcome_order(names.iter()), ["passed", "limit", "zzz"]);
+    }
+
+    #[test]
+    fn fault_kinds_in_report_order() {
+        let names =
+            ["truncated", "new_kind", "transport_error", "malformed_json"].map(String::from);
+        assert_eq!(
+            in_order(&FAULT_KINDS, names.iter()),
+            ["transport_error", "malformed_json", "truncated", "new_kind"]
+        );
     }
 }

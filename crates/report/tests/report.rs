@@ -66,7 +66,8 @@ fn writes_an_index_and_a_page_per_failed_trial() {
         [
             "baseline--fix-bug--1.html",
             "baseline--add-test--1.html",
-            "real--fix-bug--0.html"
+            "real--fix-bug--0.html",
+            "chaos--fix-bug--0.html"
         ]
     );
     for name in &names {
@@ -324,6 +325,146 @@ fn index_summarises_interventions_tampering_and_feedback() {
 }
 
 #[test]
+fn index_shows_injected_faults_per_variant_and_kind() {
+    let report = report();
+    let summary = between(&report.index, "<table class=\"summary\">", "</table>");
+    let head = between(summary, "<thead>", "</thead>");
+    assert!(
+        head.ends_with("<th>Tool errors</th><th>Injected faults</th>\n</tr>"),
+        "{head}"
+    );
+    let rows: Vec<&str> = summary.split("<tr>").skip(2).collect();
+    // Tool errors, then injected faults: baseline 4 and 0, chaos 2 and 2.
+    assert!(
+        rows[0].contains("<td class=\"num\">4</td><td class=\"num\">0</td>\n</tr>"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows[3].starts_with("\n<td>chaos</td>"), "{}", rows[3]);
+    assert!(
+        rows[3].contains("<td class=\"num\">2</td><td class=\"num\">2</td>\n</tr>"),
+        "{}",
+        rows[3]
+    );
+
+    let breakdown = between(&report.index, "<table class=\"breakdown\">", "</table>");
+    assert!(breakdown.contains("<th>Faults injected</th></tr>"));
+    let rows: Vec<&str> = breakdown.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 4);
+    assert!(
+        rows[0].contains("<td><span class=\"muted\">none</span></td>"),
+        "{}",
+        rows[0]
+    );
+    // A failed call first, then the corrupted answers.
+    assert!(rows[3].contains(
+        "<td><span class=\"tag fault\">transport_error: 1</span> <span class=\"tag fault\">malformed_json: 1</span> </td>"
+    ), "{}", rows[3]);
+
+    let how = between(&report.index, "<p class=\"how-to-read\">", "</p>");
+    assert!(how.contains("Injected faults are deliberate"), "{how}");
+    assert!(how.contains("un-wrapped twin"), "{how}");
+
+    let failed = between(&report.index, "<table class=\"failed\">", "</table>");
+    assert_eq!(failed.matches("class=\"tag fault\"").count(), 1);
+    let chaos_row = between(failed, &fixture::chaos_trial_id(), "</tr>");
+    assert!(
+        chaos_row.contains(">2 injected faults</span>"),
+        "{chaos_row}"
+    );
+}
+
+#[test]
+fn a_run_without_injected_faults_has_no_fault_columns() {
+    let run = tempfile::tempdir().unwrap();
+    fixture::write_run(run.path());
+    std::fs::remove_file(
+        run.path()
+            .join("spans")
+            .join(format!("{}.parquet", fixture::chaos_trial_id())),
+    )
+    .unwrap();
+    let report = render(run);
+    assert!(!report.index.contains("Injected faults"));
+    assert!(!report.index.contains("Faults injected"));
+    assert!(!report.index.contains("tag fault"));
+    // Same column count in every row of the breakdown.
+    let breakdown = between(&report.index, "<table class=\"breakdown\">", "</table>");
+    assert_eq!(breakdown.matches("<th>").count(), 3);
+    assert_eq!(breakdown.matches("<td>").count(), 4 * 3);
+}
+
+#[test]
+fn trial_page_marks_injected_faults_and_rate_limit_waits() {
+    let report = report();
+    let page = trial_page(&report, &fixture::chaos_trial_id());
+    let header = between(&page, "<dl class=\"meta\">", "</dl>");
+    assert_eq!(
+        fixture::CHAOS_RATE_LIMIT_WAIT_MS,
+        250 + 1200,
+        "the waits below"
+    );
+    assert!(
+        header.contains("<dt>Injected faults</dt><dd><span class=\"tag fault\">2</span>"),
+        "{header}"
+    );
+    assert!(
+        header.contains("<dt>Rate-limit wait</dt><dd>1,450 ms</dd>"),
+        "{header}"
+    );
+    let items = items(&page);
+    assert_eq!(items.len(), 5);
+    let transport = items[0];
+    assert!(transport.starts_with("model_call error\">"), "{transport}");
+    assert!(transport.contains(
+        "<h3>Model call · step 1 · <span class=\"tag error-kind\">attempt 1 failed</span> · <span class=\"tag fault\" title=\"injected on purpose by the chaos wrapper\">injected fault: transport_error</span></h3>"
+    ), "{transport}");
+    assert!(
+        transport.contains("<div class=\"rate-limit-note\">waited 250 ms for the rate limit</div>")
+    );
+    assert!(transport.contains("<pre>injected transport error (chaos) &lt;boom&gt;</pre>"));
+    let malformed = items[1];
+    assert!(
+        malformed.starts_with("model_call\">"),
+        "a successful call: {malformed}"
+    );
+    assert!(malformed.contains("<span class=\"tag retry\">retry, attempt 2</span>"));
+    assert!(
+        malformed.contains(">injected fault: malformed_json</span></h3>"),
+        "{malformed}"
+    );
+    assert!(
+        !malformed.contains("rate limit"),
+        "no wait, no note: {malformed}"
+    );
+    let broken = items[2];
+    assert!(broken.starts_with("tool_call error\">"));
+    assert!(
+        broken.contains(
+            "<span class=\"tag error-kind\">invalid_json</span> <span class=\"tag fault\""
+        ),
+        "{broken}"
+    );
+    assert!(
+        broken.contains(">after injected fault: malformed_json</span></h3>"),
+        "{broken}"
+    );
+    let clean = items[3];
+    assert!(!clean.contains("fault"), "{clean}");
+    assert!(
+        clean.contains("waited 1,200 ms for the rate limit"),
+        "{clean}"
+    );
+
+    // Pages of trials without faults or waits say nothing about them.
+    let page = trial_page(&report, &fixture::traced_trial_id());
+    assert!(!page.contains("tag fault"));
+    assert!(!page.contains("Injected faults"));
+    assert!(!page.contains("for the rate limit"));
+    assert!(!page.contains("Rate-limit wait"));
+}
+
+#[test]
 fn a_run_traced_before_permissions_still_renders() {
     let run = tempfile::tempdir().unwrap();
     fixture::write_run_as(run.path(), |_| true);
@@ -339,6 +480,13 @@ fn a_run_traced_before_permissions_still_renders() {
     assert!(page.contains("<dt>Tampered</dt><dd>no</dd>"));
     // Attempts were recorded before retry waits were.
     assert!(page.contains("Retry: attempt 2, sent without a wait."));
+    // Nor were faults or rate-limit waits: no fault columns, no tags.
+    assert!(!report.index.contains("Injected faults"));
+    assert!(!report.index.contains("tag fault"));
+    let page = trial_page(&report, &fixture::chaos_trial_id());
+    assert!(!page.contains("tag fault"));
+    assert!(!page.contains("for the rate limit"));
+    assert!(page.contains("<span class=\"tag error-kind\">invalid_json</span></h3>"));
 }
 
 #[test]
@@ -446,8 +594,8 @@ fn outcomes_have_their_own_table() {
     assert!(breakdown.contains("<span class=\"tag\">step_limit: 1</span>"));
     assert_eq!(
         breakdown.matches("<tr>").count(),
-        4,
-        "a header and 3 variants"
+        5,
+        "a header and 4 variants"
     );
 }
 
