@@ -19,6 +19,7 @@ const PROMPT_CHARS: usize = 80;
 const NONE: &str = "—";
 /// The model whose `sim` parameters mean something.
 const SIM_MODEL: &str = "sim";
+const CHAOS_PREFIX: &str = "chaos(";
 
 #[derive(Debug, Serialize)]
 pub(crate) struct VariantsView {
@@ -63,6 +64,8 @@ enum Part {
     Harness,
     /// Only meaningful for the `sim` model.
     Sim,
+    /// Only meaningful for models wrapped in `chaos(...)`.
+    Chaos,
 }
 
 impl Part {
@@ -70,6 +73,16 @@ impl Part {
         match self {
             Part::Harness => "harness",
             Part::Sim => "sim",
+            Part::Chaos => "chaos",
+        }
+    }
+
+    /// Whether the part's settings mean anything for the variant.
+    fn applies_to(self, info: &VariantInfo) -> bool {
+        match self {
+            Part::Harness => true,
+            Part::Sim => is_sim(info),
+            Part::Chaos => info.model.starts_with(CHAOS_PREFIX),
         }
     }
 }
@@ -82,7 +95,7 @@ struct Setting {
     shorten: bool,
 }
 
-const SETTINGS: [Setting; 17] = [
+const SETTINGS: [Setting; 22] = [
     setting("Tool results", Part::Harness, "tool_results", plain),
     setting("Max steps", Part::Harness, "max_steps", plain),
     setting("Permissions", Part::Harness, "permissions", off_when_null),
@@ -118,6 +131,16 @@ const SETTINGS: [Setting; 17] = [
     setting("Sim skill", Part::Sim, "skill", plain),
     setting("Sim malformed rate", Part::Sim, "malformed_rate", plain),
     setting("Sim max attempts", Part::Sim, "max_attempts", plain),
+    setting(
+        "Chaos transport errors",
+        Part::Chaos,
+        "transport_error",
+        plain,
+    ),
+    setting("Chaos malformed JSON", Part::Chaos, "malformed_json", plain),
+    setting("Chaos unknown tools", Part::Chaos, "unknown_tool", plain),
+    setting("Chaos wrong types", Part::Chaos, "wrong_types", plain),
+    setting("Chaos cut-off answers", Part::Chaos, "truncated", plain),
 ];
 
 const fn setting(
@@ -137,9 +160,10 @@ const fn setting(
 
 pub(crate) fn variants(infos: &[VariantInfo]) -> VariantsView {
     let any_sim = infos.iter().any(is_sim);
+    let used = |part: Part| infos.iter().any(|info| part.applies_to(info));
     let known: Vec<Row> = SETTINGS
         .iter()
-        .filter(|s| s.part == Part::Harness || any_sim)
+        .filter(|s| used(s.part))
         .map(|s| Row {
             name: s.name.to_string(),
             part: s.part,
@@ -148,9 +172,9 @@ pub(crate) fn variants(infos: &[VariantInfo]) -> VariantsView {
             shorten: s.shorten,
         })
         .collect();
-    let others = [Part::Harness, Part::Sim]
+    let others = [Part::Harness, Part::Sim, Part::Chaos]
         .into_iter()
-        .filter(|&part| part == Part::Harness || any_sim)
+        .filter(|&part| used(part))
         .flat_map(|part| {
             unknown_keys(infos, part)
                 .into_iter()
@@ -204,7 +228,7 @@ impl Row {
         let values: Vec<Option<String>> = infos
             .iter()
             .map(|info| {
-                if self.part == Part::Sim && !is_sim(info) {
+                if !self.part.applies_to(info) {
                     return None;
                 }
                 Some(match lookup(info, self.part, &self.key) {
@@ -280,8 +304,14 @@ fn cut_at_word(text: &str, end: usize) -> &str {
     }
 }
 
+/// The simulated agent, bare or wrapped in `chaos(...)`.
 fn is_sim(info: &VariantInfo) -> bool {
-    info.model == SIM_MODEL
+    let inner = info
+        .model
+        .strip_prefix(CHAOS_PREFIX)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or(&info.model);
+    inner == SIM_MODEL
 }
 
 fn lookup<'a>(info: &'a VariantInfo, part: Part, key: &str) -> Option<&'a Value> {
@@ -296,7 +326,7 @@ fn lookup<'a>(info: &'a VariantInfo, part: Part, key: &str) -> Option<&'a Value>
 fn unknown_keys(infos: &[VariantInfo], part: Part) -> BTreeSet<String> {
     infos
         .iter()
-        .filter(|info| part == Part::Harness || is_sim(info))
+        .filter(|info| part.applies_to(info))
         .filter_map(|info| info.config.get(part.key())?.as_object())
         .flat_map(|object| object.keys())
         .filter(|key| {
@@ -313,6 +343,7 @@ fn other_name(part: Part, key: &str) -> String {
     match part {
         Part::Harness => words,
         Part::Sim => format!("sim {words}"),
+        Part::Chaos => format!("chaos {words}"),
     }
 }
 
