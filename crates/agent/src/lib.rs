@@ -39,6 +39,8 @@ pub struct AgentRun {
     pub retries: u32,
     /// Calls that waited for an approver.
     pub interventions: u32,
+    /// Commands in which the sandbox refused something.
+    pub sandbox_denials: u32,
     /// The model's last words, when it completed.
     pub final_message: Option<String>,
     /// What went wrong, for model and harness errors.
@@ -57,6 +59,7 @@ impl Default for AgentRun {
             tool_errors: 0,
             retries: 0,
             interventions: 0,
+            sandbox_denials: 0,
             final_message: None,
             error: None,
         }

@@ -263,6 +263,9 @@ impl<'a> Session<'a> {
         if record.status == SpanStatus::Error {
             self.totals.tool_errors += 1;
         }
+        if !record.sandbox_denials.is_empty() {
+            self.totals.sandbox_denials += 1;
+        }
         self.recorder.tool_call(record)?;
         self.push_message(Message::tool_result(&call.id, shown))
     }
@@ -298,6 +301,8 @@ impl<'a> Session<'a> {
             permission: decision.map(|d| d.verdict.as_str().to_string()),
             permission_rule: decision.map(|d| d.rule.clone()),
             permission_part: decision.map(|d| d.part.clone()),
+            sandbox_profile: None,
+            sandbox_denials: Vec::new(),
         };
         match result {
             Ok(ToolOutput::Command(output)) => {

@@ -169,6 +169,12 @@ pub struct ToolCallRecord {
     pub permission_rule: Option<String>,
     /// The part of a compound command the verdict was about.
     pub permission_part: Option<String>,
+    /// The sandbox profile a command ran under (`strict`, `workspace_write`,
+    /// `off`); `None` for tools that run no command.
+    pub sandbox_profile: Option<String>,
+    /// Operations the sandbox refused that surfaced in the output (EPERM,
+    /// EACCES, EROFS, refused connects).
+    pub sandbox_denials: Vec<String>,
 }
 
 /// A tool call that waited for an approver: an intervention.
@@ -226,6 +232,8 @@ pub struct TrialFinished {
     pub tampered: bool,
     /// Tool calls that ended in an error result.
     pub tool_errors: u32,
+    /// Commands in which the sandbox refused something.
+    pub sandbox_denials: u32,
     pub checks_passed: Option<bool>,
     pub duration_ms: u64,
     pub finished_at_ms: i64,

@@ -201,6 +201,7 @@ async fn execute(
     result.usage = run.usage;
     result.cost_usd = run.cost_usd;
     result.tool_errors = run.tool_errors;
+    result.sandbox_denials = run.sandbox_denials;
     result.retries = run.retries;
     result.interventions = run.interventions;
     result.feedback_rounds = rounds;
@@ -280,6 +281,7 @@ fn finished(
         feedback_rounds: 0,
         tampered: false,
         tool_errors: 0,
+        sandbox_denials: 0,
         checks_passed,
         duration_ms: clock.elapsed().as_millis() as u64,
         finished_at_ms: now_ms(),

@@ -15,6 +15,10 @@ fn strings<T>(rows: &[T], get: impl Fn(&T) -> Option<&str>) -> ArrayRef {
     Arc::new(rows.iter().map(get).collect::<StringArray>())
 }
 
+fn strings_owned<T>(rows: &[T], get: impl Fn(&T) -> Option<String>) -> ArrayRef {
+    Arc::new(rows.iter().map(get).collect::<StringArray>())
+}
+
 fn u32s<T>(rows: &[T], get: impl Fn(&T) -> Option<u32>) -> ArrayRef {
     Arc::new(rows.iter().map(get).collect::<UInt32Array>())
 }
@@ -82,6 +86,7 @@ pub(crate) fn trial_batch(
             u32s(&s, |(_, f)| Some(f.interventions)),
             u32s(&s, |(_, f)| Some(f.feedback_rounds)),
             bools(&s, |(_, f)| Some(f.tampered)),
+            u32s(&s, |(_, f)| Some(f.sandbox_denials)),
             bools(&s, |(_, f)| f.checks_passed),
             i64s(&s, |(t, _)| Some(t.started_at_ms)),
             u64s(&s, |(_, f)| Some(f.duration_ms)),
@@ -276,6 +281,12 @@ pub(crate) fn spans_batch(
             }),
             bools(&rows, |r| r.approval().map(|a| a.approved)),
             strings(&rows, |r| r.approval().map(|a| a.approver.as_str())),
+            strings(&rows, |r| r.tool().and_then(|t| t.sandbox_profile.as_deref())),
+            strings_owned(&rows, |r| {
+                r.tool()
+                    .filter(|t| !t.sandbox_denials.is_empty())
+                    .map(|t| t.sandbox_denials.join("\n"))
+            }),
             strings(&rows, |r| r.check().map(|c| c.command.as_str())),
             bools(&rows, |r| r.check().map(|c| c.passed)),
             strings(&rows, |r| r.check().map(|c| c.output.as_str())),

@@ -39,6 +39,8 @@ pub mod col {
     pub const INTERVENTIONS: &str = "interventions";
     pub const FEEDBACK_ROUNDS: &str = "feedback_rounds";
     pub const TAMPERED: &str = "tampered";
+    pub const SANDBOX_DENIALS: &str = "sandbox_denials";
+    pub const SANDBOX_PROFILE: &str = "sandbox_profile";
     pub const CHECKS_PASSED: &str = "checks_passed";
     pub const STARTED_AT_MS: &str = "started_at_ms";
     pub const DURATION_MS: &str = "duration_ms";
@@ -128,6 +130,7 @@ pub fn trials_schema() -> SchemaRef {
                 field(col::INTERVENTIONS, UInt32, false),
                 field(col::FEEDBACK_ROUNDS, UInt32, false),
                 field(col::TAMPERED, Boolean, false),
+                field(col::SANDBOX_DENIALS, UInt32, true),
                 field(col::CHECKS_PASSED, Boolean, true),
                 field(col::STARTED_AT_MS, Int64, false),
                 field(col::DURATION_MS, UInt64, false),
@@ -186,6 +189,8 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::PERMISSION_PART, Utf8, true),
                 field(col::APPROVED, Boolean, true),
                 field(col::APPROVER, Utf8, true),
+                field(col::SANDBOX_PROFILE, Utf8, true),
+                field(col::SANDBOX_DENIALS, Utf8, true),
                 field(col::CHECK_COMMAND, Utf8, true),
                 field(col::CHECK_PASSED, Boolean, true),
                 field(col::CHECK_OUTPUT, Utf8, true),

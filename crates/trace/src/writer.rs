@@ -258,6 +258,7 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
             feedback_rounds: 0,
             tampered: false,
             tool_errors: 0,
+            sandbox_denials: 0,
             checks_passed: None,
             duration_ms: 0,
             finished_at_ms: started.started_at_ms,

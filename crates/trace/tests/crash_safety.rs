@@ -86,6 +86,7 @@ fn finished() -> Event {
         feedback_rounds: 0,
         tampered: false,
         tool_errors: 0,
+        sandbox_denials: 0,
         checks_passed: Some(true),
         duration_ms: 5,
         finished_at_ms: 6,
