@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 use tack_protocol::{ApproverConfig, ApproverPolicy};
-use tack_sandbox::CommandSpec;
+use tack_sandbox::{CommandSpec, Confinement};
 
 /// What the approver is asked about.
 #[derive(Debug, Clone, Serialize)]
@@ -130,12 +130,15 @@ impl Approver for ScriptApprover {
         let input = serde_json::to_string(request).unwrap_or_default();
         let script = format!("printf '%s' \"$TACK_APPROVAL_REQUEST\" | {}", self.script);
         let env = [("TACK_APPROVAL_REQUEST".to_string(), input)];
+        let unconfined = Confinement::off();
         let spec = CommandSpec {
             script: &script,
             cwd: &self.cwd,
             env: &env,
             timeout: Duration::from_secs(60),
             output_limit: 4096,
+            // The reviewer script is the operator's own program, not the agent's.
+            confinement: &unconfined,
         };
         let approver = format!("script: {}", self.script);
         match tack_sandbox::run(&spec).await {

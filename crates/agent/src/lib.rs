@@ -20,7 +20,7 @@ pub use dispatch::DispatcherError;
 pub use dispatch::{Dispatcher, UnknownToolName};
 pub use gate::{GateDecision, GateVerdict, Gatekeeper, PermissionGate};
 pub use recorder::now_ms;
-pub use session::Session;
+pub use session::{Pricer, Session};
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput};
 pub use view::render as render_result;
 

@@ -18,7 +18,11 @@ use crate::retry::backoff;
 use crate::tools::{ToolError, ToolOutput};
 use crate::{AgentRun, Dispatcher, view};
 
+/// Prices one call's usage in dollars; `None` when the model has no price.
+pub type Pricer = Box<dyn Fn(&Usage) -> Option<f64> + Send + Sync>;
+
 pub struct Session<'a> {
+    pricer: Option<Pricer>,
     config: &'a HarnessConfig,
     dispatcher: &'a Dispatcher,
     gatekeeper: &'a Gatekeeper,
@@ -46,6 +50,7 @@ impl<'a> Session<'a> {
         sink: &'a mut dyn EventSink,
     ) -> Session<'a> {
         Session {
+            pricer: None,
             config,
             dispatcher,
             gatekeeper,
@@ -55,6 +60,13 @@ impl<'a> Session<'a> {
             clock: Instant::now(),
             totals: AgentRun::default(),
         }
+    }
+
+    /// Prices every answered call, so costs are recorded and `max_cost_usd`
+    /// can stop the loop.
+    pub fn with_pricer(mut self, pricer: Option<Pricer>) -> Self {
+        self.pricer = pricer;
+        self
     }
 
     /// Sends `input` as the user (the instruction first, feedback later) and
@@ -193,6 +205,13 @@ impl<'a> Session<'a> {
                     record.response_model = response.response_model;
                     record.finish_reason = Some(response.finish_reason.as_str().to_string());
                     record.usage = response.usage;
+                    record.cost_usd = self
+                        .pricer
+                        .as_ref()
+                        .and_then(|price| price(&response.usage));
+                    if let Some(cost) = record.cost_usd {
+                        *self.totals.cost_usd.get_or_insert(0.0) += cost;
+                    }
                     self.totals.usage += response.usage;
                     let span = record.span_id;
                     self.recorder.model_call(record)?;
@@ -314,6 +333,8 @@ impl<'a> Session<'a> {
                 }
                 record.stdout = Some(output.stdout.clone());
                 record.stderr = Some(output.stderr.clone());
+                record.sandbox_profile = Some(output.profile.as_str().to_string());
+                record.sandbox_denials = output.denials.clone();
             }
             Ok(ToolOutput::Text { truncated, .. }) => record.truncated = *truncated,
             Err(error) => {

@@ -75,6 +75,8 @@ mod tests {
             stderr_truncated: false,
             timed_out: false,
             duration: Duration::from_millis(5),
+            profile: tack_sandbox::SandboxProfile::Off,
+            denials: Vec::new(),
         }
     }
 

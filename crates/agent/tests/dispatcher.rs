@@ -35,6 +35,7 @@ fn context(workspace: &std::path::Path) -> ToolContext {
         env: vec![],
         command_timeout: Duration::from_secs(5),
         output_limit: 4096,
+        confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
     }
 }
 

@@ -52,6 +52,7 @@ fn dispatcher(workspace: &Path, output_limit: usize) -> Dispatcher {
         env: vec![],
         command_timeout: Duration::from_secs(5),
         output_limit,
+        confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
     };
     Dispatcher::builtin(&names, ctx).unwrap()
 }

@@ -590,6 +590,8 @@ fn reads_what_the_trace_writer_writes() {
             permission: Some("ask".into()),
             permission_rule: Some("ask bash: rm *".into()),
             permission_part: Some("rm -rf tests".into()),
+            sandbox_profile: None,
+            sandbox_denials: Vec::new(),
         }),
         Event::TrialFinished(TrialFinished {
             outcome: TrialOutcome::VerificationFailed,
@@ -602,6 +604,7 @@ fn reads_what_the_trace_writer_writes() {
             feedback_rounds: 3,
             tampered: true,
             tool_errors: 1,
+            sandbox_denials: 0,
             checks_passed: Some(false),
             duration_ms: 100,
             finished_at_ms: 100,

@@ -6,12 +6,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tack_agent::{Dispatcher, Gatekeeper, Session, ToolContext, approver_for};
-use tack_model::{SimParams, TaskBrief, builtin_model};
+use tack_agent::{Dispatcher, Gatekeeper, Pricer, Session, ToolContext, approver_for};
+use tack_model::{Model, SimParams, TaskBrief, builtin_model};
 use tack_protocol::{
-    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ResultView, SinkError,
-    StopReason, TrialOutcome,
+    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ResultView, SandboxProfile,
+    SinkError, StopReason, TrialOutcome,
 };
+use tack_providers::ProviderConfig;
 use tack_suite::Check;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
@@ -39,9 +40,13 @@ pub struct ExecArgs {
     /// The directory the agent works in (in place).
     #[arg(long, short = 'w')]
     workspace: PathBuf,
-    /// The model: `sim` (the built-in simulated agent) — provider models come with the providers.
-    #[arg(long, default_value = "sim")]
-    model: String,
+    /// The model: `sim` (the built-in simulated agent), or `openai:<model>` / `anthropic:<model>`
+    /// [default: $MODEL (environment or ~/.config/tack/env), else sim].
+    #[arg(long)]
+    model: Option<String>,
+    /// The provider's API base URL, e.g. http://127.0.0.1:11434/v1 for Ollama [default: $BASE_URL, else the provider's].
+    #[arg(long)]
+    base_url: Option<String>,
     /// A command run in the workspace after the agent stops; exit 0 = pass. Repeatable.
     #[arg(long = "check")]
     checks: Vec<String>,
@@ -60,6 +65,9 @@ pub struct ExecArgs {
     /// Permission rules: `default` (the built-in profile) or a rules file. Without it every call is allowed.
     #[arg(long)]
     permissions: Option<String>,
+    /// How the agent's commands are confined (see `tack doctor`).
+    #[arg(long, value_enum, default_value = "strict")]
+    sandbox: SandboxArg,
     /// Who answers when a call needs approval [default: interactive on a terminal, deny_all otherwise].
     #[arg(long, value_enum)]
     approver: Option<ApproverArg>,
@@ -75,6 +83,13 @@ pub struct ExecArgs {
 enum ResultViewArg {
     Full,
     StdoutOnly,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SandboxArg {
+    Strict,
+    WorkspaceWrite,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -104,6 +119,11 @@ impl ExecArgs {
             max_wall_secs: self.max_wall_secs,
             max_tokens: self.max_tokens,
             feedback_rounds: self.feedback_rounds,
+            sandbox: match self.sandbox {
+                SandboxArg::Strict => SandboxProfile::Strict,
+                SandboxArg::WorkspaceWrite => SandboxProfile::WorkspaceWrite,
+                SandboxArg::Off => SandboxProfile::Off,
+            },
             permissions: self.permissions.clone(),
             approver: ApproverConfig {
                 policy,
@@ -128,17 +148,16 @@ pub async fn run(args: ExecArgs) -> CommandResult {
         env: Vec::new(),
         command_timeout: Duration::from_secs(config.command_timeout_secs),
         output_limit: config.output_limit_bytes,
+        confinement: std::sync::Arc::new(tack_sandbox::Confinement::for_profile(
+            config.sandbox,
+            &workspace,
+        )),
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).or_fail(Failure::Usage)?;
     let gate = tack_runner::permission_gate(&config, Path::new("."), &workspace).map_err(usage)?;
     let approver = approver_for(&config.approver, workspace.clone()).map_err(usage)?;
     let gatekeeper = Gatekeeper::new(gate, config.requires_approval.clone(), approver);
-    let brief = TaskBrief {
-        instruction: args.instruction.clone(),
-        ..TaskBrief::default()
-    };
-    let mut model = builtin_model(&args.model, brief, SimParams::default(), args.seed)
-        .or_fail(Failure::Usage)?;
+    let (mut model, pricer) = exec_model(&args)?;
     let checks: Vec<Check> = args
         .checks
         .iter()
@@ -151,7 +170,8 @@ pub async fn run(args: ExecArgs) -> CommandResult {
         .collect();
 
     let mut sink = ExecSink::new(args.json);
-    let mut session = Session::new(&config, &dispatcher, &gatekeeper, &mut sink);
+    let mut session =
+        Session::new(&config, &dispatcher, &gatekeeper, &mut sink).with_pricer(pricer);
     let mut stop = session.run(model.as_mut(), &args.instruction).await;
     let mut rounds = 0;
     let checks_passed = loop {
@@ -193,6 +213,36 @@ pub async fn run(args: ExecArgs) -> CommandResult {
     let outcome = TrialOutcome::decide(stop, checks_passed);
     sink.finish(outcome, &totals);
     Ok(exit_code(outcome))
+}
+
+/// The model `--model` (or `MODEL`) names, and its price when the table
+/// knows it. Provider keys come from the environment or ~/.config/tack/env.
+fn exec_model(args: &ExecArgs) -> Result<(Box<dyn Model>, Option<Pricer>), CommandError> {
+    let env = tack_providers::env_settings();
+    let spec = args
+        .model
+        .clone()
+        .or(env.model.clone())
+        .unwrap_or_else(|| "sim".to_string());
+    if tack_model::is_builtin_model(&spec) {
+        let brief = TaskBrief {
+            instruction: args.instruction.clone(),
+            ..TaskBrief::default()
+        };
+        let model =
+            builtin_model(&spec, brief, SimParams::default(), args.seed).or_fail(Failure::Usage)?;
+        return Ok((model, None));
+    }
+    let mut config = ProviderConfig::from_spec(&spec).map_err(|_| {
+        usage(format!(
+            "unknown model `{spec}`: use `sim`, or `openai:<model>` / `anthropic:<model>`"
+        ))
+    })?;
+    config.base_url = args.base_url.clone().or(env.base_url.clone());
+    config.api_key = env.api_key.clone();
+    let model = tack_providers::provider_model(&spec, &config).or_fail(Failure::Usage)?;
+    let pricer = tack_runner::pricer_for_model(&spec);
+    Ok((model, pricer))
 }
 
 fn usage(message: impl Into<String>) -> CommandError {

@@ -1,12 +1,14 @@
 //! `tack`: run task suites against coding-agent harness variants, record
 //! every call into Parquet traces, and report on them.
 
+mod doctor_cmd;
 mod exec_cmd;
 mod exit;
 mod permissions_cmd;
 mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
+mod sandbox_cmd;
 mod suite_cmd;
 
 use std::path::PathBuf;
@@ -50,6 +52,11 @@ enum Command {
     /// Try permission rules on a command: allow, ask or deny, and which rule decided.
     #[command(subcommand)]
     Permissions(permissions_cmd::PermissionsCommand),
+    /// Show what the kernel enforces here and which sandbox profiles can run.
+    Doctor(doctor_cmd::DoctorArgs),
+    /// Run a command in the sandbox the agent's bash tool uses.
+    #[command(subcommand)]
+    Sandbox(sandbox_cmd::SandboxCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,6 +94,8 @@ fn main() -> ExitCode {
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
             Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),
             Command::Permissions(command) => permissions_cmd::run(command),
+            Command::Doctor(args) => doctor_cmd::run(args),
+            Command::Sandbox(command) => sandbox_cmd::run(command).await,
         }
     });
     match result {

@@ -20,6 +20,29 @@ impl ResultView {
     }
 }
 
+/// How the agent's commands are confined by the kernel. `strict` (the
+/// default) confines writes to the workspace and a private temporary
+/// directory and cuts the network; `workspace_write` keeps the network;
+/// `off` runs commands unconfined, and reports say so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxProfile {
+    #[default]
+    Strict,
+    WorkspaceWrite,
+    Off,
+}
+
+impl SandboxProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxProfile::Strict => "strict",
+            SandboxProfile::WorkspaceWrite => "workspace_write",
+            SandboxProfile::Off => "off",
+        }
+    }
+}
+
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a coding agent working in a software project. \
 Use the tools to inspect the files, make the change the user asks for, and run the project's tests to check it. \
 When the work is done, answer with a short summary and no tool call.";
@@ -57,6 +80,9 @@ pub struct HarnessConfig {
     pub requires_approval: Vec<String>,
     /// Who decides when a call needs approval.
     pub approver: ApproverConfig,
+    /// How the agent's commands are confined: `strict` (writes only in the
+    /// workspace, no network), `workspace_write` (network allowed), `off`.
+    pub sandbox: SandboxProfile,
 }
 
 /// Who answers an `ask`. Unattended runs use a fixed policy so they stay
@@ -131,6 +157,7 @@ impl Default for HarnessConfig {
             permissions: None,
             requires_approval: Vec::new(),
             approver: ApproverConfig::default(),
+            sandbox: SandboxProfile::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ mod usage;
 
 pub use config::{
     ApproverConfig, ApproverPolicy, DEFAULT_SYSTEM_PROMPT, HarnessConfig, ResultView,
+    SandboxProfile,
 };
 pub use event::{
     ApprovalRecord, CheckRecord, Event, EventSink, ModelCallRecord, SinkError, SpanStatus,

@@ -3,6 +3,7 @@
 //! recorded to a trace directory.
 
 mod clock;
+mod models;
 mod permissions;
 mod plan;
 mod replay;
@@ -19,6 +20,7 @@ use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError
 use tokio::sync::Semaphore;
 
 pub use clock::{new_run_id, rfc3339_now};
+pub use models::pricer_for_model;
 pub use permissions::gate_for as permission_gate;
 pub use plan::{PlanError, RunPlan, TrialSpec};
 pub use replay::replay_plan;
@@ -111,8 +113,10 @@ pub async fn run(
     let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
     let suite = Arc::new(plan.suite.clone());
+    let shared = Arc::new(models::Shared::new());
     let mut handles = Vec::with_capacity(total);
     for spec in trials {
+        let shared = shared.clone();
         let (semaphore, done, suite, writer, progress, cancel) = (
             semaphore.clone(),
             done.clone(),
@@ -127,7 +131,7 @@ pub async fn run(
             if cancel.is_cancelled() {
                 return None;
             }
-            let summary = trial::run_trial(&suite, &spec, &run_id, &writer).await;
+            let summary = trial::run_trial(&suite, &shared, &spec, &run_id, &writer).await;
             let done = done.fetch_add(1, Ordering::SeqCst) + 1;
             progress(Progress::TrialFinished {
                 summary: summary.clone(),
@@ -174,7 +178,7 @@ fn manifest_for(plan: &RunPlan) -> Result<Manifest, RunError> {
         .map(|v| VariantInfo {
             name: v.name.clone(),
             model: v.model.clone(),
-            simulated: tack_model::is_builtin_model(&v.model),
+            simulated: tack_model::is_builtin_model(tack_model::unwrap_chaos(&v.model).1),
             description: v.description.clone(),
             config: serde_json::to_value(v).unwrap_or_default(),
         })

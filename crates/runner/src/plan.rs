@@ -114,18 +114,24 @@ fn check_variant(variant: &Variant) -> Result<(), PlanError> {
         env: Vec::new(),
         command_timeout: std::time::Duration::from_secs(1),
         output_limit: 1,
+        confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
     };
     Dispatcher::builtin(&variant.harness.tools, ctx).map_err(|e| PlanError::Variant {
         variant: variant.name.clone(),
         message: e.to_string(),
     })?;
-    if !tack_model::is_builtin_model(&variant.model) {
-        return Err(PlanError::Variant {
+    // A profile this machine cannot enforce stops the run before it starts,
+    // with what is missing and how to enable it or opt out.
+    tack_sandbox::check_profile(variant.harness.sandbox, tack_sandbox::probe()).map_err(|e| {
+        PlanError::Variant {
             variant: variant.name.clone(),
-            message: format!("unknown model `{}`", variant.model),
-        });
-    }
-    Ok(())
+            message: e.to_string(),
+        }
+    })?;
+    crate::models::check_model(variant).map_err(|message| PlanError::Variant {
+        variant: variant.name.clone(),
+        message,
+    })
 }
 
 fn select<'a, T>(

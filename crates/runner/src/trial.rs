@@ -1,12 +1,16 @@
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tack_agent::{Dispatcher, Gatekeeper, Session, ToolContext, approver_for, now_ms};
-use tack_model::{ChaosModel, Model, ReplayModel, TaskBrief, builtin_model, unwrap_chaos};
+use tack_agent::{Dispatcher, Gatekeeper, Pricer, Session, ToolContext, approver_for, now_ms};
+use tack_model::{Model, TaskBrief};
+
+use crate::models::{Shared, build_model, pricer};
 use tack_protocol::{
     CheckRecord, Event, EventSink, HarnessConfig, StopReason, TrialFinished, TrialOutcome,
     TrialStarted, Usage,
 };
+use tack_sandbox::Confinement;
 use tack_suite::{Protected, Suite, Task, TrialWorkspace, Variant, run_checks};
 use tack_trace::{RunWriter, TrialRecorder};
 
@@ -16,6 +20,7 @@ use crate::{TrialSpec, TrialSummary};
 /// and the trace as an outcome; nothing here panics the run.
 pub(crate) async fn run_trial(
     suite: &Suite,
+    shared: &Shared,
     spec: &TrialSpec,
     run_id: &str,
     writer: &RunWriter,
@@ -45,8 +50,16 @@ pub(crate) async fn run_trial(
         Ok(recorder) => recorder,
         Err(error) => return failed_summary(spec, clock, error.to_string()),
     };
-    let (finished, kept_workspace) =
-        execute(&suite.root, variant, task, spec, &mut recorder, clock).await;
+    let (finished, kept_workspace) = execute(
+        &suite.root,
+        shared,
+        variant,
+        task,
+        spec,
+        &mut recorder,
+        clock,
+    )
+    .await;
     let mut summary = TrialSummary {
         trial_id: spec.trial_id.clone(),
         variant: spec.variant.clone(),
@@ -73,16 +86,37 @@ pub(crate) async fn run_trial(
     summary
 }
 
+/// What the agent's commands must not read: the suite's tasks (hidden checks
+/// and reference solutions) and the traces and reports of earlier runs,
+/// which hold the same.
+fn hidden_paths(suite_root: &Path) -> Vec<PathBuf> {
+    let root = suite_root
+        .canonicalize()
+        .unwrap_or_else(|_| suite_root.to_path_buf());
+    let mut hidden = vec![root.join("tasks")];
+    if let Ok(cwd) = std::env::current_dir() {
+        hidden.extend(
+            ["traces", "reports"]
+                .map(|dir| cwd.join(dir))
+                .into_iter()
+                .filter(|p| p.is_dir()),
+        );
+    }
+    hidden
+}
+
 /// Everything a trial's agent needs, built from the variant and the task.
 struct Harness {
     config: HarnessConfig,
     dispatcher: Dispatcher,
     gatekeeper: Gatekeeper,
     model: Box<dyn Model>,
+    pricer: Option<Pricer>,
 }
 
 fn build_harness(
     suite_root: &Path,
+    shared: &Shared,
     variant: &Variant,
     task: &Task,
     spec: &TrialSpec,
@@ -94,6 +128,9 @@ fn build_harness(
         env: task.env_pairs(),
         command_timeout: Duration::from_secs(config.command_timeout_secs),
         output_limit: config.output_limit_bytes,
+        confinement: Arc::new(
+            Confinement::for_profile(config.sandbox, workspace).hiding(hidden_paths(suite_root)),
+        ),
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).map_err(|e| e.to_string())?;
     let gate = crate::permissions::gate_for(&config, suite_root, workspace)?;
@@ -104,31 +141,20 @@ fn build_harness(
         solution: task.solution.clone(),
         test_command: task.test_command.clone(),
     };
-    let model: Box<dyn Model> = match &spec.replay {
-        Some(recorded) => Box::new(ReplayModel::new(&recorded.model, recorded.answers.clone())),
-        None => build_model(variant, brief, spec.seed)?,
-    };
+    let model = build_model(shared, variant, brief, spec)?;
     Ok(Harness {
         config,
         dispatcher,
         gatekeeper,
         model,
+        pricer: pricer(shared, variant),
     })
 }
 
-/// The variant's model, wrapped in `chaos(...)` when it asks for it.
-fn build_model(variant: &Variant, brief: TaskBrief, seed: u64) -> Result<Box<dyn Model>, String> {
-    let (chaos, inner) = unwrap_chaos(&variant.model);
-    let model = builtin_model(inner, brief, variant.sim, seed).map_err(|e| e.to_string())?;
-    Ok(if chaos {
-        Box::new(ChaosModel::new(model, variant.chaos, seed))
-    } else {
-        model
-    })
-}
-
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     suite_root: &Path,
+    shared: &Shared,
     variant: &Variant,
     task: &Task,
     spec: &TrialSpec,
@@ -148,7 +174,8 @@ async fn execute(
             return (result, None);
         }
     };
-    let mut harness = match build_harness(suite_root, variant, task, spec, workspace.path()) {
+    let mut harness = match build_harness(suite_root, shared, variant, task, spec, workspace.path())
+    {
         Ok(harness) => harness,
         Err(error) => return (harness_failure(clock, error), None),
     };
@@ -160,7 +187,8 @@ async fn execute(
         &harness.dispatcher,
         &harness.gatekeeper,
         recorder,
-    );
+    )
+    .with_pricer(harness.pricer.take());
     let mut stop = session.run(harness.model.as_mut(), &task.instruction).await;
     let mut rounds = 0;
     let checks = loop {

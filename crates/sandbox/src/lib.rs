@@ -3,10 +3,28 @@
 //! output capped with a marker. Every command ends with its process group
 //! killed, so nothing it started in the background outlives it.
 //!
-//! Kernel confinement (Landlock, seccomp, namespaces) builds on this runner.
+//! Confined profiles (`strict`, `workspace_write`) add kernel enforcement,
+//! for the command and everything it starts: fresh user, mount and pid
+//! namespaces (and a network namespace with only a down loopback for
+//! `strict`); the whole filesystem read-only but the workspace and a
+//! private tmp; `.git` read-only; hidden directories covered; Landlock on
+//! top; a seccomp deny list; rlimits and a process-count bound. A profile
+//! that cannot be enforced here is an error ([`check_profile`]), never a
+//! silent downgrade. `off` records that the command ran unconfined.
 
 mod capture;
+mod child;
+mod confinement;
+mod denials;
 mod environment;
+mod landlock;
+mod limits;
+mod mounts;
+mod pidns;
+mod plan;
+mod probe;
+mod profiles;
+mod seccomp;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -14,7 +32,14 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
+pub use confinement::{Confinement, ResourceLimits};
+pub use denials::{MAX_DENIALS, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
+pub use landlock::MIN_ABI as MIN_LANDLOCK_ABI;
+pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
+pub use profiles::check_profile;
+pub use seccomp::denied_calls;
+pub use tack_protocol::SandboxProfile;
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -27,6 +52,8 @@ pub struct CommandSpec<'a> {
     pub timeout: Duration,
     /// Bytes kept of each of stdout and stderr; the rest is counted, not kept.
     pub output_limit: usize,
+    /// How the kernel confines the command ([`Confinement::off`] for none).
+    pub confinement: &'a Confinement,
 }
 
 /// What a command did.
@@ -41,6 +68,11 @@ pub struct CommandOutput {
     pub stderr_truncated: bool,
     pub timed_out: bool,
     pub duration: Duration,
+    /// The profile the command ran under (`off` = unconfined).
+    pub profile: SandboxProfile,
+    /// Output lines reporting a denied operation (EPERM, EACCES, EROFS,
+    /// unreachable network…), deduplicated, at most [`MAX_DENIALS`].
+    pub denials: Vec<String>,
 }
 
 impl CommandOutput {
@@ -61,11 +93,37 @@ pub enum SandboxError {
     Spawn { cwd: String, source: std::io::Error },
     #[error("lost the command's output: {0}")]
     Output(std::io::Error),
+    /// The profile needs a mechanism this machine lacks.
+    #[error("{message}")]
+    Unavailable {
+        profile: SandboxProfile,
+        missing: Vec<String>,
+        message: String,
+    },
+    /// Preparing the confinement failed (in tack, before the fork).
+    #[error("could not prepare the sandbox: {0}")]
+    Setup(String),
+    /// The child could not confine itself; the command did not run.
+    #[error("the sandbox could not be set up ({step}): {source}; the command did not run")]
+    Confine {
+        step: String,
+        source: std::io::Error,
+    },
 }
 
 /// Runs one command to completion (or timeout) and returns what it did.
+/// A confined profile this machine cannot enforce fails with
+/// [`SandboxError::Unavailable`] before anything runs.
 pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
     let started = Instant::now();
+    let profile = spec.confinement.profile;
+    let mut prepared = if spec.confinement.is_confined() {
+        let probe = probe();
+        check_profile(profile, probe)?;
+        Some(plan::prepare(spec.confinement, spec.cwd, probe)?)
+    } else {
+        None
+    };
     let mut command = Command::new("bash");
     command
         .arg("-c")
@@ -77,13 +135,30 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|source| SandboxError::Spawn {
-        cwd: spec.cwd.display().to_string(),
-        source,
+    match prepared.as_mut() {
+        Some(prepared) => confine(&mut command, prepared)?,
+        None => {
+            command.process_group(0);
+        }
+    }
+    let spawned = command.spawn();
+    // The child has its copies; drop ours of the plan's descriptors (and
+    // the failure pipe's write end, so reading it cannot block).
+    drop(command);
+    let mut child = spawned.map_err(|source| {
+        match prepared.as_mut().and_then(plan::Prepared::failed_step) {
+            Some(step) => SandboxError::Confine { step, source },
+            None => SandboxError::Spawn {
+                cwd: spec.cwd.display().to_string(),
+                source,
+            },
+        }
     })?;
     let group = child.id();
+    // If this future is dropped (the run was cancelled), still kill the
+    // whole group, not just the direct child.
+    let mut cancel = KillOnDrop(group);
     let stdout = capture::spawn_reader(child.stdout.take(), spec.output_limit);
     let stderr = capture::spawn_reader(child.stderr.take(), spec.output_limit);
 
@@ -93,18 +168,24 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
     };
     // Kill the whole group: on timeout the command itself, and in every case
     // whatever it left running in the background (which would otherwise hold
-    // the output pipes open and outlive the trial).
+    // the output pipes open and outlive the trial). Confined commands are
+    // also pid 1 of their own pid namespace, so the kernel kills whatever
+    // left the group (setsid) when they die.
     if let Some(group) = group {
         kill_process_group(group);
     }
+    cancel.0 = None;
     let status = match status {
         Some(status) => status,
         None => child.wait().await.map_err(SandboxError::Output)?,
     };
     let stdout = capture::finish(stdout).await?;
     let stderr = capture::finish(stderr).await?;
+    // Removes the private tmp and the pids cgroup.
+    drop(prepared);
 
     use std::os::unix::process::ExitStatusExt;
+    let denials = extract_denials(&stdout.text, &stderr.text);
     Ok(CommandOutput {
         exit_code: if timed_out { None } else { status.code() },
         signal: status.signal(),
@@ -114,7 +195,39 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
         stderr_truncated: stderr.truncated,
         timed_out,
         duration: started.elapsed(),
+        profile,
+        denials,
     })
+}
+
+/// Hands the prepared plan to the child. The child makes its own session
+/// (and so its own process group) in the plan's first step.
+fn confine(command: &mut Command, prepared: &mut plan::Prepared) -> Result<(), SandboxError> {
+    command.envs(prepared.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // Never an empty plan in its place: that would run unconfined.
+    let plan = prepared
+        .plan
+        .take()
+        .ok_or_else(|| SandboxError::Setup("the confinement plan was already used".into()))?;
+    #[allow(unsafe_code)]
+    // SAFETY: child::enter runs between fork and exec and only makes raw
+    // system calls on data prepared before the fork (no allocation, no
+    // locks); see child.rs.
+    unsafe {
+        command.pre_exec(move || child::enter(&plan));
+    }
+    Ok(())
+}
+
+/// Kills a process group when dropped, unless disarmed (set to `None`).
+struct KillOnDrop(Option<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            kill_process_group(group);
+        }
+    }
 }
 
 #[allow(unsafe_code)]
@@ -133,6 +246,11 @@ fn kill_process_group(group: u32) {
 mod tests {
     use super::*;
 
+    fn off() -> &'static Confinement {
+        static OFF: std::sync::OnceLock<Confinement> = std::sync::OnceLock::new();
+        OFF.get_or_init(Confinement::off)
+    }
+
     fn spec<'a>(script: &'a str, cwd: &'a Path) -> CommandSpec<'a> {
         CommandSpec {
             script,
@@ -140,6 +258,7 @@ mod tests {
             env: &[],
             timeout: Duration::from_secs(10),
             output_limit: 1024,
+            confinement: off(),
         }
     }
 

@@ -44,6 +44,39 @@ pub struct Variant {
     /// Fault rates, for `model = "chaos(<model>)"`.
     #[serde(default)]
     pub chaos: ChaosParams,
+    /// Connection settings, for provider models (`openai:…`, `anthropic:…`).
+    #[serde(default)]
+    pub provider: ProviderSettings,
+}
+
+/// How to reach a provider model. Keys are never written here: the variant
+/// names the environment variable that holds one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderSettings {
+    /// e.g. `http://127.0.0.1:11434/v1` for Ollama; default: the provider's API.
+    pub base_url: Option<String>,
+    /// Variable holding the key (default `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`, then `API_KEY`).
+    pub api_key_env: Option<String>,
+    pub stream: bool,
+    /// Output token limit per call.
+    pub max_tokens: Option<u32>,
+    /// Budgets shared by every concurrent trial of this provider and base URL.
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+    pub max_concurrency: Option<u32>,
+}
+
+/// Providers a `provider:model` id may name.
+pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
+
+/// Whether `id` (inside `chaos(...)` or not) names a built-in or provider model.
+pub fn is_known_model(id: &str) -> bool {
+    let (_, inner) = tack_model::unwrap_chaos(id);
+    tack_model::is_builtin_model(inner)
+        || inner.split_once(':').is_some_and(|(provider, model)| {
+            PROVIDERS.contains(&provider) && !model.trim().is_empty()
+        })
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,10 @@ mod workspace;
 
 pub use checks::{CheckResult, run_check_commands, run_checks};
 pub use error::SuiteError;
-pub use format::{Check, DEFAULT_PROTECTED, Environment, Limits, Suite, Task, Variant};
+pub use format::{
+    Check, DEFAULT_PROTECTED, Environment, Limits, PROVIDERS, ProviderSettings, Suite, Task,
+    Variant, is_known_model,
+};
 pub use hash::content_hash;
 pub use load::load_suite;
 pub use soundness::{TaskSoundness, check_suite, check_task};

@@ -1,7 +1,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use tack_model::is_builtin_model;
 use tack_protocol::Edit;
 
 use crate::format::{DEFAULT_PROTECTED, SuiteFile, TaskFile};
@@ -98,12 +97,12 @@ fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
                 format!("`{}` is used by two variants", variant.name),
             ));
         }
-        if !is_builtin_model(&variant.model) {
+        if !crate::format::is_known_model(&variant.model) {
             return Err(SuiteError::invalid(
                 file,
                 at("model"),
                 format!(
-                    "unknown model `{}`: the built-in models are `oracle` and `sim`, optionally wrapped as `chaos(sim)`",
+                    "unknown model `{}`: use `oracle`, `sim`, or `openai:<model>` / `anthropic:<model>`, optionally wrapped as `chaos(...)`",
                     variant.model
                 ),
             ));

@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tack_sandbox::CommandSpec;
+use tack_sandbox::{CommandSpec, Confinement};
 
 use crate::copy::copy_tree;
 use crate::load::apply_edit_text;
@@ -29,6 +29,8 @@ impl TrialWorkspace {
         copy_tree(&task.fixture_dir(), &path)
             .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
         let env = task.env_pairs();
+        // Setup runs the suite author's commands, not the agent's.
+        let unconfined = Confinement::off();
         for command in &task.environment.setup {
             let spec = CommandSpec {
                 script: command,
@@ -36,6 +38,7 @@ impl TrialWorkspace {
                 env: &env,
                 timeout: SETUP_TIMEOUT,
                 output_limit: 16 * 1024,
+                confinement: &unconfined,
             };
             let output = tack_sandbox::run(&spec)
                 .await
@@ -85,12 +88,14 @@ pub async fn apply_solution(task: &Task, workspace: &Path) -> Result<(), SuiteEr
     }
     if let Some(script) = &task.solution.script {
         let env = task.env_pairs();
+        let unconfined = Confinement::off();
         let spec = CommandSpec {
             script,
             cwd: workspace,
             env: &env,
             timeout: SETUP_TIMEOUT,
             output_limit: 16 * 1024,
+            confinement: &unconfined,
         };
         let output = tack_sandbox::run(&spec)
             .await

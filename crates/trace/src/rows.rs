@@ -281,7 +281,9 @@ pub(crate) fn spans_batch(
             }),
             bools(&rows, |r| r.approval().map(|a| a.approved)),
             strings(&rows, |r| r.approval().map(|a| a.approver.as_str())),
-            strings(&rows, |r| r.tool().and_then(|t| t.sandbox_profile.as_deref())),
+            strings(&rows, |r| {
+                r.tool().and_then(|t| t.sandbox_profile.as_deref())
+            }),
             strings_owned(&rows, |r| {
                 r.tool()
                     .filter(|t| !t.sandbox_denials.is_empty())

@@ -52,6 +52,8 @@ impl Tool for BashTool {
             env: &ctx.env,
             timeout,
             output_limit: ctx.output_limit,
+            // Unconfined until the integrator passes the variant's profile.
+            confinement: &ctx.confinement,
         };
         let output = tack_sandbox::run(&spec)
             .await

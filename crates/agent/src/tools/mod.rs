@@ -34,6 +34,8 @@ pub struct ToolContext {
     pub command_timeout: Duration,
     /// Bytes kept of each output stream, and of a file read.
     pub output_limit: usize,
+    /// How `bash` commands are confined.
+    pub confinement: std::sync::Arc<tack_sandbox::Confinement>,
 }
 
 /// What a tool produced.

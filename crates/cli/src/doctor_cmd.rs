@@ -1,0 +1,177 @@
+//! `tack doctor`: what this machine's kernel enforces for the agent's
+//! commands, and which sandbox profiles can run here.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::{Value, json};
+use tack_protocol::SandboxProfile;
+use tack_sandbox::{Probe, check_profile, denied_calls};
+
+use crate::exit::{Classify, CommandResult, Failure};
+
+const PROFILES: [SandboxProfile; 3] = [
+    SandboxProfile::Strict,
+    SandboxProfile::WorkspaceWrite,
+    SandboxProfile::Off,
+];
+
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Probe the kernel mechanisms tack confines the agent's commands with — Landlock \
+(and its ABI version), seccomp, user, mount, pid and network namespaces, rlimits and the bounds on \
+the process count — by trying each in a throw-away child, and say which sandbox profiles can run \
+here. For a profile that cannot, it prints what is missing, how to enable it, and how to opt out.\n\n\
+Profiles:\n  strict           writes only to the workspace and a private tmp, .git read-only, hidden \
+dirs empty, no network (default)\n  workspace_write  the same with the host's network\n  off              \
+no kernel confinement (recorded as such in traces and reports)\n\n\
+TACK_SANDBOX_DISABLE=landlock,seccomp,userns (also netns, pidns, cgroup) pretends a mechanism is \
+missing, to see the messages.",
+    after_help = "Exit codes: 0 the strict profile can run here, 1 it cannot (the output says why)."
+)]
+pub struct DoctorArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: DoctorArgs) -> CommandResult {
+    let probe = tack_sandbox::probe();
+    let text = if args.json {
+        serde_json::to_string_pretty(&to_json(probe)).or_fail(Failure::Internal)?
+    } else {
+        render(probe)
+    };
+    println!("{text}");
+    Ok(match check_profile(SandboxProfile::Strict, probe) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(1),
+    })
+}
+
+fn to_json(probe: &Probe) -> Value {
+    let profiles: serde_json::Map<String, Value> = PROFILES
+        .iter()
+        .map(|profile| {
+            let verdict = check_profile(*profile, probe);
+            let value = json!({
+                "available": verdict.is_ok(),
+                "message": verdict.err().map(|e| e.to_string()),
+            });
+            (profile.as_str().to_string(), value)
+        })
+        .collect();
+    json!({
+        "landlock_abi": probe.landlock_abi,
+        "seccomp": probe.seccomp,
+        "user_namespaces": probe.user_namespaces,
+        "mount_namespaces": probe.mount_namespaces,
+        "network_namespaces": probe.network_namespaces,
+        "pid_namespaces": probe.pid_namespaces,
+        "rlimits": probe.rlimits,
+        "nproc_rlimit": probe.nproc_rlimit,
+        "namespace_pid_max": probe.namespace_pid_max,
+        "pids_cgroup": probe.pids_cgroup.as_ref().map(|p| p.display().to_string()),
+        "process_bounds": probe.process_bounds(),
+        "seccomp_denies": denied_calls(false),
+        "missing": probe.missing.iter().map(|m| json!({"mechanism": m.mechanism, "reason": m.reason})).collect::<Vec<_>>(),
+        "disabled": probe.disabled,
+        "profiles": profiles,
+    })
+}
+
+fn yes_no(ok: bool, probe: &Probe, mechanism: &str) -> String {
+    if ok {
+        "enforced".to_string()
+    } else {
+        format!(
+            "MISSING — {}",
+            probe.reason(mechanism).unwrap_or("not available")
+        )
+    }
+}
+
+fn render(probe: &Probe) -> String {
+    let landlock = match probe.landlock_abi {
+        Some(abi) if probe.reason("landlock").is_none() => {
+            let scopes = if abi >= 6 {
+                ", signal and abstract-socket scoping"
+            } else {
+                ""
+            };
+            format!("enforced (ABI {abi}: filesystem rights{scopes})")
+        }
+        _ => yes_no(false, probe, "landlock"),
+    };
+    let bounds = probe.process_bounds();
+    let bounds = if bounds.is_empty() {
+        "NONE beyond the timeout (root is exempt from RLIMIT_NPROC; no pid_max, no pids cgroup)"
+            .to_string()
+    } else {
+        bounds.join(", ")
+    };
+    let mut lines = vec![
+        "Mechanisms".to_string(),
+        format!("  landlock            {landlock}"),
+        format!(
+            "  seccomp             {}",
+            yes_no(probe.seccomp, probe, "seccomp")
+        ),
+        format!(
+            "  user namespaces     {}",
+            yes_no(probe.user_namespaces, probe, "user namespaces")
+        ),
+        format!(
+            "  mount namespaces    {}",
+            yes_no(probe.mount_namespaces, probe, "mount namespaces")
+        ),
+        format!(
+            "  pid namespaces      {}",
+            yes_no(probe.pid_namespaces, probe, "pid namespaces")
+        ),
+        format!(
+            "  network namespaces  {}",
+            yes_no(probe.network_namespaces, probe, "network namespaces")
+        ),
+        format!(
+            "  rlimits             {} ({})",
+            yes_no(probe.rlimits, probe, "rlimits"),
+            rlimit_note(probe)
+        ),
+        format!("  process count bound {bounds}"),
+    ];
+    if !probe.disabled.is_empty() {
+        lines.push(format!(
+            "  (TACK_SANDBOX_DISABLE: {})",
+            probe.disabled.join(",")
+        ));
+    }
+    lines.push("Profiles".to_string());
+    for profile in PROFILES {
+        lines.push(match (profile, check_profile(profile, probe)) {
+            (SandboxProfile::Off, _) => "  off                 runs here, unconfined".to_string(),
+            (profile, Ok(())) => format!("  {:<19} runs here", profile.as_str()),
+            (profile, Err(error)) => format!(
+                "  {:<19} CANNOT run here\n{}",
+                profile.as_str(),
+                indent(&error.to_string())
+            ),
+        });
+    }
+    lines.join("\n")
+}
+
+fn rlimit_note(probe: &Probe) -> &'static str {
+    if probe.nproc_rlimit {
+        "cpu, address space, file size, processes"
+    } else {
+        "cpu, address space, file size; RLIMIT_NPROC does not bind root"
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,172 @@
+//! `tack sandbox exec`: run one command exactly as the agent's `bash` tool
+//! would, under a chosen sandbox profile, to see what it may and may not do.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand, ValueEnum};
+use tack_protocol::{HarnessConfig, SandboxProfile};
+use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxError};
+
+use crate::exit::{Classify, CommandError, CommandResult, Failure};
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Run one command confined as the agent's bash tool would run it.
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    /// Writes only to the workspace and a private tmp; .git read-only; no network.
+    Strict,
+    /// As strict, with the host's network.
+    #[value(alias = "workspace_write")]
+    WorkspaceWrite,
+    /// No kernel confinement at all (process group, timeout, output cap and env scrub only).
+    Off,
+}
+
+impl From<ProfileArg> for SandboxProfile {
+    fn from(arg: ProfileArg) -> Self {
+        match arg {
+            ProfileArg::Strict => SandboxProfile::Strict,
+            ProfileArg::WorkspaceWrite => SandboxProfile::WorkspaceWrite,
+            ProfileArg::Off => SandboxProfile::Off,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(
+    long_about = "Run one command with `bash -c` in the workspace, exactly as the agent's bash \
+tool does: scrubbed environment (no API keys), its own process group killed when it returns, a \
+timeout, output capped per stream — and, unless the profile is `off`, kernel confinement: user, \
+mount and pid namespaces (plus an empty network namespace for `strict`), everything read-only \
+but the workspace and a private $TMPDIR, .git read-only, --hide directories empty, Landlock, a \
+seccomp deny list, rlimits and a process-count bound. `tack doctor` shows what this machine \
+enforces. A profile that cannot be enforced here is an error (exit 2), never a silent fallback.\n\n\
+The command's stdout and stderr are passed through; afterwards, lines reporting denied \
+operations are listed on stderr after a `[tack sandbox]` prefix.",
+    after_help = "Exit codes: the command's own status; 124 timed out; 128+N killed by signal N; \
+2 usage error or the profile cannot be enforced here (the message says what is missing, how to \
+enable it, and how to opt out); 3 the sandbox could not be set up.\n\n\
+Examples:\n  tack sandbox exec --workspace . -- touch /etc/x          (fails: read-only)\n  \
+tack sandbox exec --workspace . -- 'python3 -m unittest'\n  \
+tack sandbox exec --profile off --workspace . -- 'curl -sI https://example.com'\n  \
+tack sandbox exec --workspace ws --hide suites/demo/tasks -- 'ls suites/demo/tasks'"
+)]
+pub struct ExecArgs {
+    /// Sandbox profile.
+    #[arg(long, value_enum, default_value = "strict")]
+    profile: ProfileArg,
+    /// The workspace: the command's working directory and its only writable tree.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    workspace: PathBuf,
+    /// Seconds before the command's whole process group is killed (exit 124).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// A directory the command must not see (covered by an empty one). Repeatable.
+    #[arg(long = "hide", value_name = "PATH")]
+    hide: Vec<PathBuf>,
+    /// A path bound read-only, even inside the workspace (.git always is). Repeatable.
+    #[arg(long = "read-only", value_name = "PATH")]
+    read_only: Vec<PathBuf>,
+    /// Bytes kept of each of stdout and stderr (the agent's default).
+    #[arg(long, value_name = "BYTES")]
+    output_limit: Option<usize>,
+    /// The command, after `--`. Several words are joined with spaces.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+pub async fn run(command: SandboxCommand) -> CommandResult {
+    match command {
+        SandboxCommand::Exec(args) => exec(args).await,
+    }
+}
+
+async fn exec(args: ExecArgs) -> CommandResult {
+    let workspace = std::fs::canonicalize(&args.workspace)
+        .map_err(|e| anyhow!("--workspace {}: {e}", args.workspace.display()))
+        .or_fail(Failure::Usage)?;
+    if !workspace.is_dir() {
+        return Err(anyhow!(
+            "--workspace {}: not a directory",
+            workspace.display()
+        ))
+        .or_fail(Failure::Usage);
+    }
+    let defaults = HarnessConfig::default();
+    let mut confinement = Confinement::for_profile(args.profile.into(), &workspace);
+    if confinement.is_confined() {
+        confinement.hidden.extend(args.hide.iter().cloned());
+        confinement.read_only.extend(args.read_only.iter().cloned());
+    }
+    let script = args.command.join(" ");
+    let timeout = args.timeout.unwrap_or(defaults.command_timeout_secs);
+    let spec = CommandSpec {
+        script: &script,
+        cwd: &workspace,
+        env: &[],
+        timeout: Duration::from_secs(timeout),
+        output_limit: args.output_limit.unwrap_or(defaults.output_limit_bytes),
+        confinement: &confinement,
+    };
+    let output = tack_sandbox::run(&spec).await.map_err(classify)?;
+    report(&output, timeout, spec.output_limit);
+    Ok(ExitCode::from(exit_status(&output)))
+}
+
+fn classify(error: SandboxError) -> CommandError {
+    let kind = match error {
+        SandboxError::Unavailable { .. } | SandboxError::Spawn { .. } => Failure::Usage,
+        _ => Failure::Internal,
+    };
+    CommandError {
+        kind,
+        error: error.into(),
+    }
+}
+
+/// Passes the output through, then says what tack did on stderr.
+fn report(output: &CommandOutput, timeout: u64, limit: usize) {
+    let mut stdout = std::io::stdout();
+    let _ = stdout.write_all(output.stdout.as_bytes());
+    let _ = stdout.flush();
+    let mut stderr = std::io::stderr();
+    let _ = stderr.write_all(output.stderr.as_bytes());
+    let mut notes = Vec::new();
+    if output.profile == SandboxProfile::Off {
+        notes.push("profile off: the command ran without kernel confinement".to_string());
+    }
+    if output.truncated() {
+        notes.push(format!("output truncated to {limit} bytes per stream"));
+    }
+    if output.timed_out {
+        notes.push(format!(
+            "timed out after {timeout}s; its process group was killed"
+        ));
+    }
+    if !output.denials.is_empty() {
+        notes.push(format!("denied under profile {}:", output.profile.as_str()));
+        notes.extend(output.denials.iter().map(|d| format!("  {d}")));
+    }
+    for note in notes {
+        let _ = writeln!(stderr, "[tack sandbox] {note}");
+    }
+}
+
+fn exit_status(output: &CommandOutput) -> u8 {
+    if output.timed_out {
+        return 124;
+    }
+    match (output.exit_code, output.signal) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(255),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
+        (None, None) => 255,
+    }
+}

@@ -1,0 +1,180 @@
+//! `tack doctor` and `tack sandbox exec` through the real binary: the JSON
+//! fields, the actionable error when a mechanism is missing, confinement
+//! that blocks writes outside the workspace but not inside, and exit
+//! status passthrough.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tack(args: &[&str], disable: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+    command.args(args).env_remove("TACK_SANDBOX_DISABLE");
+    if let Some(disable) = disable {
+        command.env("TACK_SANDBOX_DISABLE", disable);
+    }
+    command.output().unwrap()
+}
+
+fn exec(workspace: &Path, extra: &[&str], script: &str) -> Output {
+    let mut args = vec![
+        "sandbox",
+        "exec",
+        "--workspace",
+        workspace.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    args.extend(["--", script]);
+    tack(&args, None)
+}
+
+fn doctor_json(disable: Option<&str>) -> (Value, i32) {
+    let out = tack(&["doctor", "--json"], disable);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (json, out.status.code().unwrap())
+}
+
+fn strict_available() -> bool {
+    let (json, _) = doctor_json(None);
+    let ok = json["profiles"]["strict"]["available"] == Value::Bool(true);
+    if !ok {
+        eprintln!("strict cannot run here; skipping: {}", json["missing"]);
+    }
+    ok
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn doctor_json_lists_every_mechanism_and_profile() {
+    let (json, code) = doctor_json(None);
+    for field in [
+        "landlock_abi",
+        "seccomp",
+        "user_namespaces",
+        "mount_namespaces",
+        "network_namespaces",
+        "pid_namespaces",
+        "rlimits",
+        "process_bounds",
+        "missing",
+        "seccomp_denies",
+    ] {
+        assert!(json.get(field).is_some(), "no {field} in {json}");
+    }
+    for profile in ["strict", "workspace_write", "off"] {
+        assert!(
+            json["profiles"][profile]["available"].is_boolean(),
+            "{json}"
+        );
+    }
+    assert_eq!(json["profiles"]["off"]["available"], Value::Bool(true));
+    let strict = json["profiles"]["strict"]["available"] == Value::Bool(true);
+    assert_eq!(code, if strict { 0 } else { 1 });
+}
+
+#[test]
+fn doctor_says_what_is_missing_and_exits_1() {
+    let (json, code) = doctor_json(Some("landlock"));
+    assert_eq!(code, 1);
+    assert_eq!(json["landlock_abi"], Value::Null);
+    assert_eq!(json["profiles"]["strict"]["available"], Value::Bool(false));
+    let message = json["profiles"]["strict"]["message"].as_str().unwrap();
+    assert!(message.contains("Landlock"), "{message}");
+    let out = tack(&["doctor"], Some("landlock"));
+    assert!(
+        text(&out.stdout).contains("CANNOT run here"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_missing_mechanism_is_an_actionable_error_not_a_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = tack(
+        &[
+            "sandbox",
+            "exec",
+            "--profile",
+            "strict",
+            "--workspace",
+            dir.path().to_str().unwrap(),
+            "--",
+            "touch ran",
+        ],
+        Some("landlock"),
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("Landlock"), "{stderr}");
+    assert!(stderr.contains("lsm="), "how to enable: {stderr}");
+    assert!(stderr.contains("--profile off"), "how to opt out: {stderr}");
+    assert!(
+        stderr.contains("sandbox = \"off\""),
+        "how to opt out: {stderr}"
+    );
+    assert!(!marker.exists(), "the command ran anyway");
+}
+
+#[test]
+fn strict_blocks_etc_but_not_the_workspace() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("/etc/tack-cli-test-{}", std::process::id());
+    let out = exec(
+        dir.path(),
+        &["--profile", "strict"],
+        &format!("touch {name}"),
+    );
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(!Path::new(&name).exists());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("[tack sandbox] denied under profile strict"),
+        "{stderr}"
+    );
+    let out = exec(dir.path(), &[], "touch inside && echo made");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(text(&out.stdout), "made\n");
+    assert!(dir.path().join("inside").exists());
+}
+
+#[test]
+fn exit_status_timeouts_and_signals_pass_through() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(exec(dir.path(), &[], "exit 7").status.code(), Some(7));
+    let out = exec(dir.path(), &["--timeout", "1"], "sleep 10");
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert_eq!(exec(dir.path(), &[], "kill -9 $$").status.code(), Some(137));
+    let out = exec(dir.path(), &["--profile", "off"], "exit 3");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stderr).contains("ran without kernel confinement"));
+}
+
+#[test]
+fn hidden_directories_are_empty_inside() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let tasks = dir.path().join("tasks");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(tasks.join("solution.py"), "secret").unwrap();
+    let hide = tasks.to_str().unwrap();
+    let out = exec(&ws, &["--hide", hide], &format!("ls -A {hide} | wc -l"));
+    assert_eq!(text(&out.stdout).trim(), "0", "{out:?}");
+}

@@ -1,0 +1,306 @@
+//! The part of confinement that runs in the forked child, between `fork` and
+//! `exec`. The parent is multi-threaded, so this code may only make raw
+//! system calls on data prepared beforehand: no allocation, no locks, no
+//! std I/O. Everything it needs is in a [`ChildPlan`] built by `plan.rs`.
+//!
+//! Order matters: join the cgroup and set rlimits while still privileged in
+//! the host namespaces; enter the new namespaces; fork so the command is
+//! pid 1 of its own pid namespace (when it dies, the kernel kills every
+//! process left in it, `setsid` or not); set up the mounts; then lock the
+//! process down with no_new_privs, Landlock and seccomp (last, so our own
+//! `mount` and `unshare` calls above are still allowed).
+
+#![allow(unsafe_code)] // raw syscalls between fork and exec; each block says why it is sound
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use seccompiler::BpfProgram;
+
+use crate::mounts::mount;
+use crate::pidns::fork_into_pid_namespace;
+
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Which step failed, reported to the parent as two bytes (step, index)
+/// on the failure pipe so its error can say what went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Step {
+    Session = 1,
+    Cgroup,
+    Rlimit,
+    Unshare,
+    IdMap,
+    PidNamespace,
+    PidMax,
+    Mount,
+    Chdir,
+    LandlockRule,
+    NoNewPrivs,
+    Landlock,
+    Seccomp,
+}
+
+impl Step {
+    pub(crate) fn from_byte(byte: u8) -> Option<Step> {
+        use Step::*;
+        [
+            Session,
+            Cgroup,
+            Rlimit,
+            Unshare,
+            IdMap,
+            PidNamespace,
+            PidMax,
+            Mount,
+            Chdir,
+            LandlockRule,
+            NoNewPrivs,
+            Landlock,
+            Seccomp,
+        ]
+        .into_iter()
+        .find(|step| *step as u8 == byte)
+    }
+}
+
+/// One mount operation in the new mount namespace.
+#[derive(Debug)]
+pub(crate) enum MountStep {
+    /// Stop mount events propagating back to the host.
+    MakePrivate,
+    /// Everything read-only, recursively: chmod, chown, utimes and writes
+    /// outside the writable paths fail with EROFS, whatever Landlock covers.
+    AllReadOnly,
+    /// Bind a path onto itself and make that bind writable again.
+    Writable(CString),
+    /// Bind a path onto itself, read-only (recursively).
+    ReadOnly(CString),
+    /// Cover a directory with an empty read-only tmpfs.
+    Hide(CString),
+    /// A fresh writable tmpfs (the private `/dev/shm`).
+    Tmpfs(CString),
+}
+
+/// A Landlock rule added in the child, for a mount that only exists there.
+#[derive(Debug)]
+pub(crate) struct LateRule {
+    pub path: CString,
+    pub access: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ChildPlan {
+    /// Write end of the failure pipe (close-on-exec).
+    pub failure: Option<OwnedFd>,
+    /// `cgroup.procs` of the command's pids cgroup, opened for writing.
+    pub cgroup_procs: Option<OwnedFd>,
+    pub rlimits: Vec<(libc::c_int, u64)>,
+    /// `unshare(2)` flags; 0 enters no namespace.
+    pub unshare_flags: libc::c_int,
+    /// Contents of uid_map and gid_map, when a user namespace is entered.
+    pub id_maps: Option<(Vec<u8>, Vec<u8>)>,
+    /// Fork so the command is pid 1 of the new pid namespace.
+    pub pid_namespace: bool,
+    /// Value for the pid namespace's own `kernel.pid_max` (Linux 6.14+).
+    pub pid_max: Option<Vec<u8>>,
+    pub mounts: Vec<MountStep>,
+    /// The working directory, entered again after the mounts: the one
+    /// entered before them is on the read-only copy beneath the binds.
+    pub cwd: Option<CString>,
+    /// Mount a fresh procfs for the pid namespace (best effort).
+    pub mount_proc: bool,
+    pub late_rules: Vec<LateRule>,
+    /// Read access for the fresh procfs, if it gets mounted.
+    pub proc_access: u64,
+    pub landlock: Option<OwnedFd>,
+    pub seccomp: Vec<&'static BpfProgram>,
+}
+
+/// Runs the plan in the forked child. Returns in the process that goes on
+/// to exec the command.
+pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
+    let fail = |step: Step, index: usize, error: io::Error| {
+        report(plan, step, index);
+        error
+    };
+    // SAFETY: setsid has no memory effects; a new session also detaches the
+    // command from tack's controlling terminal (no TIOCSTI into it).
+    check(unsafe { libc::setsid() } as libc::c_long).map_err(|e| fail(Step::Session, 0, e))?;
+    if let Some(fd) = &plan.cgroup_procs {
+        // "0" moves the writing process itself into the cgroup.
+        write_fd(fd.as_raw_fd(), b"0").map_err(|e| fail(Step::Cgroup, 0, e))?;
+    }
+    for (index, (resource, value)) in plan.rlimits.iter().enumerate() {
+        set_rlimit(*resource, *value).map_err(|e| fail(Step::Rlimit, index, e))?;
+    }
+    if plan.unshare_flags != 0 {
+        // SAFETY: unshare only changes this (single-threaded) process's namespaces.
+        check(unsafe { libc::unshare(plan.unshare_flags) } as libc::c_long)
+            .map_err(|e| fail(Step::Unshare, 0, e))?;
+    }
+    if let Some((uid_map, gid_map)) = &plan.id_maps {
+        write_id_maps(uid_map, gid_map).map_err(|e| fail(Step::IdMap, 0, e))?;
+    }
+    if plan.pid_namespace {
+        fork_into_pid_namespace().map_err(|e| fail(Step::PidNamespace, 0, e))?;
+    }
+    if let Some(value) = &plan.pid_max {
+        write_path(c"/proc/sys/kernel/pid_max", value).map_err(|e| fail(Step::PidMax, 0, e))?;
+    }
+    for (index, step) in plan.mounts.iter().enumerate() {
+        mount(step).map_err(|e| fail(Step::Mount, index, e))?;
+    }
+    if let Some(cwd) = &plan.cwd {
+        // SAFETY: chdir reads a NUL-terminated path.
+        check(unsafe { libc::chdir(cwd.as_ptr()) } as libc::c_long)
+            .map_err(|e| fail(Step::Chdir, 0, e))?;
+    }
+    let proc_mounted = plan.mount_proc && crate::mounts::mount_proc().is_ok();
+    lock_down(plan, proc_mounted, &fail)
+}
+
+/// no_new_privs, Landlock (with the rules for mounts made above), seccomp.
+fn lock_down(
+    plan: &ChildPlan,
+    proc_mounted: bool,
+    fail: &dyn Fn(Step, usize, io::Error) -> io::Error,
+) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes integer arguments only.
+    let nnp = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    check(nnp as libc::c_long).map_err(|e| fail(Step::NoNewPrivs, 0, e))?;
+    if let Some(ruleset) = &plan.landlock {
+        let ruleset = ruleset.as_raw_fd();
+        for (index, rule) in plan.late_rules.iter().enumerate() {
+            add_rule(ruleset, &rule.path, rule.access)
+                .map_err(|e| fail(Step::LandlockRule, index, e))?;
+        }
+        if proc_mounted {
+            let index = plan.late_rules.len();
+            add_rule(ruleset, c"/proc", plan.proc_access)
+                .map_err(|e| fail(Step::LandlockRule, index, e))?;
+        }
+        // SAFETY: landlock_restrict_self takes a ruleset fd we own and flags.
+        let done = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) };
+        check(done).map_err(|e| fail(Step::Landlock, 0, e))?;
+    }
+    for (index, filter) in plan.seccomp.iter().enumerate() {
+        seccompiler::apply_filter(filter).map_err(|e| {
+            let error = match e {
+                seccompiler::Error::Seccomp(error) | seccompiler::Error::Prctl(error) => error,
+                _ => io::Error::from_raw_os_error(libc::EINVAL),
+            };
+            fail(Step::Seccomp, index, error)
+        })?;
+    }
+    Ok(())
+}
+
+fn report(plan: &ChildPlan, step: Step, index: usize) {
+    if let Some(fd) = &plan.failure {
+        let index = u8::try_from(index).unwrap_or(u8::MAX);
+        let _ = write_fd(fd.as_raw_fd(), &[step as u8, index]);
+    }
+}
+
+pub(crate) fn check(ret: libc::c_long) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+pub(crate) fn write_fd(fd: libc::c_int, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: the buffer is valid for its length; a short write is an error.
+    let written = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    if written < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if written as usize != bytes.len() {
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    Ok(())
+}
+
+fn write_path(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated; the fd is closed below on every path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let result = write_fd(fd, bytes);
+    // SAFETY: fd was opened above and is not used afterwards.
+    unsafe { libc::close(fd) };
+    result
+}
+
+pub(crate) fn set_rlimit(resource: libc::c_int, value: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: value as libc::rlim_t,
+        rlim_max: value as libc::rlim_t,
+    };
+    // SAFETY: setrlimit reads the struct on our stack.
+    check(unsafe { libc::setrlimit(resource as _, &limit) } as libc::c_long)
+}
+
+/// Maps our uid and gid to themselves inside the new user namespace
+/// (setgroups must be denied first for an unprivileged gid_map).
+fn write_id_maps(uid_map: &[u8], gid_map: &[u8]) -> io::Result<()> {
+    write_path(c"/proc/self/setgroups", b"deny")?;
+    write_path(c"/proc/self/uid_map", uid_map)?;
+    write_path(c"/proc/self/gid_map", gid_map)
+}
+
+fn add_rule(ruleset: libc::c_int, path: &std::ffi::CStr, access: u64) -> io::Result<()> {
+    // SAFETY: path is NUL-terminated; the O_PATH fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    // SAFETY: the kernel reads the packed attribute struct on our stack.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0,
+        )
+    };
+    // SAFETY: fd was opened above and is not used afterwards.
+    unsafe { libc::close(fd) };
+    check(ret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_round_trip_through_their_byte() {
+        for step in [Step::Session, Step::Mount, Step::Seccomp] {
+            assert_eq!(Step::from_byte(step as u8), Some(step));
+        }
+        assert_eq!(Step::from_byte(0), None);
+        assert_eq!(Step::from_byte(200), None);
+    }
+
+    #[test]
+    fn uapi_structs_have_the_kernel_sizes() {
+        assert_eq!(std::mem::size_of::<PathBeneathAttr>(), 12);
+    }
+}

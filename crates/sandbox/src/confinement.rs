@@ -1,0 +1,155 @@
+//! What a command may touch: the profile, the paths it may write, the paths
+//! it may only read, the paths it must not see, and its resource limits.
+
+use std::path::{Path, PathBuf};
+
+use tack_protocol::SandboxProfile;
+
+/// Per-command resource limits, applied with `setrlimit` (and, for the
+/// process count, a pid namespace `pid_max` and a pids cgroup where the
+/// kernel offers them: `RLIMIT_NPROC` does not bind root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_secs: u64,
+    /// Address space per process (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// Processes (and threads) the command may have at once.
+    pub processes: u64,
+    /// Largest file a process may write (`RLIMIT_FSIZE`).
+    pub file_size_bytes: u64,
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        ResourceLimits {
+            cpu_secs: 300,
+            memory_bytes: 4 << 30,
+            processes: 256,
+            file_size_bytes: 1 << 30,
+        }
+    }
+}
+
+/// How one command is confined. Build it with [`Confinement::strict`],
+/// [`Confinement::workspace_write`] or [`Confinement::off`], then add
+/// `hidden` (and more `read_only`) paths as the caller knows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    pub profile: SandboxProfile,
+    /// Writable beneath these (the workspace). A private temporary directory
+    /// is created for every command, added here, and named by
+    /// `TMPDIR`/`TMP`/`TEMP`; it is removed when the command ends.
+    pub writable: Vec<PathBuf>,
+    /// Bind-mounted read-only, even inside a writable path (`.git`).
+    pub read_only: Vec<PathBuf>,
+    /// Directories covered by an empty read-only tmpfs: the command sees an
+    /// empty directory (the suite's tasks with their checks and solutions).
+    pub hidden: Vec<PathBuf>,
+    pub limits: ResourceLimits,
+}
+
+impl Confinement {
+    /// No confinement at all: only the process group, timeout, output caps
+    /// and scrubbed environment that every command gets. Outputs record
+    /// `profile = off` so reports can say the command ran unconfined.
+    pub fn off() -> Self {
+        Confinement {
+            profile: SandboxProfile::Off,
+            writable: Vec::new(),
+            read_only: Vec::new(),
+            hidden: Vec::new(),
+            limits: ResourceLimits::default(),
+        }
+    }
+
+    /// Writes only beneath `workspace` (and the private tmp), no network,
+    /// `workspace/.git` read-only if present.
+    pub fn strict(workspace: &Path) -> Self {
+        Self::for_workspace(SandboxProfile::Strict, workspace)
+    }
+
+    /// As [`Confinement::strict`] but with the host's network.
+    pub fn workspace_write(workspace: &Path) -> Self {
+        Self::for_workspace(SandboxProfile::WorkspaceWrite, workspace)
+    }
+
+    /// The confinement of `profile` for a workspace.
+    pub fn for_profile(profile: SandboxProfile, workspace: &Path) -> Self {
+        match profile {
+            SandboxProfile::Off => Self::off(),
+            profile => Self::for_workspace(profile, workspace),
+        }
+    }
+
+    fn for_workspace(profile: SandboxProfile, workspace: &Path) -> Self {
+        let git = workspace.join(".git");
+        Confinement {
+            profile,
+            writable: vec![workspace.to_path_buf()],
+            read_only: if git.exists() { vec![git] } else { Vec::new() },
+            hidden: default_hidden(profile, workspace),
+            limits: ResourceLimits::default(),
+        }
+    }
+
+    /// Adds paths to hide (builder style).
+    pub fn hiding<I, P>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        self.hidden.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// Whether any kernel confinement applies.
+    pub fn is_confined(&self) -> bool {
+        self.profile != SandboxProfile::Off
+    }
+}
+
+/// Daemon sockets live under /run (docker, D-Bus, systemd): below Landlock
+/// ABI 9 nothing else stops a confined command connecting to them, and a
+/// command run by root would be root to them. `strict` has no network, so
+/// it loses nothing by not seeing /run (workspace-write keeps it for DNS
+/// configurations that point there).
+fn default_hidden(profile: SandboxProfile, workspace: &Path) -> Vec<PathBuf> {
+    if profile != SandboxProfile::Strict {
+        return Vec::new();
+    }
+    ["/run", "/var/run"]
+        .iter()
+        .map(Path::new)
+        .filter(|dir| dir.is_dir() && !dir.is_symlink() && !workspace.starts_with(dir))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_makes_an_existing_git_dir_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Confinement::strict(dir.path()).read_only.is_empty());
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        let strict = Confinement::strict(dir.path());
+        assert_eq!(strict.read_only, vec![dir.path().join(".git")]);
+        assert_eq!(strict.writable, vec![dir.path().to_path_buf()]);
+        assert_eq!(
+            strict.hidden.contains(&PathBuf::from("/run")),
+            Path::new("/run").is_dir()
+        );
+        assert!(Confinement::workspace_write(dir.path()).hidden.is_empty());
+        assert_eq!(strict.profile, SandboxProfile::Strict);
+    }
+
+    #[test]
+    fn off_is_unconfined() {
+        assert!(!Confinement::off().is_confined());
+        let off = Confinement::for_profile(SandboxProfile::Off, Path::new("/x"));
+        assert!(off.writable.is_empty());
+    }
+}

@@ -1,0 +1,204 @@
+//! The Landlock ruleset, built in the parent (it opens paths and allocates)
+//! and enforced in the child with one raw `landlock_restrict_self`.
+//!
+//! Every filesystem right of the kernel's ABI is handled, as a hard
+//! requirement: if the kernel cannot enforce a right we ask for, building
+//! fails rather than quietly enforcing less. Granted:
+//! - read and execute beneath each entry of `/` except `/dev` (so raw block
+//!   devices cannot be read to get round hidden directories), and listing
+//!   any directory;
+//! - read and write on the harmless character devices and ptys;
+//! - everything beneath the writable paths;
+//! - in the child, for mounts that only exist there: everything on the
+//!   private `/dev/shm`, read on the fresh `/proc`.
+//!
+//! With ABI 6 and later, the command is also scoped: no signals to, and no
+//! abstract UNIX socket connections with, processes outside its domain.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+
+/// Truncation of files outside the workspace is only controlled from ABI 3
+/// (Linux 6.2); below that, `truncate /etc/x` would get through.
+pub const MIN_ABI: i32 = 3;
+
+/// Character devices commands legitimately write to.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+
+#[derive(Debug)]
+pub(crate) struct Built {
+    pub ruleset: OwnedFd,
+    /// Rights for the private `/dev/shm` (added in the child).
+    pub shm_access: u64,
+    /// Rights for the fresh `/proc` (added in the child).
+    pub proc_access: u64,
+}
+
+/// The ABI the kernel offers, or why there is none.
+pub(crate) fn kernel_abi() -> Result<i32, String> {
+    #[allow(unsafe_code)]
+    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32, // LANDLOCK_CREATE_RULESET_VERSION
+        )
+    };
+    match abi {
+        n if n > 0 => Ok(n as i32),
+        _ => Err(match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EOPNOTSUPP) => "the kernel has Landlock but it is not enabled at boot",
+            Some(libc::ENOSYS) => "the kernel was built without Landlock",
+            _ => "landlock_create_ruleset failed",
+        }
+        .to_string()),
+    }
+}
+
+fn read_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
+}
+
+/// Builds the ruleset for a command that may write beneath `writable`.
+pub(crate) fn build(abi: i32, writable: &[PathBuf]) -> Result<Built, String> {
+    let abi = ABI::from(abi);
+    let all = AccessFs::from_all(abi);
+    let file = AccessFs::from_file(abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)
+        .map_err(|e| format!("Landlock: {e}"))?;
+    if abi >= ABI::V6 {
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(|e| format!("Landlock scopes: {e}"))?;
+    }
+    let mut created = ruleset.create().map_err(|e| format!("Landlock: {e}"))?;
+    created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
+    for entry in top_level_entries()? {
+        let access = if entry.is_dir() {
+            read_access()
+        } else {
+            read_access() & file
+        };
+        created = add(created, &entry, access)?;
+    }
+    for device in DEVICES.iter().map(Path::new).filter(|p| p.exists()) {
+        let access = file & !AccessFs::Execute;
+        created = add(created, device, access)?;
+    }
+    let pts = Path::new("/dev/pts");
+    if pts.is_dir() {
+        created = add(
+            created,
+            pts,
+            (file & !AccessFs::Execute) | AccessFs::ReadDir,
+        )?;
+    }
+    for path in writable {
+        created = add(created, path, all)?;
+    }
+    let ruleset: Option<OwnedFd> = created.into();
+    let ruleset = ruleset.ok_or("Landlock is not supported by this kernel")?;
+    Ok(Built {
+        ruleset,
+        shm_access: all.bits(),
+        proc_access: read_access().bits(),
+    })
+}
+
+/// Every entry of `/` but `/dev`, resolved (`/bin` → `/usr/bin`).
+fn top_level_entries() -> Result<Vec<PathBuf>, String> {
+    let entries = std::fs::read_dir("/").map_err(|e| format!("cannot list /: {e}"))?;
+    Ok(entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path != Path::new("/dev") && path.exists())
+        .collect())
+}
+
+fn add(
+    created: RulesetCreated,
+    path: &Path,
+    access: BitFlags<AccessFs>,
+) -> Result<RulesetCreated, String> {
+    let fd = PathFd::new(path).map_err(|e| format!("Landlock: open {}: {e}", path.display()))?;
+    created
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(|e| format!("Landlock rule for {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_a_ruleset_on_this_kernel() {
+        let Ok(abi) = kernel_abi() else {
+            eprintln!("no Landlock here; skipping");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let built = build(abi, &[dir.path().to_path_buf()]).unwrap();
+        assert_ne!(built.shm_access, 0);
+        assert_eq!(built.proc_access & built.shm_access, built.proc_access);
+    }
+
+    /// Landlock on its own, without the read-only mounts in front of it:
+    /// writes, creation and truncation outside are denied (EACCES), inside
+    /// allowed — and chmod outside is not covered, which is why strict also
+    /// makes every mount but the writable ones read-only.
+    #[test]
+    fn landlock_alone_confines_writes_but_not_chmod() {
+        let Ok(abi) = kernel_abi() else {
+            eprintln!("no Landlock here; skipping");
+            return;
+        };
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("target");
+        std::fs::write(&target, "original").unwrap();
+        let built = build(abi, &[ws.path().to_path_buf()]).unwrap();
+        let plan = crate::child::ChildPlan {
+            landlock: Some(built.ruleset),
+            ..Default::default()
+        };
+        let script = format!(
+            "touch {ws}/inside || exit 10; \
+             touch {out}/created && exit 11; \
+             truncate -s 0 {t} && exit 12; \
+             echo x >> {t} && exit 13; \
+             chmod 600 {t} || exit 14; \
+             cat /etc/hostname > /dev/null || exit 15",
+            ws = ws.path().display(),
+            out = outside.path().display(),
+            t = target.display(),
+        );
+        let result = crate::probe::works_with(plan, "sh", &["-c", &script]);
+        assert_eq!(result, Ok(()));
+        assert!(ws.path().join("inside").exists());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "original");
+    }
+
+    #[test]
+    fn leaves_dev_out_of_the_read_rules() {
+        let entries = top_level_entries().unwrap();
+        assert!(!entries.contains(&PathBuf::from("/dev")));
+        assert!(entries.contains(&PathBuf::from("/etc")));
+    }
+}

@@ -1,0 +1,122 @@
+//! Mount operations in the child's new mount namespace (raw syscalls only,
+//! see child.rs).
+
+#![allow(unsafe_code)] // raw mount syscalls between fork and exec; each block says why
+
+use std::ffi::CString;
+use std::io;
+
+use crate::child::{MountStep, check};
+
+/// The `mount_setattr` flag the libc crate does not name.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    match step {
+        MountStep::MakePrivate => sys_mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
+            none,
+        ),
+        MountStep::AllReadOnly => set_attr(c"/", MOUNT_ATTR_RDONLY, 0, true),
+        MountStep::Writable(path) => {
+            bind(path)?;
+            set_attr(path, 0, MOUNT_ATTR_RDONLY, false)
+        }
+        MountStep::ReadOnly(path) => {
+            bind(path)?;
+            set_attr(path, MOUNT_ATTR_RDONLY, 0, true)
+        }
+        MountStep::Hide(path) => {
+            let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+            let data = c"size=4k,mode=0555";
+            sys_mount(
+                c"tmpfs".as_ptr(),
+                path.as_ptr(),
+                c"tmpfs".as_ptr(),
+                flags,
+                data.as_ptr(),
+            )
+        }
+        MountStep::Tmpfs(path) => {
+            let flags = libc::MS_NOSUID | libc::MS_NODEV;
+            let data = c"size=512m,mode=1777";
+            sys_mount(
+                c"tmpfs".as_ptr(),
+                path.as_ptr(),
+                c"tmpfs".as_ptr(),
+                flags,
+                data.as_ptr(),
+            )
+        }
+    }
+}
+
+fn bind(path: &CString) -> io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    let flags = libc::MS_BIND | libc::MS_REC;
+    sys_mount(path.as_ptr(), path.as_ptr(), none, flags, none)
+}
+
+pub(crate) fn mount_proc() -> io::Result<()> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let proc = c"proc".as_ptr();
+    sys_mount(proc, c"/proc".as_ptr(), proc, flags, std::ptr::null())
+}
+
+fn sys_mount(
+    source: *const libc::c_char,
+    target: *const libc::c_char,
+    fstype: *const libc::c_char,
+    flags: libc::c_ulong,
+    data: *const libc::c_char,
+) -> io::Result<()> {
+    // SAFETY: every pointer is null or a NUL-terminated string that
+    // outlives the call.
+    let ret = unsafe { libc::mount(source, target, fstype, flags, data.cast()) };
+    check(ret as libc::c_long)
+}
+
+fn set_attr(path: &std::ffi::CStr, set: u64, clear: u64, recursive: bool) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: mount_setattr reads `attr` (on our stack) for its given size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_attr_has_the_kernel_size() {
+        assert_eq!(std::mem::size_of::<MountAttr>(), 32);
+    }
+}

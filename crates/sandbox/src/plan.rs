@@ -1,0 +1,202 @@
+//! Turns a [`Confinement`] into a [`ChildPlan`]: everything that allocates
+//! or touches the filesystem happens here, in the parent, before the fork.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tack_protocol::SandboxProfile;
+
+use crate::child::{ChildPlan, LateRule, MountStep, Step};
+use crate::limits::{self, PidsCgroup};
+use crate::probe::{Probe, user_ns_plan};
+use crate::{Confinement, SandboxError, landlock, seccomp};
+
+/// A confined command, ready to spawn. Dropping it removes the private
+/// tmp directory and the pids cgroup: keep it until the command is done.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// Taken by the command's `pre_exec` closure, so that dropping the
+    /// command closes the parent's copies of the plan's descriptors.
+    pub plan: Option<Arc<ChildPlan>>,
+    /// Extra environment: TMPDIR, TMP and TEMP.
+    pub env: Vec<(String, String)>,
+    failure: std::io::PipeReader,
+    mount_targets: Vec<String>,
+    _cgroup: Option<PidsCgroup>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Prepared {
+    /// The setup step the child reported failing, if it got that far
+    /// (otherwise the failure was exec itself).
+    pub fn failed_step(&mut self) -> Option<String> {
+        let mut report = [0u8; 2];
+        if !matches!(self.failure.read(&mut report), Ok(2)) {
+            return None;
+        }
+        let index = usize::from(report[1]);
+        Some(match Step::from_byte(report[0])? {
+            Step::Mount => format!(
+                "mount step {index}: {}",
+                self.mount_targets.get(index).map_or("?", String::as_str)
+            ),
+            step => format!("{step:?} (#{index})"),
+        })
+    }
+}
+
+fn setup(message: impl Into<String>) -> SandboxError {
+    SandboxError::Setup(message.into())
+}
+
+fn c_path(path: &Path) -> Result<CString, SandboxError> {
+    CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| setup(format!("{} contains a NUL byte", path.display())))
+}
+
+/// Absolute, symlink-free paths that exist; missing ones are skipped
+/// (a `.git` that is not there needs no protecting).
+fn existing(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect()
+}
+
+pub(crate) fn prepare(
+    confinement: &Confinement,
+    cwd: &Path,
+    probe: &Probe,
+) -> Result<Prepared, SandboxError> {
+    let network = confinement.profile != SandboxProfile::Strict;
+    let tmp = tempfile::Builder::new()
+        .prefix("tack-tmp-")
+        .tempdir()
+        .map_err(|e| setup(format!("cannot create the private tmp directory: {e}")))?;
+    let mut writable = Vec::new();
+    for path in confinement
+        .writable
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([tmp.path()])
+    {
+        let path = std::fs::canonicalize(path)
+            .map_err(|e| setup(format!("writable path {}: {e}", path.display())))?;
+        writable.push(path);
+    }
+    let (mounts, mount_targets, shm) = mount_steps(confinement, &writable)?;
+    let abi = probe
+        .landlock_abi
+        .ok_or_else(|| setup("Landlock is not available"))?;
+    let built = landlock::build(abi, &writable).map_err(setup)?;
+    let late_rules = match shm {
+        Some(path) => vec![LateRule {
+            path,
+            access: built.shm_access,
+        }],
+        None => Vec::new(),
+    };
+    let cgroup = match &probe.pids_cgroup {
+        Some(base) => Some(
+            PidsCgroup::create(base, confinement.limits.processes)
+                .map_err(|e| setup(format!("cannot create a pids cgroup: {e}")))?,
+        ),
+        None => None,
+    };
+    let cgroup_procs = match &cgroup {
+        Some(cgroup) => Some(
+            cgroup
+                .procs()
+                .map_err(|e| setup(format!("cgroup.procs: {e}")))?,
+        ),
+        None => None,
+    };
+    let (failure, failure_write) =
+        std::io::pipe().map_err(|e| setup(format!("cannot create a pipe: {e}")))?;
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    if !network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let pid_max = probe.namespace_pid_max.then(|| {
+        limits::namespace_pid_max(&confinement.limits)
+            .to_string()
+            .into_bytes()
+    });
+    let plan = ChildPlan {
+        failure: Some(OwnedFd::from(failure_write)),
+        cgroup_procs,
+        rlimits: limits::rlimits(&confinement.limits),
+        pid_namespace: true,
+        pid_max,
+        mounts,
+        cwd: Some(c_path(
+            &std::path::absolute(cwd).map_err(|e| setup(e.to_string()))?,
+        )?),
+        mount_proc: true,
+        late_rules,
+        proc_access: built.proc_access,
+        landlock: Some(built.ruleset),
+        seccomp: seccomp::filters(network).map_err(setup)?.to_vec(),
+        ..user_ns_plan(flags)
+    };
+    let tmp_text = writable
+        .last()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let env = ["TMPDIR", "TMP", "TEMP"]
+        .map(|name| (name.to_string(), tmp_text.clone()))
+        .to_vec();
+    Ok(Prepared {
+        plan: Some(Arc::new(plan)),
+        env,
+        failure,
+        mount_targets,
+        _cgroup: cgroup,
+        _tmp: tmp,
+    })
+}
+
+type MountSteps = (Vec<MountStep>, Vec<String>, Option<CString>);
+
+/// Private propagation, everything read-only, the writable paths made
+/// writable again, the read-only paths bound read-only over them, hidden
+/// directories covered, and a private `/dev/shm`.
+fn mount_steps(
+    confinement: &Confinement,
+    writable: &[PathBuf],
+) -> Result<MountSteps, SandboxError> {
+    let mut steps = vec![MountStep::MakePrivate, MountStep::AllReadOnly];
+    let mut targets = vec!["make / private".to_string(), "/ read-only".to_string()];
+    for path in writable {
+        steps.push(MountStep::Writable(c_path(path)?));
+        targets.push(format!("{} writable", path.display()));
+    }
+    for path in existing(&confinement.read_only) {
+        steps.push(MountStep::ReadOnly(c_path(&path)?));
+        targets.push(format!("{} read-only", path.display()));
+    }
+    for path in existing(&confinement.hidden) {
+        if !path.is_dir() {
+            return Err(setup(format!(
+                "hidden path {} is not a directory",
+                path.display()
+            )));
+        }
+        steps.push(MountStep::Hide(c_path(&path)?));
+        targets.push(format!("{} hidden", path.display()));
+    }
+    // A /dev/shm that is a symlink (to /run/shm) is left alone.
+    let shm = Path::new("/dev/shm");
+    let shm = if shm.is_dir() && !shm.is_symlink() {
+        let path = c_path(shm)?;
+        steps.push(MountStep::Tmpfs(path.clone()));
+        targets.push("private /dev/shm".to_string());
+        Some(path)
+    } else {
+        None
+    };
+    Ok((steps, targets, shm))
+}

@@ -1,0 +1,338 @@
+//! What this kernel can enforce, found by trying each mechanism in a
+//! throw-away child (the same code the real commands run), and whether a
+//! profile can run here. `TACK_SANDBOX_DISABLE=landlock,seccomp,userns`
+//! (also `netns`, `pidns`, `cgroup`) pretends a mechanism is missing, so
+//! the failure paths can be tested on a machine that has everything.
+
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
+
+use crate::child::{ChildPlan, MountStep};
+use crate::{ResourceLimits, landlock, limits, seccomp};
+
+pub const DISABLE_ENV: &str = "TACK_SANDBOX_DISABLE";
+
+/// A mechanism that is not available, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub mechanism: &'static str,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Probe {
+    /// The Landlock ABI version, if Landlock is enabled.
+    pub landlock_abi: Option<i32>,
+    pub seccomp: bool,
+    pub user_namespaces: bool,
+    /// Mount namespaces with `mount_setattr` (recursive read-only remounts).
+    pub mount_namespaces: bool,
+    pub network_namespaces: bool,
+    pub pid_namespaces: bool,
+    pub rlimits: bool,
+    /// `RLIMIT_NPROC` binds this user (it never binds root).
+    pub nproc_rlimit: bool,
+    /// A pid namespace can have its own `kernel.pid_max` (Linux 6.14+).
+    pub namespace_pid_max: bool,
+    /// Where per-command pids cgroups are made, if possible.
+    pub pids_cgroup: Option<PathBuf>,
+    /// Mechanisms that are missing, with the reason.
+    pub missing: Vec<Missing>,
+    /// Mechanisms turned off by `TACK_SANDBOX_DISABLE`.
+    pub disabled: Vec<String>,
+}
+
+impl Probe {
+    /// What bounds the number of processes a confined command can have.
+    pub fn process_bounds(&self) -> Vec<String> {
+        let mut bounds = Vec::new();
+        if self.rlimits && self.nproc_rlimit {
+            bounds.push("RLIMIT_NPROC".to_string());
+        }
+        if self.namespace_pid_max {
+            bounds.push("pid_max of the command's pid namespace".to_string());
+        }
+        if let Some(base) = &self.pids_cgroup {
+            bounds.push(format!("pids cgroup under {}", base.display()));
+        }
+        bounds
+    }
+
+    /// Why a mechanism is missing, if it is.
+    pub fn reason(&self, mechanism: &str) -> Option<&str> {
+        self.missing
+            .iter()
+            .find(|m| m.mechanism == mechanism)
+            .map(|m| m.reason.as_str())
+    }
+}
+
+/// The probe of this machine, run once per process.
+pub fn probe() -> &'static Probe {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(|| detect(&std::env::var(DISABLE_ENV).unwrap_or_default()))
+}
+
+/// Probes now, pretending the comma-separated mechanisms in `disable` are
+/// missing (uncached; [`probe`] is the cached one).
+pub fn detect(disable: &str) -> Probe {
+    let disabled: Vec<String> = disable
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let off = |name: &str| disabled.iter().any(|d| d == name);
+    let mut probe = Probe {
+        nproc_rlimit: limits::nproc_rlimit_enforced(),
+        disabled: disabled.clone(),
+        ..Probe::default()
+    };
+    let mut note = |mechanism: &'static str, result: Result<(), String>| {
+        let ok = result.is_ok();
+        if let Err(reason) = result {
+            probe.missing.push(Missing { mechanism, reason });
+        }
+        ok
+    };
+    let unless = |name: &str, attempt: &dyn Fn() -> Result<(), String>| {
+        if off(name) { by_env() } else { attempt() }
+    };
+    let abi = if off("landlock") {
+        by_env()
+    } else {
+        landlock::kernel_abi()
+    };
+    note("landlock", abi.clone().and_then(landlock_is_enough));
+    let landlock_abi = abi.ok();
+    let seccomp = note("seccomp", unless("seccomp", &try_seccomp));
+    let userns = |name: &str, attempt: &dyn Fn() -> Result<(), String>| {
+        if off("userns") {
+            by_env()
+        } else {
+            unless(name, attempt)
+        }
+    };
+    let user = note(
+        "user namespaces",
+        userns("userns", &|| try_namespaces(libc::CLONE_NEWUSER, false)),
+    );
+    let mount = note("mount namespaces", userns("mountns", &try_mounts));
+    let net = note(
+        "network namespaces",
+        userns("netns", &|| {
+            try_namespaces(libc::CLONE_NEWUSER | libc::CLONE_NEWNET, false)
+        }),
+    );
+    let pid = note(
+        "pid namespaces",
+        userns("pidns", &|| {
+            try_namespaces(libc::CLONE_NEWUSER | libc::CLONE_NEWPID, true)
+        }),
+    );
+    let rlimits = note("rlimits", try_rlimits());
+    let pid_max = note(
+        "pid_max",
+        if pid {
+            try_pid_max()
+        } else {
+            Err("needs pid namespaces".into())
+        },
+    );
+    let cgroup = if off("cgroup") {
+        by_env()
+    } else {
+        limits::find_pids_cgroup_base()
+    };
+    let pids_cgroup = match cgroup {
+        Ok(base) => Some(base),
+        Err(reason) => {
+            note("pids cgroup", Err(reason));
+            None
+        }
+    };
+    Probe {
+        landlock_abi,
+        seccomp,
+        user_namespaces: user,
+        mount_namespaces: mount,
+        network_namespaces: net,
+        pid_namespaces: pid,
+        rlimits,
+        namespace_pid_max: pid_max,
+        pids_cgroup,
+        ..probe
+    }
+}
+
+fn by_env<T>() -> Result<T, String> {
+    Err(format!("disabled by {DISABLE_ENV}"))
+}
+
+fn landlock_is_enough(abi: i32) -> Result<(), String> {
+    if abi < landlock::MIN_ABI {
+        return Err(format!(
+            "Landlock ABI {abi} cannot stop truncation of files outside the workspace; ABI {} \
+             (Linux 6.2) or later is needed",
+            landlock::MIN_ABI
+        ));
+    }
+    Ok(())
+}
+/// Runs `true` in a child that applies `plan` first.
+pub(crate) fn works(plan: ChildPlan) -> Result<(), String> {
+    works_with(plan, "true", &[])
+}
+
+/// Runs `program args` in a child that applies `plan` first.
+pub(crate) fn works_with(plan: ChildPlan, program: &str, args: &[&str]) -> Result<(), String> {
+    let plan = Arc::new(plan);
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    #[allow(unsafe_code)]
+    // SAFETY: child::enter only makes raw syscalls on the prepared plan.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || child_enter(&plan));
+    }
+    match command.status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("the probe child failed ({status})")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+fn child_enter(plan: &ChildPlan) -> std::io::Result<()> {
+    crate::child::enter(plan)
+}
+
+fn id_maps() -> (Vec<u8>, Vec<u8>) {
+    #[allow(unsafe_code)]
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    (
+        format!("{uid} {uid} 1\n").into_bytes(),
+        format!("{gid} {gid} 1\n").into_bytes(),
+    )
+}
+
+pub(crate) fn user_ns_plan(flags: libc::c_int) -> ChildPlan {
+    ChildPlan {
+        unshare_flags: flags,
+        id_maps: Some(id_maps()),
+        ..ChildPlan::default()
+    }
+}
+
+fn try_namespaces(flags: libc::c_int, fork: bool) -> Result<(), String> {
+    let plan = ChildPlan {
+        pid_namespace: fork,
+        ..user_ns_plan(flags)
+    };
+    works(plan).map_err(|e| format!("unshare failed: {e}"))
+}
+
+fn try_mounts() -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let hidden = dir.path().join("hidden");
+    std::fs::create_dir(&hidden).map_err(|e| e.to_string())?;
+    let c = |p: &std::path::Path| {
+        CString::new(p.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())
+    };
+    let plan = ChildPlan {
+        mounts: vec![
+            MountStep::MakePrivate,
+            MountStep::AllReadOnly,
+            MountStep::Writable(c(dir.path())?),
+            MountStep::Hide(c(&hidden)?),
+        ],
+        ..user_ns_plan(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+    };
+    works(plan).map_err(|e| format!("mount setup in a user namespace failed: {e}"))
+}
+
+fn try_pid_max() -> Result<(), String> {
+    let plan = ChildPlan {
+        pid_namespace: true,
+        pid_max: Some(b"1000".to_vec()),
+        ..user_ns_plan(libc::CLONE_NEWUSER | libc::CLONE_NEWPID)
+    };
+    works(plan).map_err(|_| "a pid namespace cannot set its own pid_max (Linux 6.14+)".to_string())
+}
+
+fn try_seccomp() -> Result<(), String> {
+    let filters = seccomp::filters(false)?;
+    let plan = ChildPlan {
+        seccomp: filters.to_vec(),
+        ..ChildPlan::default()
+    };
+    works(plan).map_err(|e| format!("installing the seccomp filter failed: {e}"))
+}
+
+fn try_rlimits() -> Result<(), String> {
+    let plan = ChildPlan {
+        rlimits: limits::rlimits(&ResourceLimits::default()),
+        ..ChildPlan::default()
+    };
+    works(plan).map_err(|e| format!("setrlimit failed: {e}"))
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SandboxError, SandboxProfile, check_profile};
+
+    #[test]
+    fn disabling_landlock_makes_confined_profiles_unavailable() {
+        let probe = detect("landlock");
+        assert_eq!(probe.landlock_abi, None);
+        assert_eq!(
+            probe.reason("landlock"),
+            Some("disabled by TACK_SANDBOX_DISABLE")
+        );
+        let error = check_profile(SandboxProfile::Strict, &probe).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("Landlock"), "{text}");
+        assert!(text.contains("lsm="), "{text}");
+        assert!(text.contains("sandbox = \"off\""), "{text}");
+        assert!(text.contains("--profile off"), "{text}");
+        assert!(check_profile(SandboxProfile::WorkspaceWrite, &probe).is_err());
+        assert!(check_profile(SandboxProfile::Off, &probe).is_ok());
+    }
+
+    #[test]
+    fn disabling_user_namespaces_takes_the_namespaces_with_it() {
+        let probe = detect("userns, seccomp");
+        assert!(!probe.user_namespaces && !probe.mount_namespaces);
+        assert!(!probe.network_namespaces && !probe.pid_namespaces && !probe.seccomp);
+        let Err(SandboxError::Unavailable { missing, .. }) =
+            check_profile(SandboxProfile::Strict, &probe)
+        else {
+            panic!("strict should be unavailable");
+        };
+        assert!(missing.contains(&"seccomp".to_string()));
+        assert!(missing.contains(&"network namespaces".to_string()));
+    }
+
+    #[test]
+    fn network_namespaces_only_matter_for_strict() {
+        let probe = detect("netns");
+        if !probe.user_namespaces {
+            eprintln!("no user namespaces here; skipping");
+            return;
+        }
+        assert!(check_profile(SandboxProfile::Strict, &probe).is_err());
+        let write = check_profile(SandboxProfile::WorkspaceWrite, &probe);
+        assert!(write.is_ok() || probe.landlock_abi.is_none(), "{write:?}");
+    }
+
+    #[test]
+    fn this_machine_is_probed_without_panicking() {
+        let probe = detect("");
+        assert!(probe.disabled.is_empty());
+        assert!(probe.rlimits, "{:?}", probe.missing);
+    }
+}

@@ -1,0 +1,375 @@
+//! The loopback server: hyper on 127.0.0.1, one request per connection so
+//! that a connection-level fault (a reset, a cut) hits exactly the request
+//! it was scripted for, every request recorded before it is answered.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Channel, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+use crate::io::Resettable;
+use crate::script::{Reply, ScriptedResponse};
+use crate::{anthropic_wire, openai_wire};
+
+/// The wire format a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `POST /v1/chat/completions`, key in `Authorization: Bearer`.
+    OpenAi,
+    /// `POST /v1/messages`, key in `x-api-key`.
+    Anthropic,
+}
+
+impl Dialect {
+    fn path(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "/v1/chat/completions",
+            Dialect::Anthropic => "/v1/messages",
+        }
+    }
+
+    fn auth_header(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "authorization",
+            Dialect::Anthropic => "x-api-key",
+        }
+    }
+
+    fn key_value(self, key: &str) -> String {
+        match self {
+            Dialect::OpenAi => format!("Bearer {key}"),
+            Dialect::Anthropic => key.to_string(),
+        }
+    }
+}
+
+/// Headers that may carry a key; their values are never recorded.
+const KEY_HEADERS: [&str; 2] = ["authorization", "x-api-key"];
+
+/// One request as the server saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Lower-case names; `authorization` and `x-api-key` left out.
+    pub headers: BTreeMap<String, String>,
+    /// The dialect's auth header was present.
+    pub auth_present: bool,
+    /// …and held exactly the expected test key.
+    pub auth_matches: bool,
+    /// Key-carrying headers present other than the dialect's own.
+    pub other_key_headers: Vec<String>,
+    /// The body as JSON (`Null` if it was not JSON).
+    pub body: Value,
+}
+
+pub(crate) struct Shared {
+    pub(crate) dialect: Dialect,
+    expected_key: String,
+    script: Mutex<VecDeque<ScriptedResponse>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+}
+
+impl Shared {
+    pub(crate) fn new(dialect: Dialect, script: Vec<ScriptedResponse>, key: &str) -> Shared {
+        Shared {
+            dialect,
+            expected_key: key.to_string(),
+            script: Mutex::new(script.into()),
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.requests).clone()
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        lock(&self.script).len()
+    }
+
+    pub(crate) fn push(&self, response: ScriptedResponse) {
+        lock(&self.script).push_back(response);
+    }
+}
+
+/// Data behind these locks stays consistent through a panic.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+type Body = BoxBody<Bytes, io::Error>;
+
+/// Accepts connections until the task is dropped.
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of descriptors or similar: let it pass, keep serving.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let reset = Arc::new(AtomicBool::new(false));
+        let io = TokioIo::new(Resettable::new(stream, reset.clone()));
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| answer(shared.clone(), reset.clone(), request));
+            // A connection that ends in a scripted fault ends in an error.
+            let _ = http1::Builder::new()
+                .keep_alive(false)
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+pub(crate) async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+async fn answer(
+    shared: Arc<Shared>,
+    reset: Arc<AtomicBool>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let dialect = shared.dialect;
+    let auth = parts
+        .headers
+        .get(dialect.auth_header())
+        .map(|v| v.as_bytes().to_vec());
+    let expected = dialect.key_value(&shared.expected_key);
+    let recorded = RecordedRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        headers: parts
+            .headers
+            .iter()
+            .filter(|(name, _)| !KEY_HEADERS.contains(&name.as_str()))
+            .map(|(name, value)| {
+                let value = String::from_utf8_lossy(value.as_bytes()).to_string();
+                (name.to_string(), value)
+            })
+            .collect(),
+        auth_present: auth.is_some(),
+        auth_matches: auth.as_deref() == Some(expected.as_bytes()),
+        other_key_headers: KEY_HEADERS
+            .iter()
+            .filter(|name| **name != dialect.auth_header() && parts.headers.contains_key(**name))
+            .map(|name| name.to_string())
+            .collect(),
+        body: json.clone(),
+    };
+    let number = {
+        let mut requests = lock(&shared.requests);
+        requests.push(recorded);
+        requests.len()
+    };
+    if parts.method != hyper::Method::POST || parts.uri.path() != dialect.path() {
+        let message = format!(
+            "tack-testkit: no route for {} {}",
+            parts.method,
+            parts.uri.path()
+        );
+        return Ok(error(dialect, 404, &message, &[]));
+    }
+    let next = lock(&shared.script).pop_front();
+    let Some(next) = next else {
+        let message = format!("tack-testkit: the script has no answer left for request {number}");
+        return Ok(error(dialect, 400, &message, &[]));
+    };
+    let context = Context {
+        dialect,
+        stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        model: json
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string(),
+        id: format!("tack-test-{number}"),
+    };
+    Ok(respond(&context, next, &reset).await)
+}
+
+struct Context {
+    dialect: Dialect,
+    stream: bool,
+    model: String,
+    id: String,
+}
+
+async fn respond(
+    context: &Context,
+    mut next: ScriptedResponse,
+    reset: &AtomicBool,
+) -> Response<Body> {
+    loop {
+        return match next {
+            ScriptedResponse::Delay { delay_ms, then } => {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                next = *then;
+                continue;
+            }
+            ScriptedResponse::Reply(reply) => full_answer(context, &reply, None),
+            ScriptedResponse::Status {
+                status,
+                retry_after,
+                retry_after_ms,
+                message,
+            } => {
+                let mut headers = Vec::new();
+                if let Some(value) = retry_after {
+                    headers.push(("retry-after", value));
+                }
+                if let Some(ms) = retry_after_ms {
+                    headers.push(("retry-after-ms", ms.to_string()));
+                }
+                let message = message.unwrap_or_else(|| format!("scripted status {status}"));
+                error(context.dialect, status, &message, &headers)
+            }
+            ScriptedResponse::MalformedJson => malformed(context.stream),
+            ScriptedResponse::CutStream { after_events } => {
+                let reply = Reply {
+                    text: "this answer is cut off part-way".into(),
+                    ..Reply::default()
+                };
+                full_answer(context, &reply, Some(after_events))
+            }
+            ScriptedResponse::Reset => {
+                // The connection's next write resets it instead.
+                reset.store(true, Ordering::SeqCst);
+                json_response(200, &[], Bytes::from_static(b"{}"))
+            }
+        };
+    }
+}
+
+/// A reply as JSON or events; with `cut`, the connection closes after that
+/// many events (or half the JSON body).
+fn full_answer(context: &Context, reply: &Reply, cut: Option<usize>) -> Response<Body> {
+    let model = reply.model.as_deref().unwrap_or(&context.model);
+    if context.stream {
+        let events = match context.dialect {
+            Dialect::OpenAi => openai_wire::events(reply, model, &context.id),
+            Dialect::Anthropic => anthropic_wire::events(reply, model, &context.id),
+        };
+        return event_stream(events, cut);
+    }
+    let body = match context.dialect {
+        Dialect::OpenAi => openai_wire::body(reply, model, &context.id),
+        Dialect::Anthropic => anthropic_wire::body(reply, model, &context.id),
+    };
+    let bytes = Bytes::from(body.to_string());
+    match cut {
+        None => json_response(200, &[], bytes),
+        Some(_) => cut_body(bytes),
+    }
+}
+
+fn error(
+    dialect: Dialect,
+    status: u16,
+    message: &str,
+    headers: &[(&str, String)],
+) -> Response<Body> {
+    let body = match dialect {
+        Dialect::OpenAi => openai_wire::error_body(status, message),
+        Dialect::Anthropic => anthropic_wire::error_body(status, message),
+    };
+    json_response(status, headers, Bytes::from(body.to_string()))
+}
+
+fn malformed(stream: bool) -> Response<Body> {
+    const BROKEN: &str = r#"{"id": "broken", "choices": [{"index": 0, "#;
+    if stream {
+        return event_stream(vec![format!("data: {BROKEN}\n\n")], None);
+    }
+    json_response(200, &[], Bytes::from_static(BROKEN.as_bytes()))
+}
+
+fn builder(status: u16, content_type: &str) -> hyper::http::response::Builder {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+}
+
+fn finish(builder: hyper::http::response::Builder, body: Body) -> Response<Body> {
+    // Only a bad header could fail here, and the headers are ours.
+    builder
+        .body(body)
+        .unwrap_or_else(|_| Response::new(empty()))
+}
+
+fn empty() -> Body {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn json_response(status: u16, headers: &[(&str, String)], body: Bytes) -> Response<Body> {
+    let mut response = builder(status, "application/json");
+    for (name, value) in headers {
+        response = response.header(*name, value);
+    }
+    finish(
+        response,
+        Full::new(body).map_err(|never| match never {}).boxed(),
+    )
+}
+
+/// Sends `events` as a chunked `text/event-stream`; with `cut`, stops after
+/// that many and breaks the connection (no final chunk).
+fn event_stream(events: Vec<String>, cut: Option<usize>) -> Response<Body> {
+    let (mut sender, body) = Channel::<Bytes, io::Error>::new(4);
+    tokio::spawn(async move {
+        let keep = cut.unwrap_or(events.len());
+        for event in events.into_iter().take(keep) {
+            if sender.send_data(Bytes::from(event)).await.is_err() {
+                return; // the client went away
+            }
+        }
+        if cut.is_some() {
+            sender.abort(io::Error::other("tack-testkit: scripted cut"));
+        }
+    });
+    let response = builder(200, "text/event-stream").header("cache-control", "no-cache");
+    finish(response, body.boxed())
+}
+
+/// Announces the whole body's length, sends half, breaks the connection.
+fn cut_body(bytes: Bytes) -> Response<Body> {
+    let (mut sender, body) = Channel::<Bytes, io::Error>::new(2);
+    let length = bytes.len();
+    tokio::spawn(async move {
+        if sender.send_data(bytes.slice(..length / 2)).await.is_ok() {
+            sender.abort(io::Error::other("tack-testkit: scripted cut"));
+        }
+    });
+    let response = builder(200, "application/json").header("content-length", length);
+    finish(response, body.boxed())
+}
