@@ -134,7 +134,26 @@ impl ExecArgs {
     }
 }
 
+/// Runs the agent; Ctrl-C cancels it: the run stops where it is (files the
+/// agent wrote stay written), a final `exec_finished` event says
+/// `cancelled`, and the exit code is 130.
 pub async fn run(args: ExecArgs) -> CommandResult {
+    let json = args.json;
+    tokio::select! {
+        result = run_to_end(args) => result,
+        _ = tokio::signal::ctrl_c() => {
+            let finished = serde_json::json!({ "type": "exec_finished", "outcome": TrialOutcome::Cancelled });
+            if json {
+                println!("{}", serde_json::json!({ "event": finished }));
+            } else {
+                eprintln!("cancelled");
+            }
+            Ok(exit_code(TrialOutcome::Cancelled))
+        }
+    }
+}
+
+async fn run_to_end(args: ExecArgs) -> CommandResult {
     if !args.workspace.is_dir() {
         return Err(usage(format!(
             "--workspace {} is not a directory; point it at the project the agent should work on",
@@ -241,7 +260,7 @@ fn exec_model(args: &ExecArgs) -> Result<(Box<dyn Model>, Option<Pricer>), Comma
     config.base_url = args.base_url.clone().or(env.base_url.clone());
     config.api_key = env.api_key.clone();
     let model = tack_providers::provider_model(&spec, &config).or_fail(Failure::Usage)?;
-    let pricer = tack_runner::pricer_for_model(&spec);
+    let pricer = tack_runner::pricer_for_model(&spec).map_err(usage)?;
     Ok((model, pricer))
 }
 

@@ -137,3 +137,39 @@ fn denied_calls_go_back_to_the_model_and_the_run_goes_on() {
             .contains("no walking")
     );
 }
+
+#[test]
+fn ctrl_c_cancels_and_exits_130() {
+    let dir = workspace();
+    let child = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "exec",
+            "look around",
+            "--json",
+            "--check",
+            "sleep 30",
+            "--workspace",
+        ])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the agent is done and the (slow) check is running.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = events(&output);
+    assert_eq!(events.last().unwrap()["event"]["outcome"], "cancelled");
+}

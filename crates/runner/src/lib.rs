@@ -20,7 +20,7 @@ use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError
 use tokio::sync::Semaphore;
 
 pub use clock::{new_run_id, rfc3339_now};
-pub use models::pricer_for_model;
+pub use models::{PRICES_ENV, price_table, pricer_for_model};
 pub use permissions::gate_for as permission_gate;
 pub use plan::{PlanError, RunPlan, TrialSpec};
 pub use replay::replay_plan;
@@ -74,6 +74,8 @@ pub enum RunError {
     Trace(#[from] TraceError),
     #[error("could not hash the suite: {0}")]
     Suite(#[from] tack_suite::SuiteError),
+    #[error("the price table: {0}")]
+    Prices(String),
 }
 
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
@@ -101,7 +103,8 @@ pub async fn run(
     cancel: CancelFlag,
 ) -> Result<RunResult, RunError> {
     let trials = plan.trials()?;
-    let manifest = manifest_for(&plan)?;
+    let shared = Arc::new(models::Shared::new().map_err(RunError::Prices)?);
+    let manifest = manifest_for(&plan, shared.prices.version())?;
     let writer = RunWriter::create(&plan.traces_root, &manifest)?;
     let total = trials.len();
     progress(Progress::Started {
@@ -113,7 +116,6 @@ pub async fn run(
     let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
     let suite = Arc::new(plan.suite.clone());
-    let shared = Arc::new(models::Shared::new());
     let mut handles = Vec::with_capacity(total);
     for spec in trials {
         let shared = shared.clone();
@@ -170,7 +172,7 @@ pub async fn run(
     })
 }
 
-fn manifest_for(plan: &RunPlan) -> Result<Manifest, RunError> {
+fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError> {
     let suite: &Suite = &plan.suite;
     let variants = plan
         .selected_variants()?
@@ -205,5 +207,6 @@ fn manifest_for(plan: &RunPlan) -> Result<Manifest, RunError> {
         started_at: rfc3339_now(),
         finished_at: None,
         status: RunStatus::Running,
+        price_table: Some(price_table.to_string()),
     })
 }

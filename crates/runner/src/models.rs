@@ -13,14 +13,34 @@ use crate::TrialSpec;
 /// What all trials of a run share.
 pub(crate) struct Shared {
     pub limiters: RateLimiters,
-    pub prices: &'static PriceTable,
+    pub prices: PriceTable,
 }
 
+/// A price file whose entries override the built-in table's.
+pub const PRICES_ENV: &str = "TACK_PRICES";
+
 impl Shared {
-    pub fn new() -> Shared {
-        Shared {
+    pub fn new() -> Result<Shared, String> {
+        Ok(Shared {
             limiters: RateLimiters::default(),
-            prices: PriceTable::builtin(),
+            prices: price_table()?,
+        })
+    }
+}
+
+/// The built-in dated price table, with the entries of `$TACK_PRICES`
+/// (same format) laid over it when set.
+pub fn price_table() -> Result<PriceTable, String> {
+    let builtin = PriceTable::builtin().clone();
+    match std::env::var_os(PRICES_ENV) {
+        None => Ok(builtin),
+        Some(path) => {
+            let path = std::path::PathBuf::from(path);
+            let overrides = PriceTable::load(&path)
+                .map_err(|e| format!("{PRICES_ENV}={}: {e}", path.display()))?;
+            builtin
+                .with_overrides(&overrides)
+                .map_err(|e| format!("{PRICES_ENV}={}: {e}", path.display()))
         }
     }
 }
@@ -60,7 +80,7 @@ pub(crate) fn check_model(variant: &Variant) -> Result<(), String> {
     if tack_model::is_builtin_model(inner) {
         return Ok(());
     }
-    let config = provider_config(&Shared::new(), variant, inner)?;
+    let config = provider_config(&Shared::new()?, variant, inner)?;
     provider_model(inner, &config)
         .map(drop)
         .map_err(|e| e.to_string())
@@ -94,12 +114,12 @@ pub(crate) fn provider_config(
 /// Prices a variant's calls, when the table knows its model; unknown models
 /// stay unpriced (cost `None`), never 0.
 pub(crate) fn pricer(shared: &Shared, variant: &Variant) -> Option<Pricer> {
-    pricer_in(shared.prices, &variant.model)
+    pricer_in(&shared.prices, &variant.model)
 }
 
-/// The built-in price table's pricer for a model id (`chaos(...)` unwrapped).
-pub fn pricer_for_model(model: &str) -> Option<Pricer> {
-    pricer_in(PriceTable::builtin(), model)
+/// The price table's pricer for a model id (`chaos(...)` unwrapped).
+pub fn pricer_for_model(model: &str) -> Result<Option<Pricer>, String> {
+    Ok(pricer_in(&price_table()?, model))
 }
 
 fn pricer_in(prices: &PriceTable, model: &str) -> Option<Pricer> {

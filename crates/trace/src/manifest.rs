@@ -21,6 +21,9 @@ pub struct Manifest {
     pub started_at: String,
     pub finished_at: Option<String>,
     pub status: RunStatus,
+    /// Version of the price table every call's cost was computed with.
+    #[serde(default)]
+    pub price_table: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,6 +31,7 @@ fn manifest() -> Manifest {
         started_at: "2026-11-30T00:00:00Z".to_string(),
         finished_at: None,
         status: RunStatus::Running,
+        price_table: None,
     }
 }
 
