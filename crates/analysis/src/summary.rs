@@ -58,6 +58,8 @@ pub struct VariantSummary {
     pub feedback_rounds: u64,
     /// Trials in which the agent changed files the checks depend on.
     pub tampered: u64,
+    /// Commands in which the kernel sandbox refused an operation.
+    pub sandbox_denials: u64,
     /// Tool calls refused by a permission rule or the approver.
     pub denied_calls: u64,
     /// Model calls with a fault injected on purpose by the `chaos(...)`
@@ -111,6 +113,7 @@ struct Totals {
     retries: u64,
     interventions: u64,
     feedback_rounds: u64,
+    sandbox_denials: u64,
     tampered: u64,
     tool_errors: u64,
 }
@@ -142,6 +145,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
         sum_u64(col::RETRIES),
         sum_u64(col::INTERVENTIONS),
         sum_u64(col::FEEDBACK_ROUNDS),
+        sum_u64(col::SANDBOX_DENIALS),
         col(col::TAMPERED)
             .cast(DataType::UInt64)
             .sum()
@@ -162,6 +166,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
     let retries = frame.u64s(col::RETRIES)?;
     let interventions = frame.u64s(col::INTERVENTIONS)?;
     let feedback_rounds = frame.u64s(col::FEEDBACK_ROUNDS)?;
+    let sandbox_denials = frame.u64s(col::SANDBOX_DENIALS)?;
     let tampered = frame.u64s(agg::TAMPERED_TRIALS)?;
     let tool_errors = frame.u64s(col::TOOL_ERRORS)?;
     Ok((0..frame.height())
@@ -178,6 +183,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
                 retries: retries[i],
                 interventions: interventions[i],
                 feedback_rounds: feedback_rounds[i],
+                sandbox_denials: sandbox_denials[i],
                 tampered: tampered[i],
                 tool_errors: tool_errors[i],
             };
@@ -293,6 +299,7 @@ fn summarize(
         retries: 0,
         interventions: 0,
         feedback_rounds: 0,
+        sandbox_denials: 0,
         tampered: 0,
         tool_errors: 0,
     });
@@ -320,6 +327,7 @@ fn summarize(
         retries: t.retries,
         interventions: t.interventions,
         feedback_rounds: t.feedback_rounds,
+        sandbox_denials: t.sandbox_denials,
         tampered: t.tampered,
         denied_calls: spans.denied_calls,
         injected_faults: spans.injected_faults,

@@ -58,6 +58,7 @@ pub(crate) fn scan(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, AnalysisE
     let added = [
         (col::FEEDBACK_ROUNDS, DataType::UInt32, lit(0u32)),
         (col::TAMPERED, DataType::Boolean, lit(false)),
+        (col::SANDBOX_DENIALS, DataType::UInt32, lit(0u32)),
     ];
     frame::with_columns(lazy, &added, dir, TRIALS_DIR)
 }

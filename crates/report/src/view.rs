@@ -52,6 +52,7 @@ pub(crate) struct SummaryRow {
     pub interventions: u64,
     pub denied_calls: u64,
     pub feedback_rounds: u64,
+    pub sandbox_denials: u64,
     /// Trials that changed files the checks depend on; highlighted when > 0.
     pub tampered: u64,
     pub tool_errors: u64,
@@ -183,6 +184,7 @@ fn summary_row(v: &VariantSummary) -> SummaryRow {
         interventions: v.interventions,
         denied_calls: v.denied_calls,
         feedback_rounds: v.feedback_rounds,
+        sandbox_denials: v.sandbox_denials,
         tampered: v.tampered,
         tool_errors: v.tool_errors,
         injected_faults: v.injected_faults,
