@@ -6,11 +6,11 @@ use serde_json::{Map, Value, json};
 use tack_model::{CallAnnotation, Model, ModelError, ModelRequest, ModelResponse};
 use tack_protocol::{Message, Role, ToolSpec};
 
-use crate::anthropic_response::{StreamState, parse_message};
+use crate::anthropic_response::AnthropicWire;
 use crate::config::{
     ApiKey, DEFAULT_ANTHROPIC_MAX_TOKENS, Provider, ProviderConfig, ProviderError,
 };
-use crate::http::{Endpoint, Flow, annotation};
+use crate::http::{Endpoint, annotation};
 use crate::ratelimit::RateWait;
 
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -78,20 +78,6 @@ impl AnthropicModel {
         }
         body
     }
-
-    async fn call(&self, body: Vec<u8>) -> Result<ModelResponse, ModelError> {
-        let response = self.endpoint.post(body, self.stream).await?;
-        if !self.stream {
-            let bytes = self.endpoint.read_body(response).await?;
-            return parse_message(&bytes, &self.model);
-        }
-        let mut state = StreamState::default();
-        let flow = self
-            .endpoint
-            .read_events(response, |event| state.apply(&event))
-            .await?;
-        state.finish(flow == Flow::Done, &self.model)
-    }
 }
 
 #[async_trait]
@@ -105,11 +91,11 @@ impl Model for AnthropicModel {
     }
 
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let body = serde_json::to_vec(&self.body(&request)).map_err(|e| {
-            ModelError::InvalidResponse(format!("could not encode the request: {e}"))
-        })?;
-        let size = body.len();
-        let (result, wait) = self.endpoint.limited(size, self.call(body)).await;
+        let body = self.body(&request);
+        let (result, wait) = self
+            .endpoint
+            .exchange::<AnthropicWire>(&body, self.stream, &self.model)
+            .await;
         self.last_wait = wait;
         result
     }

@@ -9,7 +9,7 @@ use tack_model::{ModelError, ModelResponse};
 use tack_protocol::{FinishReason, Message, ToolCall, Usage};
 
 use crate::errors::cut_stream;
-use crate::http::{Flow, parse_json};
+use crate::http::{Flow, Wire, parse_json};
 use crate::sse::SseEvent;
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
@@ -350,5 +350,28 @@ mod tests {
         let error = stream_error(&overloaded);
         assert!(error.is_transient());
         assert!(error.to_string().contains("529"));
+    }
+}
+
+/// The anthropic wire format, for [`crate::http::Endpoint::exchange`].
+pub(crate) struct AnthropicWire;
+
+impl Wire for AnthropicWire {
+    type Stream = StreamState;
+
+    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
+        parse_message(bytes, requested)
+    }
+
+    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
+        stream.apply(event)
+    }
+
+    fn finish(
+        stream: StreamState,
+        done: bool,
+        requested: &str,
+    ) -> Result<ModelResponse, ModelError> {
+        stream.finish(done, requested)
     }
 }

@@ -216,6 +216,53 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 
 /// The note the harness records on a call's span: the time it waited for
 /// the shared rate limiter, if it had to.
+/// How a provider's answers are read: a whole JSON body, or assembled from
+/// server-sent events.
+pub(crate) trait Wire {
+    type Stream: Default;
+    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError>;
+    fn apply(stream: &mut Self::Stream, event: &SseEvent) -> Result<Flow, ModelError>;
+    fn finish(
+        stream: Self::Stream,
+        done: bool,
+        requested: &str,
+    ) -> Result<ModelResponse, ModelError>;
+}
+
+impl Endpoint {
+    /// One request and its answer, read as `W` says, within the rate limit:
+    /// the answer and how long the limiter made it wait.
+    pub(crate) async fn exchange<W: Wire>(
+        &self,
+        body: &serde_json::Value,
+        stream: bool,
+        requested: &str,
+    ) -> (Result<ModelResponse, ModelError>, Option<RateWait>) {
+        let body = match serde_json::to_vec(body) {
+            Ok(body) => body,
+            Err(e) => {
+                let error =
+                    ModelError::InvalidResponse(format!("could not encode the request: {e}"));
+                return (Err(error), None);
+            }
+        };
+        let size = body.len();
+        let call = async {
+            let response = self.post(body, stream).await?;
+            if !stream {
+                let bytes = self.read_body(response).await?;
+                return W::parse(&bytes, requested);
+            }
+            let mut state = W::Stream::default();
+            let flow = self
+                .read_events(response, |event| W::apply(&mut state, &event))
+                .await?;
+            W::finish(state, flow == Flow::Done, requested)
+        };
+        self.limited(size, call).await
+    }
+}
+
 pub(crate) fn annotation(wait: Option<RateWait>) -> Option<CallAnnotation> {
     wait.map(|wait| CallAnnotation {
         fault: None,

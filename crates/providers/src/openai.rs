@@ -8,8 +8,8 @@ use tack_model::{CallAnnotation, Model, ModelError, ModelRequest, ModelResponse}
 use tack_protocol::{Message, Role, ToolCall, ToolSpec};
 
 use crate::config::{ApiKey, Provider, ProviderConfig, ProviderError};
-use crate::http::{Endpoint, Flow, annotation};
-use crate::openai_response::{StreamState, parse_completion};
+use crate::http::{Endpoint, annotation};
+use crate::openai_response::OpenAiWire;
 use crate::ratelimit::RateWait;
 
 pub struct OpenAiModel {
@@ -74,20 +74,6 @@ impl OpenAiModel {
         }
         body
     }
-
-    async fn call(&self, body: Vec<u8>) -> Result<ModelResponse, ModelError> {
-        let response = self.endpoint.post(body, self.stream).await?;
-        if !self.stream {
-            let bytes = self.endpoint.read_body(response).await?;
-            return parse_completion(&bytes, &self.model);
-        }
-        let mut state = StreamState::default();
-        let flow = self
-            .endpoint
-            .read_events(response, |event| state.apply(&event))
-            .await?;
-        state.finish(flow == Flow::Done, &self.model)
-    }
 }
 
 #[async_trait]
@@ -101,11 +87,11 @@ impl Model for OpenAiModel {
     }
 
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let body = serde_json::to_vec(&self.body(&request)).map_err(|e| {
-            ModelError::InvalidResponse(format!("could not encode the request: {e}"))
-        })?;
-        let size = body.len();
-        let (result, wait) = self.endpoint.limited(size, self.call(body)).await;
+        let body = self.body(&request);
+        let (result, wait) = self
+            .endpoint
+            .exchange::<OpenAiWire>(&body, self.stream, &self.model)
+            .await;
         self.last_wait = wait;
         result
     }
