@@ -280,6 +280,29 @@ fn stream_error(data: &Value) -> ModelError {
     }
 }
 
+/// The anthropic wire format, for [`crate::http::Endpoint::exchange`].
+pub(crate) struct AnthropicWire;
+
+impl Wire for AnthropicWire {
+    type Stream = StreamState;
+
+    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
+        parse_message(bytes, requested)
+    }
+
+    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
+        stream.apply(event)
+    }
+
+    fn finish(
+        stream: StreamState,
+        done: bool,
+        requested: &str,
+    ) -> Result<ModelResponse, ModelError> {
+        stream.finish(done, requested)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,28 +373,5 @@ mod tests {
         let error = stream_error(&overloaded);
         assert!(error.is_transient());
         assert!(error.to_string().contains("529"));
-    }
-}
-
-/// The anthropic wire format, for [`crate::http::Endpoint::exchange`].
-pub(crate) struct AnthropicWire;
-
-impl Wire for AnthropicWire {
-    type Stream = StreamState;
-
-    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
-        parse_message(bytes, requested)
-    }
-
-    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
-        stream.apply(event)
-    }
-
-    fn finish(
-        stream: StreamState,
-        done: bool,
-        requested: &str,
-    ) -> Result<ModelResponse, ModelError> {
-        stream.finish(done, requested)
     }
 }

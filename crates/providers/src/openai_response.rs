@@ -256,6 +256,29 @@ impl StreamState {
     }
 }
 
+/// The openai wire format, for [`crate::http::Endpoint::exchange`].
+pub(crate) struct OpenAiWire;
+
+impl Wire for OpenAiWire {
+    type Stream = StreamState;
+
+    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
+        parse_completion(bytes, requested)
+    }
+
+    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
+        stream.apply(event)
+    }
+
+    fn finish(
+        stream: StreamState,
+        done: bool,
+        requested: &str,
+    ) -> Result<ModelResponse, ModelError> {
+        stream.finish(done, requested)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,28 +350,5 @@ mod tests {
         );
         assert_eq!(response.message.tool_calls[0].id, "call_0");
         assert_eq!(response.finish_reason, FinishReason::ToolCalls);
-    }
-}
-
-/// The openai wire format, for [`crate::http::Endpoint::exchange`].
-pub(crate) struct OpenAiWire;
-
-impl Wire for OpenAiWire {
-    type Stream = StreamState;
-
-    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
-        parse_completion(bytes, requested)
-    }
-
-    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
-        stream.apply(event)
-    }
-
-    fn finish(
-        stream: StreamState,
-        done: bool,
-        requested: &str,
-    ) -> Result<ModelResponse, ModelError> {
-        stream.finish(done, requested)
     }
 }
