@@ -305,9 +305,9 @@ fn index_summarises_interventions_tampering_and_feedback() {
         );
     }
     let rows: Vec<&str> = summary.split("<tr>").skip(2).collect();
-    // baseline: 4 retries, 2 interventions, 2 denied, 2 rounds, 0 sandbox denials, 1 tampered.
+    // baseline: 4 retries, 2 interventions, 2 denied, 2 rounds, 3 sandbox denials, 1 tampered.
     assert!(rows[0].contains(
-        "<td class=\"num\">4</td><td class=\"num\">2</td><td class=\"num\">2</td>\n<td class=\"num\">2</td><td class=\"num\">0</td><td class=\"num tampered\">1</td>"
+        "<td class=\"num\">4</td><td class=\"num\">2</td><td class=\"num\">2</td>\n<td class=\"num\">2</td><td class=\"num\">3</td><td class=\"num tampered\">1</td>"
     ), "{}", rows[0]);
     assert!(
         !rows[1].contains("tampered"),
