@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use tack_model::{CallAnnotation, Model, ModelError, ModelRequest, ModelResponse};
 use tack_protocol::{Message, Role, ToolSpec};
 
-use crate::anthropic_response::AnthropicWire;
+use crate::anthropic_response::StreamState;
 use crate::config::{
     ApiKey, DEFAULT_ANTHROPIC_MAX_TOKENS, Provider, ProviderConfig, ProviderError,
 };
@@ -94,7 +94,7 @@ impl Model for AnthropicModel {
         let body = self.body(&request);
         let (result, wait) = self
             .endpoint
-            .exchange::<AnthropicWire>(&body, self.stream, &self.model)
+            .exchange::<StreamState>(&body, self.stream, &self.model)
             .await;
         self.last_wait = wait;
         result

@@ -134,8 +134,12 @@ pub(crate) struct StreamState {
     model: Option<String>,
 }
 
-impl StreamState {
-    pub(crate) fn apply(&mut self, event: &SseEvent) -> Result<Flow, ModelError> {
+impl Wire for StreamState {
+    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
+        parse_message(bytes, requested)
+    }
+
+    fn apply(&mut self, event: &SseEvent) -> Result<Flow, ModelError> {
         let data: Value = parse_json("a stream event is not valid JSON", event.data.as_bytes())?;
         let kind = data
             .get("type")
@@ -158,67 +162,9 @@ impl StreamState {
         Ok(Flow::Continue)
     }
 
-    fn start(&mut self, message: Option<&Value>) {
-        if let Some(message) = message {
-            self.model = message
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            self.add_usage(message.get("usage"));
-        }
-    }
-
-    fn add_usage(&mut self, usage: Option<&Value>) {
-        if let Some(usage) = usage.and_then(|u| WireUsage::deserialize(u).ok()) {
-            self.usage.update(usage);
-        }
-    }
-
-    fn slot(&mut self, data: &Value) -> Option<&mut Block> {
-        let index = data.get("index").and_then(Value::as_u64)? as usize;
-        while self.blocks.len() <= index {
-            self.blocks.push(Block::Other);
-        }
-        self.blocks.get_mut(index)
-    }
-
-    fn start_block(&mut self, data: &Value) {
-        let Some(block) = data.get("content_block") else {
-            return;
-        };
-        let new = match block.get("type").and_then(Value::as_str) {
-            Some("text") => Block::Text(text_of(block, "text")),
-            Some("tool_use") => Block::Tool {
-                id: text_of(block, "id"),
-                name: text_of(block, "name"),
-                json: String::new(),
-                start: input_text(block.get("input")),
-            },
-            _ => Block::Other,
-        };
-        if let Some(slot) = self.slot(data) {
-            *slot = new;
-        }
-    }
-
-    fn delta(&mut self, data: &Value) {
-        let Some(delta) = data.get("delta").cloned() else {
-            return;
-        };
-        match (self.slot(data), delta.get("type").and_then(Value::as_str)) {
-            (Some(Block::Text(text)), Some("text_delta")) => {
-                text.push_str(&text_of(&delta, "text"));
-            }
-            (Some(Block::Tool { json, .. }), Some("input_json_delta")) => {
-                json.push_str(&text_of(&delta, "partial_json"));
-            }
-            _ => {}
-        }
-    }
-
     /// The answer, once the stream is over: after message_stop, or at least
     /// after the message_delta that says why the model stopped.
-    pub(crate) fn finish(self, done: bool, requested: &str) -> Result<ModelResponse, ModelError> {
+    fn finish(self, done: bool, requested: &str) -> Result<ModelResponse, ModelError> {
         if !done && self.stop_reason.is_none() {
             return Err(cut_stream("no stop_reason and no message_stop"));
         }
@@ -252,6 +198,62 @@ impl StreamState {
     }
 }
 
+impl StreamState {
+    fn start(&mut self, message: Option<&Value>) {
+        if let Some(message) = message {
+            self.model = message
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            self.add_usage(message.get("usage"));
+        }
+    }
+    fn add_usage(&mut self, usage: Option<&Value>) {
+        if let Some(usage) = usage.and_then(|u| WireUsage::deserialize(u).ok()) {
+            self.usage.update(usage);
+        }
+    }
+    fn slot(&mut self, data: &Value) -> Option<&mut Block> {
+        let index = data.get("index").and_then(Value::as_u64)? as usize;
+        while self.blocks.len() <= index {
+            self.blocks.push(Block::Other);
+        }
+        self.blocks.get_mut(index)
+    }
+    fn start_block(&mut self, data: &Value) {
+        let Some(block) = data.get("content_block") else {
+            return;
+        };
+        let new = match block.get("type").and_then(Value::as_str) {
+            Some("text") => Block::Text(text_of(block, "text")),
+            Some("tool_use") => Block::Tool {
+                id: text_of(block, "id"),
+                name: text_of(block, "name"),
+                json: String::new(),
+                start: input_text(block.get("input")),
+            },
+            _ => Block::Other,
+        };
+        if let Some(slot) = self.slot(data) {
+            *slot = new;
+        }
+    }
+    fn delta(&mut self, data: &Value) {
+        let Some(delta) = data.get("delta").cloned() else {
+            return;
+        };
+        match (self.slot(data), delta.get("type").and_then(Value::as_str)) {
+            (Some(Block::Text(text)), Some("text_delta")) => {
+                text.push_str(&text_of(&delta, "text"));
+            }
+            (Some(Block::Tool { json, .. }), Some("input_json_delta")) => {
+                json.push_str(&text_of(&delta, "partial_json"));
+            }
+            _ => {}
+        }
+    }
+}
+
 /// An `error` event mid-stream, given the status the same error would have
 /// had as an HTTP answer, so retries treat both alike.
 fn stream_error(data: &Value) -> ModelError {
@@ -277,29 +279,6 @@ fn stream_error(data: &Value) -> ModelError {
         status,
         message: format!("{kind} in the stream: {message}"),
         retry_after: None,
-    }
-}
-
-/// The anthropic wire format, for [`crate::http::Endpoint::exchange`].
-pub(crate) struct AnthropicWire;
-
-impl Wire for AnthropicWire {
-    type Stream = StreamState;
-
-    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
-        parse_message(bytes, requested)
-    }
-
-    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
-        stream.apply(event)
-    }
-
-    fn finish(
-        stream: StreamState,
-        done: bool,
-        requested: &str,
-    ) -> Result<ModelResponse, ModelError> {
-        stream.finish(done, requested)
     }
 }
 

@@ -217,16 +217,14 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 /// The note the harness records on a call's span: the time it waited for
 /// the shared rate limiter, if it had to.
 /// How a provider's answers are read: a whole JSON body, or assembled from
-/// server-sent events.
-pub(crate) trait Wire {
-    type Stream: Default;
+/// server-sent events by its stream state.
+pub(crate) trait Wire: Default {
+    /// A whole (non-streamed) answer.
     fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError>;
-    fn apply(stream: &mut Self::Stream, event: &SseEvent) -> Result<Flow, ModelError>;
-    fn finish(
-        stream: Self::Stream,
-        done: bool,
-        requested: &str,
-    ) -> Result<ModelResponse, ModelError>;
+    /// One server-sent event of a streamed answer.
+    fn apply(&mut self, event: &SseEvent) -> Result<Flow, ModelError>;
+    /// The streamed answer, once the stream is over (`done`: it ended properly).
+    fn finish(self, done: bool, requested: &str) -> Result<ModelResponse, ModelError>;
 }
 
 impl Endpoint {
@@ -253,11 +251,11 @@ impl Endpoint {
                 let bytes = self.read_body(response).await?;
                 return W::parse(&bytes, requested);
             }
-            let mut state = W::Stream::default();
+            let mut state = W::default();
             let flow = self
-                .read_events(response, |event| W::apply(&mut state, &event))
+                .read_events(response, |event| state.apply(&event))
                 .await?;
-            W::finish(state, flow == Flow::Done, requested)
+            state.finish(flow == Flow::Done, requested)
         };
         self.limited(size, call).await
     }

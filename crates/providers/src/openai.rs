@@ -9,7 +9,7 @@ use tack_protocol::{Message, Role, ToolCall, ToolSpec};
 
 use crate::config::{ApiKey, Provider, ProviderConfig, ProviderError};
 use crate::http::{Endpoint, annotation};
-use crate::openai_response::OpenAiWire;
+use crate::openai_response::StreamState;
 use crate::ratelimit::RateWait;
 
 pub struct OpenAiModel {
@@ -90,7 +90,7 @@ impl Model for OpenAiModel {
         let body = self.body(&request);
         let (result, wait) = self
             .endpoint
-            .exchange::<OpenAiWire>(&body, self.stream, &self.model)
+            .exchange::<StreamState>(&body, self.stream, &self.model)
             .await;
         self.last_wait = wait;
         result

@@ -172,8 +172,12 @@ pub(crate) struct StreamState {
     model: Option<String>,
 }
 
-impl StreamState {
-    pub(crate) fn apply(&mut self, event: &SseEvent) -> Result<Flow, ModelError> {
+impl Wire for StreamState {
+    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
+        parse_completion(bytes, requested)
+    }
+
+    fn apply(&mut self, event: &SseEvent) -> Result<Flow, ModelError> {
         let data = event.data.trim();
         if data == "[DONE]" {
             return Ok(Flow::Done);
@@ -200,6 +204,23 @@ impl StreamState {
         Ok(Flow::Continue)
     }
 
+    /// The answer, once the stream is over. A stream without `[DONE]` is
+    /// accepted only if it at least said why the model stopped.
+    fn finish(self, done: bool, requested: &str) -> Result<ModelResponse, ModelError> {
+        if !done && self.finish.is_none() {
+            return Err(cut_stream("no finish_reason and no [DONE]"));
+        }
+        let finish = finish_reason(self.finish.as_deref(), !self.calls.is_empty());
+        Ok(ModelResponse {
+            message: Message::assistant(self.text, self.calls),
+            finish_reason: finish,
+            usage: usage(self.usage.as_ref()),
+            response_model: self.model.unwrap_or_else(|| requested.to_string()),
+        })
+    }
+}
+
+impl StreamState {
     fn apply_delta(&mut self, delta: WireMessage) {
         if let Some(text) = delta.content {
             self.text.push_str(&text);
@@ -217,7 +238,6 @@ impl StreamState {
             }
         }
     }
-
     /// The call a delta belongs to: by `index`; without one (some servers),
     /// a new id starts a new call and anything else continues the last.
     fn slot(&mut self, index: Option<usize>, id: Option<&str>) -> &mut ToolCall {
@@ -238,44 +258,6 @@ impl StreamState {
             });
         }
         &mut self.calls[index]
-    }
-
-    /// The answer, once the stream is over. A stream without `[DONE]` is
-    /// accepted only if it at least said why the model stopped.
-    pub(crate) fn finish(self, done: bool, requested: &str) -> Result<ModelResponse, ModelError> {
-        if !done && self.finish.is_none() {
-            return Err(cut_stream("no finish_reason and no [DONE]"));
-        }
-        let finish = finish_reason(self.finish.as_deref(), !self.calls.is_empty());
-        Ok(ModelResponse {
-            message: Message::assistant(self.text, self.calls),
-            finish_reason: finish,
-            usage: usage(self.usage.as_ref()),
-            response_model: self.model.unwrap_or_else(|| requested.to_string()),
-        })
-    }
-}
-
-/// The openai wire format, for [`crate::http::Endpoint::exchange`].
-pub(crate) struct OpenAiWire;
-
-impl Wire for OpenAiWire {
-    type Stream = StreamState;
-
-    fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError> {
-        parse_completion(bytes, requested)
-    }
-
-    fn apply(stream: &mut StreamState, event: &SseEvent) -> Result<Flow, ModelError> {
-        stream.apply(event)
-    }
-
-    fn finish(
-        stream: StreamState,
-        done: bool,
-        requested: &str,
-    ) -> Result<ModelResponse, ModelError> {
-        stream.finish(done, requested)
     }
 }
 
