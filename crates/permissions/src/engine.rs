@@ -5,13 +5,14 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use tack_protocol::ToolAccess;
 
 use crate::effects::{Effect, effects};
 use crate::environ::{Variable, variable};
 use crate::normalize::normalize;
 use crate::paths::Places;
 use crate::rules::{Access, Match, Rules, Verdict};
+use crate::shadowing::redefines;
 use crate::shell::{self, Item};
 use crate::word::Word;
 use crate::wrappers::{self, Step};
@@ -26,13 +27,20 @@ pub struct Decision {
     /// `unparsed` (does not parse, or a wrapper's command cannot be found),
     /// `dynamic program` (`$CMD x`), `dynamic path` (`> "$OUT"`),
     /// `environment` (`LD_PRELOAD=…`), `opaque` (a sed script that runs
-    /// commands).
+    /// commands), `function` (a shell function defined or called),
+    /// `redefinition` (`alias x=…`, `enable -n`, `hash -p`: later words
+    /// may run something else).
     pub rule: String,
     /// The part judged: a normalized command (`rm -rf /`), a file access
     /// (`write /etc/passwd (redirect)`), or text that did not parse.
     pub part: String,
     /// Why, in words the model can act on.
     pub reason: String,
+    /// Every part whose verdict was ask, in the order found, each once.
+    /// An approver must be satisfied with all of them, not only with `part`:
+    /// `python3 -m unittest && git commit -am x` asks about both commands.
+    #[serde(default)]
+    pub asking: Vec<String>,
 }
 
 /// Rules bound to a workspace.
@@ -50,10 +58,19 @@ const MAX_DEPTH: usize = 4;
 #[derive(Debug, Clone)]
 enum Part {
     Command {
+        /// The first word as the shell looks it up, before normalizing:
+        /// what a function of the same name shadows (`/bin/ls() {…}` is a
+        /// valid function name in bash).
+        called: String,
         program: String,
         args: Vec<Word>,
         text: String,
         views: Vec<String>,
+    },
+    /// `name() {…}`: asks, and makes every command called `name` ask.
+    Function {
+        name: String,
+        text: String,
     },
     Path {
         access: Access,
@@ -98,42 +115,32 @@ impl PermissionEngine {
         self.decide(&parts, command.trim())
     }
 
-    /// bash → its `command` argument; read_file → read of `path`;
-    /// write_file/str_replace → write of `path`; list_files/grep → read of
-    /// `path` (default `.`); any tool also matched by `tool = …` rules.
-    pub fn judge_tool_call(&self, tool: &str, arguments: &Value) -> Decision {
+    /// Judges a tool call by what the tool declares it will do: each path
+    /// it reads or writes, each script it runs, and the tool itself for
+    /// `tool = …` rules. A tool that declares nothing gets its tool rule,
+    /// or the fallback.
+    pub fn judge_tool_call(&self, tool: &str, access: &[ToolAccess]) -> Decision {
         let mut parts = vec![Part::Tool(tool.to_string())];
-        let string = |key: &str| arguments.get(key).and_then(Value::as_str);
-        let mut file = |access, path: Option<&str>| match path {
-            Some(path) => parts.push(Part::Path {
+        let mut scripts = Vec::new();
+        for declared in access {
+            let (access, path) = match declared {
+                ToolAccess::Read(path) => (Access::Read, path),
+                ToolAccess::Write(path) => (Access::Write, path),
+                ToolAccess::Execute(script) => {
+                    self.collect_script(script, 0, &mut parts);
+                    scripts.push(script.as_str());
+                    continue;
+                }
+            };
+            parts.push(Part::Path {
                 access,
                 target: Word::literal(path),
                 context: tool.to_string(),
-            }),
-            None => parts.push(Part::Unknown {
-                rule: "unparsed",
-                text: tool.to_string(),
-                why: format!("a `{tool}` call without a `path` string"),
-            }),
-        };
-        match tool {
-            "read_file" => file(Access::Read, string("path")),
-            "write_file" | "str_replace" => file(Access::Write, string("path")),
-            "list_files" | "grep" => file(Access::Read, Some(string("path").unwrap_or("."))),
-            "bash" => match string("command") {
-                Some(command) => self.collect_script(command, 0, &mut parts),
-                None => parts.push(Part::Unknown {
-                    rule: "unparsed",
-                    text: "bash".into(),
-                    why: "a `bash` call without a `command` string".into(),
-                }),
-            },
-            _ => {}
+            });
         }
-        let whole = if tool == "bash" {
-            string("command").unwrap_or(tool)
-        } else {
-            tool
+        let whole = match scripts.as_slice() {
+            [script] => script,
+            _ => tool,
         };
         self.decide(&parts, whole.trim())
     }
@@ -160,6 +167,16 @@ impl PermissionEngine {
                     context: "redirect".into(),
                 }),
                 Item::Assign { name, value } => self.collect_assign(&name, &value, depth, parts),
+                Item::Function { name, text } => parts.push(Part::Function {
+                    name: name.text,
+                    text: if text.starts_with("function") {
+                        text
+                    } else {
+                        // Always `function …`, so that an approve glob
+                        // for the command `ls*` never covers `ls() {…}`.
+                        format!("function {text}")
+                    },
+                }),
                 Item::Unparsed { text, why } => parts.push(Part::Unknown {
                     rule: "unparsed",
                     text,
@@ -230,7 +247,15 @@ impl PermissionEngine {
         };
         let touched = effects(&normalized.program, &normalized.args);
         let context = normalized.text.clone();
+        if let Some(why) = redefines(&normalized.program, &normalized.args) {
+            parts.push(Part::Unknown {
+                rule: "redefinition",
+                text: context.clone(),
+                why,
+            });
+        }
         parts.push(Part::Command {
+            called: words.first().map(|w| w.text.clone()).unwrap_or_default(),
             program: normalized.program,
             args: normalized.args,
             text: normalized.text,
@@ -249,6 +274,7 @@ impl PermissionEngine {
             },
         }));
         parts.extend(normalized.side.into_iter().map(|side| Part::Command {
+            called: "git".into(),
             program: "git".into(),
             args: Vec::new(),
             views: vec![side.clone()],
@@ -261,23 +287,75 @@ impl PermissionEngine {
     /// file accesses no rule mentions), the profile's fallback.
     fn decide(&self, parts: &[Part], whole: &str) -> Decision {
         let bases = self.bases(parts);
+        let functions: Vec<&str> = parts
+            .iter()
+            .filter_map(|part| match part {
+                Part::Function { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
         let mut best: Option<Decision> = None;
-        for decision in parts.iter().flat_map(|part| self.judge_part(part, &bases)) {
+        let mut asking: Vec<String> = Vec::new();
+        for decision in parts
+            .iter()
+            .flat_map(|part| self.judge_part(part, &bases, &functions))
+        {
+            if decision.verdict == Verdict::Ask && !asking.contains(&decision.part) {
+                asking.push(decision.part.clone());
+            }
             if best.as_ref().is_none_or(|b| decision.verdict > b.verdict) {
                 best = Some(decision);
             }
         }
-        best.unwrap_or_else(|| self.fallback(whole))
+        let mut best = best.unwrap_or_else(|| {
+            let fallback = self.fallback(whole);
+            if fallback.verdict == Verdict::Ask {
+                asking.push(fallback.part.clone());
+            }
+            fallback
+        });
+        best.asking = asking;
+        best
     }
 
-    fn judge_part(&self, part: &Part, bases: &Bases) -> Vec<Decision> {
+    /// `functions`: the names of the functions the call defines. A command
+    /// by one of those names runs the function's body, not the program its
+    /// rule is about, wherever the definition is (a loop can call a
+    /// function defined further down).
+    fn judge_part(&self, part: &Part, bases: &Bases, functions: &[&str]) -> Vec<Decision> {
         match part {
-            Part::Command { text, views, .. } => {
-                vec![match self.rules.match_command(views) {
+            Part::Command {
+                called,
+                text,
+                views,
+                ..
+            } => {
+                let mut decisions = vec![match self.rules.match_command(views) {
                     Some(found) => self.matched(found, text),
                     None => self.fallback(text),
-                }]
+                }];
+                if functions.contains(&called.as_str()) {
+                    decisions.push(Decision {
+                        verdict: Verdict::Ask,
+                        rule: "function".into(),
+                        part: text.clone(),
+                        reason: format!(
+                            "`{called}` here calls the shell function this command defines, not the command of that name, so it needs approval"
+                        ),
+                        asking: Vec::new(),
+                    });
+                }
+                decisions
             }
+            Part::Function { name, text } => vec![Decision {
+                verdict: Verdict::Ask,
+                rule: "function".into(),
+                part: text.clone(),
+                reason: format!(
+                    "this defines the shell function `{name}`, which replaces any command or builtin of that name for the rest of the script, so it needs approval"
+                ),
+                asking: Vec::new(),
+            }],
             Part::Path {
                 access,
                 target,
@@ -288,6 +366,7 @@ impl PermissionEngine {
                 rule: rule.to_string(),
                 part: text.clone(),
                 reason: format!("{why}, so it needs approval"),
+                asking: Vec::new(),
             }],
             Part::Tool(tool) => self
                 .rules
@@ -319,6 +398,7 @@ impl PermissionEngine {
                 reason:
                     "where this writes is only known when the command runs, so it needs approval"
                         .into(),
+                asking: Vec::new(),
             }];
         }
         let workspace = [self.places.workspace().to_path_buf()];
@@ -396,6 +476,7 @@ impl PermissionEngine {
             rule: label,
             part: part.to_string(),
             reason,
+            asking: Vec::new(),
         }
     }
 
@@ -406,6 +487,7 @@ impl PermissionEngine {
             rule: format!("{}fallback", self.rules.origin()),
             part: part.to_string(),
             reason: format!("no rule matches this; the fallback is {verdict}"),
+            asking: Vec::new(),
         }
     }
 }

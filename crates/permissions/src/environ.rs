@@ -14,6 +14,8 @@ pub(crate) enum Variable {
 }
 
 pub(crate) fn variable(name: &str) -> Variable {
+    // `BASH_CMDS[ls]=x` is an assignment to `BASH_CMDS`.
+    let name = name.split_once('[').map_or(name, |(base, _)| base);
     const COMMANDS: [&str; 14] = [
         "PAGER",
         "MANPAGER",
@@ -30,8 +32,12 @@ pub(crate) fn variable(name: &str) -> Variable {
         "GIT_PROXY_COMMAND",
         "PROMPT_COMMAND",
     ];
-    const LOADERS: [&str; 15] = [
+    const LOADERS: [&str; 17] = [
         "PATH",
+        // Bash's alias table and command hash: an entry makes a command
+        // name run something else (`BASH_CMDS[ls]=./evil`).
+        "BASH_ALIASES",
+        "BASH_CMDS",
         "BASH_ENV",
         "ENV",
         "LESSOPEN",

@@ -7,7 +7,9 @@
 //! substitution, compound statements, `bash -c` and `eval` strings, and
 //! behind wrappers like `env`, `timeout`, `xargs`, `find -exec` and `sudo`.
 //! Within one part the last matching rule wins; across parts the strictest
-//! verdict wins (deny > ask > allow); what cannot be parsed asks.
+//! verdict wins (deny > ask > allow); what cannot be parsed asks, and so
+//! does whatever makes a later word mean another program: a function
+//! definition and every call of it, `alias x=…`, `enable`, `hash -p`.
 //!
 //! ```
 //! use tack_permissions::{PermissionEngine, Rules, Verdict};
@@ -24,6 +26,7 @@ mod options;
 mod paths;
 mod rules;
 mod sed;
+mod shadowing;
 mod shell;
 mod verdict;
 mod word;

@@ -22,6 +22,9 @@ pub(crate) enum Item {
     Redirect { access: Access, target: Word },
     /// `NAME=value`, before a command, alone, or after `export`/`local`.
     Assign { name: String, value: Word },
+    /// `name() { …; }`: from here on `name` runs the body, whatever
+    /// program or builtin has that name. `text` is the definition.
+    Function { name: Word, text: String },
     /// Something that could not be parsed or understood.
     Unparsed { text: String, why: String },
 }
@@ -97,6 +100,17 @@ impl Walker<'_> {
             "comment" => {}
             "command" => self.command(node, None),
             "redirected_statement" => self.redirected_statement(node),
+            "function_definition" => {
+                if let Some(name) = node.child_by_field_name("name") {
+                    self.items.push(Item::Function {
+                        name: evaluate(name, self.source),
+                        text: text_of(node, self.source).trim().to_string(),
+                    });
+                }
+                // The body runs when the function is called: its commands
+                // are judged like any others.
+                self.walk_children(node);
+            }
             "file_redirect" => self.file_redirect(node),
             "variable_assignment" => {
                 if let Some(name) = node.child_by_field_name("name") {
@@ -252,6 +266,7 @@ mod tests {
                     .join(" "),
                 Item::Redirect { access, target } => format!("{access:?} {}", target.text),
                 Item::Assign { name, value } => format!("{name}={}", value.text),
+                Item::Function { name, .. } => format!("function {}", name.text),
                 Item::Unparsed { why, .. } => format!("unparsed: {why}"),
             })
             .collect()
@@ -267,7 +282,7 @@ mod tests {
         assert_eq!(commands("ls\nrm -rf /"), ["ls", "rm -rf /"]);
         assert_eq!(commands("if true; then sudo ls; fi"), ["true", "sudo ls"]);
         assert_eq!(commands("cat <(curl x)"), ["curl x", "cat <(curl x)"]);
-        assert_eq!(commands("f() { rm -rf /; }"), ["rm -rf /"]);
+        assert_eq!(commands("f() { rm -rf /; }"), ["function f", "rm -rf /"]);
         assert_eq!(commands("x=$(curl y)"), ["x=$(curl y)", "curl y"]);
     }
 
@@ -279,6 +294,19 @@ mod tests {
         );
         assert_eq!(commands("export A=1 B=2"), ["A=1", "B=2"]);
         assert_eq!(commands(r"find . -exec rm {} \;"), ["find . -exec rm {} ;"]);
+    }
+
+    #[test]
+    fn function_definitions_in_every_spelling() {
+        assert_eq!(commands(":(){ :|:& };:"), ["function :", ":", ":", ":"]);
+        assert_eq!(commands("function f { ls; }; f"), ["function f", "ls", "f"]);
+        assert_eq!(commands("ls () ( rm x )"), ["function ls", "rm x"]);
+        assert_eq!(commands("/bin/ls() { :; }"), ["function /bin/ls", ":"]);
+        let items = parse("g() { :; } > out");
+        assert!(
+            matches!(&items[0], Item::Function { text, .. } if text == "g() { :; } > out"),
+            "{items:?}"
+        );
     }
 
     #[test]

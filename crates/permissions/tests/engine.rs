@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use serde_json::json;
 use tack_permissions::{PermissionEngine, Rules, Verdict};
+use tack_protocol::ToolAccess;
 
 fn engine(rules: &str, workspace: &Path) -> PermissionEngine {
     PermissionEngine::new(Rules::from_toml(rules, "test.toml").unwrap(), workspace)
@@ -164,98 +164,90 @@ fn default_profile_labels_say_where_the_rule_came_from() {
 }
 
 #[test]
-fn tool_calls() {
+fn tool_calls_are_judged_by_what_they_declare() {
     let dir = tempfile::tempdir().unwrap();
     let engine = PermissionEngine::new(Rules::default_profile(), dir.path());
-    let verdict = |tool: &str, args: serde_json::Value| engine.judge_tool_call(tool, &args).verdict;
+    let verdict = |tool: &str, access: &[ToolAccess]| engine.judge_tool_call(tool, access).verdict;
+    let read = |p: &str| ToolAccess::Read(p.into());
+    let write = |p: &str| ToolAccess::Write(p.into());
+    let execute = |s: &str| ToolAccess::Execute(s.into());
+    assert_eq!(verdict("read_file", &[read("src/main.rs")]), Verdict::Allow);
+    assert_eq!(verdict("read_file", &[read("/etc/hosts")]), Verdict::Allow);
+    assert_eq!(verdict("write_file", &[write("src/main.rs")]), Verdict::Ask);
     assert_eq!(
-        verdict("read_file", json!({"path": "src/main.rs"})),
-        Verdict::Allow
-    );
-    assert_eq!(
-        verdict("read_file", json!({"path": "/etc/hosts"})),
-        Verdict::Allow
-    );
-    assert_eq!(
-        verdict("write_file", json!({"path": "src/main.rs", "content": ""})),
-        Verdict::Ask
-    );
-    assert_eq!(
-        verdict("str_replace", json!({"path": "../elsewhere.rs"})),
+        verdict("str_replace", &[write("../elsewhere.rs")]),
         Verdict::Deny
     );
-    assert_eq!(verdict("list_files", json!({})), Verdict::Allow);
+    assert_eq!(verdict("grep", &[read(".")]), Verdict::Allow);
+    assert_eq!(verdict("bash", &[execute("ls -la")]), Verdict::Allow);
+    assert_eq!(verdict("bash", &[execute("curl x")]), Verdict::Deny);
+    // The engine knows no tool by name: any tool is judged by what it
+    // declares, and a tool that declares nothing gets the fallback.
     assert_eq!(
-        verdict("grep", json!({"pattern": "x", "path": "src"})),
+        verdict("mcp_fetch_notes", &[read("notes.md")]),
         Verdict::Allow
     );
+    assert_eq!(verdict("subagent", &[execute("git push")]), Verdict::Deny);
+    let nothing = engine.judge_tool_call("web_search", &[]);
     assert_eq!(
-        verdict("bash", json!({"command": "ls -la"})),
-        Verdict::Allow
+        (
+            nothing.verdict,
+            nothing.rule.as_str(),
+            nothing.part.as_str()
+        ),
+        (Verdict::Ask, "default profile: fallback", "web_search")
     );
-    assert_eq!(verdict("bash", json!({"command": "curl x"})), Verdict::Deny);
-    let missing = engine.judge_tool_call("bash", &json!({"cmd": "ls"}));
+    // Several declarations: the strictest wins.
     assert_eq!(
-        (missing.verdict, missing.rule.as_str()),
-        (Verdict::Ask, "unparsed")
+        verdict("patch", &[read("a.txt"), write("a.txt"), write("/etc/x")]),
+        Verdict::Deny
     );
-    assert_eq!(verdict("read_file", json!({})), Verdict::Ask);
-    assert_eq!(verdict("web_search", json!({"q": "x"})), Verdict::Ask);
 }
 
 #[test]
-fn tool_rules_combine_with_what_the_call_does() {
+fn what_a_tool_decision_is_about() {
     let dir = tempfile::tempdir().unwrap();
-    let rules = r#"
-[[rules]]
-action = "allow"
-tool = ["read_file", "write_file", "web_*"]
-[[rules]]
-action = "ask"
-tool = "write_file"
-reason = "a human reviews every edit"
-[[rules]]
-action = "deny"
-path = "/**"
-access = "write"
-[[rules]]
-action = "allow"
-command = "ls *"
-"#;
-    let engine = engine(rules, dir.path());
-    let edit = engine.judge_tool_call("write_file", &json!({"path": "a.txt", "content": "x"}));
-    assert_eq!(
-        (edit.verdict, edit.rule.as_str(), edit.part.as_str()),
-        (
-            Verdict::Ask,
-            r#"rules[1] (ask tool "write_file")"#,
-            "write_file"
-        )
+    let engine = PermissionEngine::new(Rules::default_profile(), dir.path());
+    let edit = engine.judge_tool_call("str_replace", &[ToolAccess::Write("a.py".into())]);
+    assert_eq!(edit.part, "write a.py (str_replace)");
+    assert_eq!(edit.asking, ["write a.py (str_replace)"]);
+    // One script: the fallback for an empty one is about the script.
+    let empty = engine.judge_tool_call("bash", &[ToolAccess::Execute("  ".into())]);
+    assert_eq!((empty.verdict, empty.part.as_str()), (Verdict::Ask, ""));
+    let two = engine.judge_tool_call(
+        "batch",
+        &[
+            ToolAccess::Execute(String::new()),
+            ToolAccess::Execute(String::new()),
+        ],
     );
-    // The strictest part still wins over the tool rule.
+    assert_eq!(two.part, "batch");
+}
+
+#[test]
+fn every_asking_part_is_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = PermissionEngine::new(Rules::default_profile(), dir.path());
+    let both = engine.judge_command("python3 -m unittest && git commit -am x | tee log.txt");
+    assert_eq!(both.verdict, Verdict::Ask);
+    assert_eq!(both.part, "python3 -m unittest");
     assert_eq!(
-        engine
-            .judge_tool_call("write_file", &json!({"path": "/etc/x"}))
-            .verdict,
-        Verdict::Deny
+        both.asking,
+        [
+            "python3 -m unittest",
+            "git commit -am x",
+            "write log.txt (tee log.txt)"
+        ]
     );
-    assert_eq!(
-        engine.judge_tool_call("web_fetch", &json!({})).verdict,
-        Verdict::Allow
-    );
-    assert_eq!(
-        engine
-            .judge_tool_call("read_file", &json!({"path": "x"}))
-            .verdict,
-        Verdict::Allow
-    );
-    // With no tool rule, a bash call is judged by its command alone.
-    assert_eq!(
-        engine
-            .judge_tool_call("bash", &json!({"command": "ls"}))
-            .verdict,
-        Verdict::Allow
-    );
+    // Allowed parts are not listed; a denied call still lists what asked.
+    let denied = engine.judge_command("ls; python3 -m unittest; git push");
+    assert_eq!(denied.verdict, Verdict::Deny);
+    assert_eq!(denied.asking, ["python3 -m unittest"]);
+    assert!(engine.judge_command("ls -la").asking.is_empty());
+    // The same part twice is listed once.
+    assert_eq!(engine.judge_command("make; make").asking, ["make"]);
+    // With no part at all, the fallback is about the whole call.
+    assert_eq!(engine.judge_command("").asking, [""]);
 }
 
 #[test]
@@ -301,4 +293,81 @@ fn decisions_serialize_with_lowercase_verdicts() {
     assert!(value["rule"].as_str().unwrap().contains("deny command"));
     assert!(Verdict::Allow < Verdict::Ask && Verdict::Ask < Verdict::Deny);
     assert_eq!(Verdict::Ask.as_str(), "ask");
+}
+
+#[test]
+fn a_function_cannot_pass_for_the_command_it_shadows() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = PermissionEngine::new(Rules::default_profile(), dir.path());
+    let bomb = engine.judge_command(":(){ :|:& };:");
+    assert_eq!(
+        (bomb.verdict, bomb.rule.as_str(), bomb.part.as_str()),
+        (Verdict::Ask, "function", "function :(){ :|:& }")
+    );
+    assert!(
+        bomb.reason.contains("shell function `:`"),
+        "{}",
+        bomb.reason
+    );
+    // The definition and the call are both parts to approve.
+    assert_eq!(bomb.asking, ["function :(){ :|:& }", ":"]);
+    let ls = engine.judge_command("ls() { echo hi; }; ls -la");
+    assert_eq!(ls.asking, ["function ls() { echo hi; }", "ls -la"]);
+    // A call through a path or quotes still finds the function.
+    let quoted = engine.judge_command("/bin/ls() { :; }\n'/bin/ls'");
+    assert_eq!(quoted.asking.len(), 2, "{quoted:?}");
+    // What the body runs is still judged: a deny inside wins.
+    assert_eq!(
+        engine.judge_command("f() { git push; }; f").verdict,
+        Verdict::Deny
+    );
+    // Defined in an eval, called outside.
+    assert_eq!(
+        engine.judge_command("eval 'ls() { :; }'; ls").asking,
+        ["function ls() { :; }", "ls"]
+    );
+}
+
+#[test]
+fn builtins_that_redefine_command_names_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = PermissionEngine::new(Rules::default_profile(), dir.path());
+    for command in [
+        "alias ls='rm -rf .'",
+        "shopt -s expand_aliases",
+        "enable -n echo",
+        "enable -f ./evil.so ls",
+        "hash -p ./evil ls",
+        "set -k; git diff GIT_EXTERNAL_DIFF=./x",
+        "BASH_CMDS[ls]=./evil; ls",
+        "BASH_ALIASES[ls]='rm x'",
+        "builtin alias ls=rm",
+    ] {
+        let decision = engine.judge_command(command);
+        assert_eq!(decision.verdict, Verdict::Ask, "{command}: {decision:?}");
+        assert!(
+            ["redefinition", "environment", "default profile: fallback"]
+                .contains(&decision.rule.as_str()),
+            "{command}: {decision:?}"
+        );
+    }
+    for command in [
+        "alias",
+        "alias ls",
+        "unalias -a",
+        "hash -r",
+        "set -e",
+        "enable -a",
+    ] {
+        assert_ne!(
+            engine.judge_command(command).rule,
+            "redefinition",
+            "{command}"
+        );
+    }
+    let alias = engine.judge_command("alias ls='rm -rf .'");
+    assert_eq!(
+        (alias.rule.as_str(), alias.part.as_str()),
+        ("redefinition", "alias ls=rm -rf .")
+    );
 }
