@@ -17,12 +17,16 @@ pub struct ApprovalRequest {
     pub tool: String,
     /// The arguments exactly as the model wrote them.
     pub arguments: String,
-    /// For `bash`: the command.
+    /// The script the call runs, when it runs one (`bash`'s command).
     pub command: Option<String>,
     /// Why approval is needed (the rule).
     pub rule: String,
     /// The part of the command the rule was about.
     pub part: String,
+    /// Every part of the call that needs approval (`part` is one of them):
+    /// normalized commands, file accesses (`write a.py (str_replace)`).
+    /// Empty when the call as a whole needs it (`requires_approval`).
+    pub parts: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +81,13 @@ impl Approver for Fixed {
     }
 }
 
-/// Approves calls whose command (for `bash`) or tool name matches a glob.
+/// Approves a call when every part that needs approval matches a glob, so
+/// that `python3 -m unittest*` approves the test run but not
+/// `python3 -m unittest && git push`. A call with no parts (the whole call
+/// asks) is matched by its command, or its tool name when it runs none. A
+/// call that runs no script is also approved when its tool name matches
+/// (`str_replace`); a script never is by its tool name, or `bash` would
+/// approve every command.
 pub struct RulesApprover {
     globs: globset::GlobSet,
     patterns: Vec<String>,
@@ -101,18 +111,50 @@ impl RulesApprover {
     }
 }
 
+impl RulesApprover {
+    /// The patterns that approve the request, or the first subject no
+    /// pattern matches.
+    fn verdict<'r>(&self, request: &'r ApprovalRequest) -> Result<Vec<usize>, &'r str> {
+        if request.command.is_none()
+            && let Some(&by_name) = self.globs.matches(&request.tool).first()
+        {
+            return Ok(vec![by_name]);
+        }
+        let whole = [request.command.as_deref().unwrap_or(&request.tool)];
+        let subjects: Vec<&str> = if request.parts.is_empty() {
+            whole.to_vec()
+        } else {
+            request.parts.iter().map(String::as_str).collect()
+        };
+        let mut used = Vec::new();
+        for subject in subjects {
+            let &first = self.globs.matches(subject).first().ok_or(subject)?;
+            if !used.contains(&first) {
+                used.push(first);
+            }
+        }
+        Ok(used)
+    }
+}
+
 #[async_trait]
 impl Approver for RulesApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let subject = request.command.as_deref().unwrap_or(&request.tool);
-        let matched = self.globs.matches(subject);
+        let verdict = self.verdict(request);
+        let reason = match &verdict {
+            Ok(used) => {
+                let patterns: Vec<String> = used
+                    .iter()
+                    .map(|&i| format!("`{}`", self.patterns[i]))
+                    .collect();
+                format!("matches {}", patterns.join(", "))
+            }
+            Err(unmatched) => format!("no approve rule matches `{unmatched}`"),
+        };
         ApprovalDecision {
-            approved: !matched.is_empty(),
+            approved: verdict.is_ok(),
             approver: "rules".to_string(),
-            reason: match matched.first() {
-                Some(i) => Some(format!("matches `{}`", self.patterns[*i])),
-                None => Some("no approve rule matches".to_string()),
-            },
+            reason: Some(reason),
         }
     }
 }
@@ -193,6 +235,12 @@ fn ask_on_terminal(request: &ApprovalRequest) -> Option<bool> {
         request.tool
     );
     let _ = writeln!(stderr, "because {} (about: {})", request.rule, request.part);
+    if request.parts.len() > 1 {
+        let _ = writeln!(stderr, "Needing approval:");
+        for part in &request.parts {
+            let _ = writeln!(stderr, "  {part}");
+        }
+    }
     let _ = write!(stderr, "Allow? [y/N] ");
     let _ = stderr.flush();
     let mut line = String::new();
@@ -204,26 +252,86 @@ fn ask_on_terminal(request: &ApprovalRequest) -> Option<bool> {
 mod tests {
     use super::*;
 
+    /// A `bash` call whose only asking part is the whole command.
     fn request(command: &str) -> ApprovalRequest {
+        asking(command, &[command])
+    }
+
+    fn asking(command: &str, parts: &[&str]) -> ApprovalRequest {
         ApprovalRequest {
             tool: "bash".to_string(),
             arguments: format!("{{\"command\": \"{command}\"}}"),
             command: Some(command.to_string()),
             rule: "rules[1]".to_string(),
-            part: command.to_string(),
+            part: parts.first().unwrap_or(&command).to_string(),
+            parts: parts.iter().map(|p| p.to_string()).collect(),
         }
+    }
+
+    fn rules(patterns: &[&str]) -> RulesApprover {
+        RulesApprover::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
     }
 
     #[tokio::test]
     async fn rules_approve_only_what_matches() {
-        let approver = RulesApprover::new(&["python3 -m unittest*".to_string()]).unwrap();
-        assert!(
-            approver
-                .decide(&request("python3 -m unittest -q"))
-                .await
-                .approved
+        let approver = rules(&["python3 -m unittest*"]);
+        let yes = approver.decide(&request("python3 -m unittest -q")).await;
+        assert!(yes.approved);
+        assert_eq!(
+            yes.reason.as_deref(),
+            Some("matches `python3 -m unittest*`")
         );
         assert!(!approver.decide(&request("python3 evil.py")).await.approved);
+    }
+
+    #[tokio::test]
+    async fn every_asking_part_must_match() {
+        let approver = rules(&["python3 -m unittest*", "git status"]);
+        let chained = asking(
+            "python3 -m unittest && git push --force",
+            &["python3 -m unittest", "git push --force"],
+        );
+        let no = approver.decide(&chained).await;
+        assert!(!no.approved);
+        assert_eq!(
+            no.reason.as_deref(),
+            Some("no approve rule matches `git push --force`")
+        );
+        // Parts the rules allowed are not asked about: `tail` is not listed.
+        let piped = asking(
+            "python3 -m unittest -q 2>&1 | tail -5",
+            &["python3 -m unittest -q"],
+        );
+        assert!(approver.decide(&piped).await.approved);
+        let both = asking(
+            "git status; python3 -m unittest",
+            &["git status", "python3 -m unittest"],
+        );
+        let yes = approver.decide(&both).await;
+        assert!(yes.approved);
+        assert_eq!(
+            yes.reason.as_deref(),
+            Some("matches `git status`, `python3 -m unittest*`")
+        );
+    }
+
+    #[tokio::test]
+    async fn tools_without_a_script_match_by_name_and_scripts_never_do() {
+        let approver = rules(&["str_replace", "bash"]);
+        let edit = ApprovalRequest {
+            tool: "str_replace".to_string(),
+            arguments: "{}".to_string(),
+            command: None,
+            rule: "rules[20]".to_string(),
+            part: "write a.py (str_replace)".to_string(),
+            parts: vec!["write a.py (str_replace)".to_string()],
+        };
+        assert!(approver.decide(&edit).await.approved);
+        assert!(!approver.decide(&request("rm x")).await.approved);
+        // `requires_approval`: no parts, the command is the subject.
+        let whole = asking("python3 -m unittest", &[]);
+        assert!(!approver.decide(&whole).await.approved);
+        assert!(rules(&["python3 *"]).decide(&whole).await.approved);
     }
 
     #[tokio::test]

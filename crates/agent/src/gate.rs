@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use serde::Serialize;
-use tack_protocol::ToolCall;
+use tack_protocol::{ToolAccess, ToolCall};
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
 
@@ -35,11 +35,16 @@ pub struct GateDecision {
     pub rule: String,
     pub part: String,
     pub reason: String,
+    /// Every part of the call whose verdict was ask (`part` is only the one
+    /// that decided): what an approver has to approve.
+    pub asking: Vec<String>,
 }
 
-/// Judges tool calls against permission rules.
+/// Judges tool calls against permission rules, by what the tool declares
+/// the call will do (computed from its validated arguments), not by
+/// knowing each tool's arguments.
 pub trait PermissionGate: Send + Sync {
-    fn judge(&self, tool: &str, arguments: &serde_json::Value) -> GateDecision;
+    fn judge(&self, tool: &str, access: &[ToolAccess]) -> GateDecision;
 }
 
 /// What happened at the gate.
@@ -96,8 +101,10 @@ impl Gatekeeper {
         Gatekeeper::new(None, Vec::new(), Box::new(Nobody))
     }
 
-    pub(crate) async fn clear(&self, call: &ToolCall) -> Clearance {
-        let Some(decision) = self.judge(call) else {
+    /// Judges `call`, whose tool declared `access`, and asks the approver
+    /// when the verdict is ask.
+    pub(crate) async fn clear(&self, call: &ToolCall, access: &[ToolAccess]) -> Clearance {
+        let Some(decision) = self.judge(call, access) else {
             return Clearance {
                 decision: None,
                 approval: None,
@@ -118,18 +125,16 @@ impl Gatekeeper {
                 decision: Some(decision),
                 approval: None,
             },
-            GateVerdict::Ask => self.ask(call, decision).await,
+            GateVerdict::Ask => self.ask(call, access, decision).await,
         }
     }
 
-    /// The verdict for a call, or `None` when nothing applies. Calls whose
-    /// arguments are not JSON are left to the dispatcher, which refuses them.
-    fn judge(&self, call: &ToolCall) -> Option<GateDecision> {
-        let arguments: serde_json::Value = serde_json::from_str(&call.arguments).ok()?;
+    /// The verdict for a call, or `None` when nothing applies.
+    fn judge(&self, call: &ToolCall, access: &[ToolAccess]) -> Option<GateDecision> {
         let mut decision = self
             .gate
             .as_ref()
-            .map(|gate| gate.judge(&call.name, &arguments));
+            .map(|gate| gate.judge(&call.name, access));
         if self.requires_approval.contains(&call.name)
             && decision
                 .as_ref()
@@ -143,26 +148,26 @@ impl Gatekeeper {
                     "the harness configuration requires approval for `{}`",
                     call.name
                 ),
+                // The call as a whole asks, not any part of it.
+                asking: Vec::new(),
             });
         }
         decision
     }
 
-    async fn ask(&self, call: &ToolCall, decision: GateDecision) -> Clearance {
-        let command = serde_json::from_str::<serde_json::Value>(&call.arguments)
-            .ok()
-            .and_then(|v| {
-                v.get("command")
-                    .and_then(|c| c.as_str())
-                    .map(str::to_string)
-            })
-            .filter(|_| call.name == "bash");
+    async fn ask(
+        &self,
+        call: &ToolCall,
+        access: &[ToolAccess],
+        decision: GateDecision,
+    ) -> Clearance {
         let request = ApprovalRequest {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
-            command,
+            command: script(access).map(str::to_string),
             rule: decision.rule.clone(),
             part: decision.part.clone(),
+            parts: decision.asking.clone(),
         };
         let clock = Instant::now();
         let answer = self.approver.decide(&request).await;
@@ -179,5 +184,133 @@ impl Gatekeeper {
             approval: Some((request, answer, waited)),
             refusal,
         }
+    }
+}
+
+/// The script a call runs, when it runs exactly one: with several, no one
+/// of them is "the" command, and the approver goes by the parts.
+fn script(access: &[ToolAccess]) -> Option<&str> {
+    let mut scripts = access.iter().filter_map(|a| match a {
+        ToolAccess::Execute(script) => Some(script.as_str()),
+        _ => None,
+    });
+    match (scripts.next(), scripts.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::approval::RulesApprover;
+
+    /// Asks about every command of a `;`/`&&` list, as an engine whose
+    /// rules ask about them all would.
+    struct AsksEachCommand;
+
+    impl PermissionGate for AsksEachCommand {
+        fn judge(&self, tool: &str, access: &[ToolAccess]) -> GateDecision {
+            let asking: Vec<String> = access
+                .iter()
+                .flat_map(|a| match a {
+                    ToolAccess::Execute(script) => script
+                        .split(['&', ';'])
+                        .map(str::trim)
+                        .filter(|c| !c.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                    ToolAccess::Read(path) | ToolAccess::Write(path) => {
+                        vec![format!("write {path} ({tool})")]
+                    }
+                })
+                .collect();
+            GateDecision {
+                verdict: GateVerdict::Ask,
+                rule: "rules[0]".to_string(),
+                part: asking.first().cloned().unwrap_or_default(),
+                reason: "test".to_string(),
+                asking,
+            }
+        }
+    }
+
+    fn keeper(approve: &[&str], requires: &[&str]) -> Gatekeeper {
+        let patterns: Vec<String> = approve.iter().map(|p| p.to_string()).collect();
+        Gatekeeper::new(
+            Some(Box::new(AsksEachCommand)),
+            requires.iter().map(|t| t.to_string()).collect(),
+            Box::new(RulesApprover::new(&patterns).unwrap()),
+        )
+    }
+
+    fn call(tool: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".to_string(),
+            name: tool.to_string(),
+            arguments: arguments.to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_approver_sees_every_asking_part_and_the_script() {
+        let gate = keeper(&["python3 -m unittest*"], &[]);
+        let script = "python3 -m unittest && git push";
+        let cleared = gate
+            .clear(
+                &call("bash", "{}"),
+                &[ToolAccess::Execute(script.to_string())],
+            )
+            .await;
+        let (request, answer, _) = cleared.approval.unwrap();
+        assert_eq!(request.command.as_deref(), Some(script));
+        assert_eq!(request.parts, ["python3 -m unittest", "git push"]);
+        assert!(!answer.approved);
+        assert!(cleared.refusal.unwrap().contains("`git push`"));
+
+        let alone = gate
+            .clear(
+                &call("bash", "{}"),
+                &[ToolAccess::Execute("python3 -m unittest -q".to_string())],
+            )
+            .await;
+        assert!(alone.refusal.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_tool_that_runs_no_script_has_no_command() {
+        let gate = keeper(&["str_replace"], &[]);
+        let cleared = gate
+            .clear(
+                &call("str_replace", "{\"path\": \"a.py\"}"),
+                &[ToolAccess::Write("a.py".to_string())],
+            )
+            .await;
+        let (request, answer, _) = cleared.approval.unwrap();
+        assert_eq!(request.command, None);
+        assert_eq!(request.parts, ["write a.py (str_replace)"]);
+        assert!(answer.approved, "{answer:?}");
+    }
+
+    #[tokio::test]
+    async fn requires_approval_asks_about_the_whole_call() {
+        let gate = Gatekeeper::new(
+            None,
+            vec!["bash".to_string()],
+            Box::new(RulesApprover::new(&["ls *".to_string()]).unwrap()),
+        );
+        let cleared = gate
+            .clear(
+                &call("bash", "{}"),
+                &[ToolAccess::Execute("ls -la".to_string())],
+            )
+            .await;
+        let (request, answer, _) = cleared.approval.unwrap();
+        assert_eq!(request.rule, "requires_approval");
+        assert!(request.parts.is_empty());
+        assert!(answer.approved);
+        let other = gate.clear(&call("read_file", "{}"), &[]).await;
+        assert!(other.decision.is_none() && other.refusal.is_none());
     }
 }
