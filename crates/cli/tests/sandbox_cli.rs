@@ -39,11 +39,16 @@ fn doctor_json(disable: Option<&str>) -> (Value, i32) {
 
 fn strict_available() -> bool {
     let (json, _) = doctor_json(None);
-    let ok = json["profiles"]["strict"]["available"] == Value::Bool(true);
-    if !ok {
-        eprintln!("strict cannot run here; skipping: {}", json["missing"]);
+    if json["profiles"]["strict"]["available"] == Value::Bool(true) {
+        return true;
     }
-    ok
+    // A skip must not pass for a pass in CI: TACK_REQUIRE_SANDBOX=1 fails.
+    match tack_sandbox::gate_for(format!("strict cannot run here: {}", json["missing"])) {
+        tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
+        tack_sandbox::TestGate::Skip(why) => eprintln!("skipped: {why}"),
+        tack_sandbox::TestGate::Run => {}
+    }
+    false
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -11,12 +11,19 @@
 //! top; a seccomp deny list; rlimits and a process-count bound. A profile
 //! that cannot be enforced here is an error ([`check_profile`]), never a
 //! silent downgrade. `off` records that the command ran unconfined.
+//!
+//! The agent's file tools run in tack's own process, outside all that:
+//! [`WorkspaceFiles`] gives them the same view of the workspace as `bash`
+//! (beneath it only, `.git` read-only, hidden paths invisible), checked on
+//! descriptors with the kernel's `openat2`.
 
 mod capture;
 mod child;
 mod confinement;
 mod denials;
 mod environment;
+mod files;
+mod gate;
 mod landlock;
 mod limits;
 mod mounts;
@@ -35,6 +42,8 @@ use tokio::process::Command;
 pub use confinement::{Confinement, ResourceLimits};
 pub use denials::{MAX_DENIALS, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
+pub use files::{FileAccessError, WorkspaceFiles};
+pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
 pub use landlock::MIN_ABI as MIN_LANDLOCK_ABI;
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
 pub use profiles::check_profile;

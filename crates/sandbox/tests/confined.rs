@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxProfile, run};
+use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxProfile, TestGate, run};
 
 async fn sh(confinement: &Confinement, cwd: &Path, script: &str) -> CommandOutput {
     let spec = CommandSpec {
@@ -21,16 +21,17 @@ async fn sh(confinement: &Confinement, cwd: &Path, script: &str) -> CommandOutpu
     run(&spec).await.unwrap()
 }
 
+/// Whether `strict` can be enforced here. Without it the test skips, saying
+/// why, unless `TACK_REQUIRE_SANDBOX=1` (CI) makes that a failure.
 fn available() -> bool {
-    let probe = tack_sandbox::probe();
-    let ok = tack_sandbox::check_profile(SandboxProfile::Strict, probe).is_ok();
-    if !ok {
-        eprintln!(
-            "strict is not available here; skipping: {:?}",
-            probe.missing
-        );
+    match tack_sandbox::test_gate(SandboxProfile::Strict) {
+        TestGate::Run => true,
+        TestGate::Skip(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+        TestGate::Fail(why) => panic!("{why}"),
     }
-    ok
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use escape_attempts::{Attempt, OffExpect, attempts};
 use fixtures::{Env, Fixtures};
-use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxProfile, run};
+use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxProfile, TestGate, run};
 
 const SECRET_KEY: &str = "sk-tack-escape-test-0123456789";
 
@@ -139,10 +139,15 @@ fn every_escape_attempt_is_blocked_by_strict_and_works_unconfined() {
     unsafe {
         std::env::set_var("TACK_ESCAPE_TEST_API_KEY", SECRET_KEY);
     }
-    let probe = tack_sandbox::probe();
-    if let Err(error) = tack_sandbox::check_profile(SandboxProfile::Strict, probe) {
-        eprintln!("strict is not available on this machine; skipping: {error}");
-        return;
+    // Without strict this test can only skip, which CI
+    // (TACK_REQUIRE_SANDBOX=1) turns into a failure.
+    match tack_sandbox::test_gate(SandboxProfile::Strict) {
+        TestGate::Run => {}
+        TestGate::Skip(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        TestGate::Fail(why) => panic!("{why}"),
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,0 +1,497 @@
+//! The workspace as the agent's file tools (read, write, replace, list,
+//! grep) may touch it: exactly what the sandbox lets `bash` touch. The
+//! tools run inside tack's own process, outside the mounts and Landlock
+//! that confine `bash`, so the same rules are enforced here on descriptors:
+//!
+//! - Beneath the workspace only: lookups go through `openat2` with
+//!   `RESOLVE_BENEATH` from a descriptor of the root (see `resolve`), so
+//!   `..`, absolute paths elsewhere and symlinks pointing out are refused
+//!   by the kernel, and nothing can be swapped in between check and use.
+//! - The confinement's read-only paths (`.git`) are unwritable, and its
+//!   hidden paths unreadable, judged by the device and inode of the opened
+//!   directory and each one above it, never by the string the model gave:
+//!   a symlink to `.git` inside the workspace does not get around it.
+//! - A file with more than one hard link is never written: it shares its
+//!   content with another path, possibly outside the workspace.
+//!
+//! Under the `off` profile bash is unconfined, so there are no read-only or
+//! hidden paths here either; staying beneath the workspace is the file
+//! tools' own contract and holds for every profile.
+
+mod resolve;
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::Confinement;
+use resolve::{FileId, MAX_SYMLINKS, Root};
+
+/// Why the file tools could not touch a path.
+#[derive(Debug, thiserror::Error)]
+pub enum FileAccessError {
+    /// The sandbox refuses it (outside the workspace, read-only, hidden,
+    /// hard link): a sandbox denial. `reason` is a whole sentence, written
+    /// for the model, naming the path and what to do instead.
+    #[error("{reason}")]
+    Denied { path: String, reason: String },
+    /// An ordinary I/O error (not found, is a directory, …).
+    #[error("{}", describe(.path, .source))]
+    Io { path: String, source: io::Error },
+}
+
+impl FileAccessError {
+    /// Whether the sandbox refused it (as opposed to an ordinary error).
+    pub fn is_denied(&self) -> bool {
+        matches!(self, FileAccessError::Denied { .. })
+    }
+}
+
+/// The workspace as the file tools may touch it: exactly what the sandbox
+/// lets `bash` touch. Paths are relative to the workspace, or absolute and
+/// inside it.
+#[derive(Debug)]
+pub struct WorkspaceFiles {
+    root: Root,
+    read_only: Vec<Protected>,
+    hidden: Vec<Protected>,
+}
+
+/// A read-only or hidden path of the confinement, as it was when
+/// [`WorkspaceFiles::new`] ran (the mounts protect it for `bash` from then
+/// on, so it cannot be swapped for another directory).
+#[derive(Debug)]
+struct Protected {
+    id: FileId,
+    real: PathBuf,
+    /// How messages name it: relative to the workspace when inside it.
+    name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+impl WorkspaceFiles {
+    /// Holds the workspace root open and notes the confinement's read-only
+    /// and hidden paths (those that exist, as the mounts do).
+    pub fn new(workspace: &Path, confinement: &Confinement) -> Result<Self, FileAccessError> {
+        let root = Root::open(workspace).map_err(|source| FileAccessError::Io {
+            path: workspace.display().to_string(),
+            source,
+        })?;
+        let (read_only, hidden) = if confinement.is_confined() {
+            (
+                protected(&root, &confinement.read_only),
+                protected(&root, &confinement.hidden),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        Ok(WorkspaceFiles {
+            root,
+            read_only,
+            hidden,
+        })
+    }
+
+    /// The workspace's real, symlink-free path (what
+    /// [`resolve_for_read`](Self::resolve_for_read) answers beneath).
+    pub fn root(&self) -> &Path {
+        self.root.real()
+    }
+
+    /// The content of a regular file.
+    pub fn read(&self, path: &str) -> Result<Vec<u8>, FileAccessError> {
+        let mut bytes = Vec::new();
+        self.open(path)?
+            .read_to_end(&mut bytes)
+            .map_err(|source| io_error(path, source))?;
+        Ok(bytes)
+    }
+
+    /// A regular file opened for reading, after the same checks as
+    /// [`read`](Self::read): for tools that stream (grep).
+    pub fn open(&self, path: &str) -> Result<File, FileAccessError> {
+        // O_NONBLOCK keeps a FIFO from blocking the open; regular files,
+        // the only kind returned, ignore it.
+        let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let (_dir, fd) = self.open_entry(path, Access::Read, |dir, name| {
+            rustix::fs::openat(dir, name, flags | OFlags::NOFOLLOW, Mode::empty())
+        })?;
+        let fd = fd.ok_or_else(|| io_error(path, Errno::ISDIR.into()))?;
+        let stat = fstat(path, &fd)?;
+        self.refuse(path, &[FileId::from_stat(&stat)], Access::Read)?;
+        regular_file(path, &stat)?;
+        Ok(File::from(fd))
+    }
+
+    /// Replaces the content of a file, or creates it (and any missing
+    /// directories above it, beneath the workspace).
+    pub fn write(&self, path: &str, bytes: &[u8]) -> Result<(), FileAccessError> {
+        let (_dir, fd) = self.open_entry(path, Access::Write, open_for_write)?;
+        let fd = fd.ok_or_else(|| io_error(path, Errno::ISDIR.into()))?;
+        // Everything is checked on the open descriptor before the first
+        // change: it was opened without O_TRUNC for that.
+        let stat = fstat(path, &fd)?;
+        regular_file(path, &stat)?;
+        self.refuse(path, &[FileId::from_stat(&stat)], Access::Write)?;
+        if stat.st_nlink > 1 {
+            return Err(hard_link(path, stat.st_nlink.saturating_sub(1)));
+        }
+        let mut file = File::from(fd);
+        file.set_len(0)
+            .and_then(|()| file.write_all(bytes))
+            .map_err(|source| io_error(path, source))
+    }
+
+    /// For walkers (list_files, grep): the real path of an existing file or
+    /// directory beneath the workspace, after the same checks as
+    /// [`read`](Self::read). Entries found below it can be filtered with
+    /// [`is_readable`](Self::is_readable); reading one still goes through
+    /// [`read`](Self::read) or [`open`](Self::open).
+    pub fn resolve_for_read(&self, path: &str) -> Result<PathBuf, FileAccessError> {
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let (dir, fd) = self.open_entry(path, Access::Read, |dir, name| {
+            rustix::fs::openat(dir, name, flags, Mode::empty())
+        })?;
+        let target = match fd {
+            Some(fd) => {
+                let stat = fstat(path, &fd)?;
+                if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+                    self.check_dir(path, &fd, Access::Read)?;
+                } else {
+                    self.refuse(path, &[FileId::from_stat(&stat)], Access::Read)?;
+                }
+                fd
+            }
+            None => dir,
+        };
+        self.root
+            .real_path(&target)
+            .map_err(|source| io_error(path, source))
+    }
+
+    /// Whether a real path (as a walker below [`resolve_for_read`]'s answer
+    /// finds it) is beneath the workspace and not hidden: lets walkers skip
+    /// hidden entries without opening them.
+    ///
+    /// [`resolve_for_read`]: Self::resolve_for_read
+    pub fn is_readable(&self, real_path: &Path) -> bool {
+        real_path.is_absolute()
+            && !real_path
+                .components()
+                .any(|c| matches!(c, Component::ParentDir))
+            && real_path.starts_with(self.root.real())
+            && !self.hidden.iter().any(|h| real_path.starts_with(&h.real))
+    }
+
+    /// Opens the directory holding `path`'s last component and, with `open`,
+    /// that component (which must not follow a symlink: a symlink there is
+    /// read and its target looked up again beneath the root). The entry is
+    /// `None` when the path ends in a directory (`.`, `..`). The directory
+    /// is checked before `open` runs, so nothing is created in a read-only
+    /// one.
+    fn open_entry(
+        &self,
+        path: &str,
+        access: Access,
+        open: impl Fn(&OwnedFd, &OsStr) -> rustix::io::Result<OwnedFd>,
+    ) -> Result<(OwnedFd, Option<OwnedFd>), FileAccessError> {
+        let mut rel = self.relative(path)?;
+        for _ in 0..=MAX_SYMLINKS {
+            let (parent, name) = split(&rel);
+            let dir = self.parent_dir(path, &parent, access)?;
+            self.check_dir(path, &dir, access)?;
+            let Some(name) = name else {
+                return Ok((dir, None));
+            };
+            match open(&dir, &name) {
+                // O_PATH | O_NOFOLLOW opens a symlink itself.
+                Ok(fd) if !is_symlink(&fd) => return Ok((dir, Some(fd))),
+                // O_NOFOLLOW on a symlink otherwise fails with ELOOP.
+                Ok(_) | Err(Errno::LOOP) => {}
+                Err(errno) => return Err(io_error(path, errno.into())),
+            }
+            let target = rustix::fs::readlinkat(&dir, &name, Vec::new())
+                .map_err(|errno| io_error(path, errno.into()))?;
+            rel = self.follow(path, &parent, target)?;
+        }
+        Err(io_error(path, Errno::LOOP.into()))
+    }
+
+    /// The directory `parent`, created (one level at a time, each checked)
+    /// when writing and it is missing.
+    fn parent_dir(
+        &self,
+        path: &str,
+        parent: &Path,
+        access: Access,
+    ) -> Result<OwnedFd, FileAccessError> {
+        match self.root.open_dir(parent) {
+            Ok(dir) => Ok(dir),
+            Err(e) if access == Access::Write && e.raw_os_error() == Some(libc::ENOENT) => {
+                self.make_dirs(path, parent)
+            }
+            Err(e) => Err(self.lookup_error(path, e)),
+        }
+    }
+
+    /// Creates the missing directories of `parent`, each one only after
+    /// checking the directory it goes in. Nothing is created for a path that
+    /// climbs (`..`) out of a directory that does not exist yet: the lookup
+    /// could not be judged before creating it.
+    fn make_dirs(&self, path: &str, parent: &Path) -> Result<OwnedFd, FileAccessError> {
+        let components: Vec<Component> = parent.components().collect();
+        let mut current = self
+            .root
+            .open_dir(Path::new(""))
+            .map_err(|e| self.lookup_error(path, e))?;
+        let mut prefix = PathBuf::new();
+        let mut missing = components.len();
+        for (index, component) in components.iter().enumerate() {
+            prefix.push(component);
+            match self.root.open_dir(&prefix) {
+                Ok(dir) => current = dir,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    missing = index;
+                    break;
+                }
+                Err(e) => return Err(self.lookup_error(path, e)),
+            }
+        }
+        let mut names = Vec::new();
+        for component in &components[missing..] {
+            match component {
+                Component::Normal(name) => names.push(*name),
+                _ => return Err(io_error(path, Errno::NOENT.into())),
+            }
+        }
+        for name in names {
+            self.check_dir(path, &current, Access::Write)?;
+            match rustix::fs::mkdirat(&current, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(errno) => return Err(io_error(path, errno.into())),
+            }
+            // O_NOFOLLOW: whatever was there already must be a directory.
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            current = rustix::fs::openat(&current, name, flags, Mode::empty())
+                .map_err(|errno| io_error(path, errno.into()))?;
+        }
+        Ok(current)
+    }
+
+    /// Refuses `access` to anything in or below the opened directory `dir`
+    /// that the confinement protects, judged by where `dir` really is.
+    fn check_dir(&self, path: &str, dir: &OwnedFd, access: Access) -> Result<(), FileAccessError> {
+        let ids = self
+            .root
+            .ancestors(dir)
+            .map_err(|e| self.lookup_error(path, e))?;
+        self.refuse(path, &ids, access)
+    }
+
+    /// Refuses `access` if any of `ids` (a file, or a directory and those
+    /// above it) is hidden, or read-only when writing.
+    fn refuse(&self, path: &str, ids: &[FileId], access: Access) -> Result<(), FileAccessError> {
+        if self.hidden.iter().any(|h| ids.contains(&h.id)) {
+            return Err(denied(
+                path,
+                format!(
+                    "`{path}` is not visible in this sandbox; work with the other files of the \
+                     workspace"
+                ),
+            ));
+        }
+        if access == Access::Write
+            && let Some(protected) = self.read_only.iter().find(|p| ids.contains(&p.id))
+        {
+            let what = if protected.name == ".git" {
+                "the .git directory is protected".to_string()
+            } else {
+                format!("`{}` is protected", protected.name)
+            };
+            return Err(denied(
+                path,
+                format!(
+                    "`{path}` is read-only in this sandbox ({what}); change files of the project \
+                     instead"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `path` relative to the workspace.
+    fn relative(&self, path: &str) -> Result<PathBuf, FileAccessError> {
+        if path.trim().is_empty() {
+            return Err(invalid(path, "is empty"));
+        }
+        if path.contains('\0') {
+            return Err(invalid(path, "contains a NUL byte"));
+        }
+        let requested = Path::new(path);
+        if !requested.is_absolute() {
+            return Ok(requested.to_path_buf());
+        }
+        self.root
+            .relative(requested)
+            .ok_or_else(|| outside(path, "an absolute path elsewhere"))
+    }
+
+    /// Where a symlink found in `parent` leads, relative to the workspace.
+    fn follow(
+        &self,
+        path: &str,
+        parent: &Path,
+        target: CString,
+    ) -> Result<PathBuf, FileAccessError> {
+        let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+        if !target.is_absolute() {
+            return Ok(parent.join(target));
+        }
+        self.root
+            .relative(&target)
+            .ok_or_else(|| outside(path, &format!("through a symlink to {}", target.display())))
+    }
+
+    fn lookup_error(&self, path: &str, error: io::Error) -> FileAccessError {
+        if error.raw_os_error() == Some(libc::EXDEV) {
+            outside(path, "it leads out through `..` or a symlink")
+        } else {
+            io_error(path, error)
+        }
+    }
+}
+
+fn protected(root: &Root, paths: &[PathBuf]) -> Vec<Protected> {
+    paths
+        .iter()
+        .filter_map(|path| {
+            let real = path.canonicalize().ok()?;
+            let id = FileId::of_path(&real).ok()?;
+            let name = match root.relative(&real) {
+                Some(rel) => rel.display().to_string(),
+                None => real.display().to_string(),
+            };
+            Some(Protected { id, real, name })
+        })
+        .collect()
+}
+
+/// Opens an existing file for writing, or creates it; never follows a
+/// symlink in the last component and never truncates (that waits for the
+/// checks on the descriptor).
+fn open_for_write(dir: &OwnedFd, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    let flags =
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Err(Errno::NOENT) => {
+            let create = flags | OFlags::CREATE | OFlags::EXCL;
+            match rustix::fs::openat(dir, name, create, Mode::from_raw_mode(0o666)) {
+                // Made by someone else meanwhile: open what is there now.
+                Err(Errno::EXIST) => rustix::fs::openat(dir, name, flags, Mode::empty()),
+                other => other,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The directory part and the last component of a relative path; no last
+/// component when the path ends in `.` or `..` (or is the root).
+fn split(rel: &Path) -> (PathBuf, Option<OsString>) {
+    match rel.components().next_back() {
+        Some(Component::Normal(name)) => (
+            rel.parent().map(Path::to_path_buf).unwrap_or_default(),
+            Some(name.to_os_string()),
+        ),
+        _ => (rel.to_path_buf(), None),
+    }
+}
+
+fn is_symlink(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd)
+        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink)
+}
+
+fn fstat(path: &str, fd: &OwnedFd) -> Result<rustix::fs::Stat, FileAccessError> {
+    rustix::fs::fstat(fd).map_err(|errno| io_error(path, errno.into()))
+}
+
+fn regular_file(path: &str, stat: &rustix::fs::Stat) -> Result<(), FileAccessError> {
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => Ok(()),
+        FileType::Directory => Err(io_error(path, Errno::ISDIR.into())),
+        _ => Err(invalid(
+            path,
+            "is not a regular file (a device, FIFO or socket); the file tools handle regular \
+             files only",
+        )),
+    }
+}
+
+fn denied(path: &str, reason: String) -> FileAccessError {
+    FileAccessError::Denied {
+        path: path.to_string(),
+        reason,
+    }
+}
+
+fn outside(path: &str, how: &str) -> FileAccessError {
+    denied(
+        path,
+        format!(
+            "`{path}` is outside the workspace ({how}); the file tools work only beneath it: give \
+             a path relative to the workspace"
+        ),
+    )
+}
+
+fn hard_link(path: &str, others: impl std::fmt::Display) -> FileAccessError {
+    denied(
+        path,
+        format!(
+            "`{path}` is a hard link: its content is shared with {others} other path(s), possibly \
+             outside the workspace, so the sandbox does not write it; to change it, replace it \
+             with a copy first (`cp {path} {path}.new && mv {path}.new {path}`)"
+        ),
+    )
+}
+
+fn io_error(path: &str, source: io::Error) -> FileAccessError {
+    FileAccessError::Io {
+        path: path.to_string(),
+        source,
+    }
+}
+
+fn invalid(path: &str, what: &str) -> FileAccessError {
+    io_error(path, io::Error::new(io::ErrorKind::InvalidInput, what))
+}
+
+/// The message of an ordinary error, saying what is wrong with the path.
+fn describe(path: &str, error: &io::Error) -> String {
+    let what = match error.raw_os_error() {
+        Some(libc::ENOENT) => "does not exist".to_string(),
+        Some(libc::EISDIR) => "is a directory, not a file".to_string(),
+        Some(libc::ENOTDIR) => "has a part that is not a directory".to_string(),
+        Some(libc::ELOOP) => "goes through too many symlinks".to_string(),
+        Some(libc::EACCES) => "is not permitted by its file permissions".to_string(),
+        Some(_) => format!("could not be accessed: {error}"),
+        None => error.to_string(),
+    };
+    if path.trim().is_empty() {
+        format!("the path {what}; give a path relative to the workspace")
+    } else {
+        format!("`{path}` {what}")
+    }
+}
