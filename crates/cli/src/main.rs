@@ -1,6 +1,7 @@
 //! `tack`: run task suites against coding-agent harness variants, record
 //! every call into Parquet traces, and report on them.
 
+mod argv;
 mod doctor_cmd;
 mod exec_cmd;
 mod exit;

@@ -8,22 +8,33 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use tack_permissions::{DEFAULT_PROFILE, Decision, PermissionEngine, Rules, Verdict};
 
+use crate::argv::command_line;
 use crate::exit::{Classify, CommandResult, Failure};
 
 #[derive(Debug, Subcommand)]
 pub enum PermissionsCommand {
     /// Judge a shell command: allow, ask or deny, the deciding rule and the part it was about.
+    #[command(long_about = CHECK_ABOUT)]
     Check(CheckArgs),
     /// Print the built-in default profile, to copy and edit into a rules file.
     Profile,
 }
 
+/// Shown by `--help` (a variant's doc comment would otherwise replace the
+/// long text with its one line).
+const CHECK_ABOUT: &str = "Judge a shell command as the agent's bash tool call would be judged: allow, \
+ask or deny, the rule that decided and the part of the command it was about.\n\n\
+One word after `--` is a shell script: `-- 'ls | wc -l'`. Several words are a program and its \
+arguments, as `tack sandbox exec` would run them: `-- bash -c 'ls; rm x'` is judged as \
+`'bash' '-c' 'ls; rm x'`, so the script bash gets is one word, parsed and judged as a script.";
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Exit codes: 0 allow, 10 ask, 11 deny, 2 usage error (bad flags; a bad rules file — \
 the message names the file, the rule index and the field).\n\n\
-Example:\n  tack permissions check -- \"git -C . push\"\n  \
-tack permissions check --rules my-rules.toml --json -- \"cat a | grep b\""
+Examples:\n  tack permissions check -- 'git -C . push && ls'     (one word: a script)\n  \
+tack permissions check -- bash -c 'echo \"a b\" > out'   (words: a program and its arguments)\n  \
+tack permissions check --rules my-rules.toml --json -- 'cat a | grep b'"
 )]
 pub struct CheckArgs {
     /// Rules file (TOML). Default: the built-in profile (`tack permissions profile` prints it).
@@ -32,10 +43,10 @@ pub struct CheckArgs {
     /// The workspace the command would run in: writes outside it are judged as such.
     #[arg(long, value_name = "DIR", default_value = ".")]
     workspace: PathBuf,
-    /// Print the decision as JSON: {verdict, rule, part, reason}.
+    /// Print the decision as JSON: {verdict, rule, part, reason, asking} (asking: every part that asks).
     #[arg(long)]
     json: bool,
-    /// The command, after `--`. Several words are joined with spaces; quote it to keep it whole.
+    /// After `--`: one word is a shell script; several are a program and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -63,7 +74,10 @@ fn check(args: CheckArgs) -> CommandResult {
         .or_fail(Failure::Usage);
     }
     let engine = PermissionEngine::new(rules, &args.workspace);
-    let decision = engine.judge_command(&args.command.join(" "));
+    let decision = match args.command.as_slice() {
+        [script] => engine.judge_command(script),
+        words => engine.judge_command(&command_line(words)),
+    };
     let text = if args.json {
         serde_json::to_string_pretty(&decision).or_fail(Failure::Internal)?
     } else {
@@ -90,6 +104,13 @@ fn render(decision: &Decision) -> String {
     );
     if !decision.reason.is_empty() {
         text.push_str(&format!("\n      {}", decision.reason));
+    }
+    // An approver has to approve each of these, not only the one shown.
+    if decision.asking.len() > 1 {
+        text.push_str("\n      parts that ask:");
+        for part in &decision.asking {
+            text.push_str(&format!("\n        {part}"));
+        }
     }
     text
 }

@@ -11,13 +11,31 @@ use clap::{Args, Subcommand, ValueEnum};
 use tack_protocol::{HarnessConfig, SandboxProfile};
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxError};
 
+use crate::argv::command_line;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Run one command confined as the agent's bash tool would run it.
+    #[command(long_about = EXEC_ABOUT)]
     Exec(ExecArgs),
 }
+
+/// Shown by `--help` (a variant's doc comment would otherwise replace the
+/// long text with its one line).
+const EXEC_ABOUT: &str = "Run one command with `bash -c` in the workspace, exactly as the agent's bash \
+tool does: scrubbed environment (no API keys), its own process group killed when it returns, a \
+timeout, output capped per stream — and, unless the profile is `off`, kernel confinement: user, \
+mount and pid namespaces (plus an empty network namespace for `strict`), everything read-only \
+but the workspace and a private $TMPDIR, .git read-only, --hide directories empty, Landlock, a \
+seccomp deny list, rlimits and a process-count bound. `tack doctor` shows what this machine \
+enforces. A profile that cannot be enforced here is an error (exit 2), never a silent fallback.\n\n\
+One word after `--` is a shell script, run as the agent's `bash` tool runs its command. Several \
+words are a program and its arguments, run exactly as given (as `exec 'w1' 'w2' …`): the \
+shell that split them is not asked to split them again, so `-- bash -c 'sleep 1; touch x'` \
+hands bash one script.\n\n\
+The command's stdout and stderr are passed through; afterwards, lines reporting denied \
+operations are listed on stderr after a `[tack sandbox]` prefix.";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum ProfileArg {
@@ -42,20 +60,12 @@ impl From<ProfileArg> for SandboxProfile {
 
 #[derive(Debug, Args)]
 #[command(
-    long_about = "Run one command with `bash -c` in the workspace, exactly as the agent's bash \
-tool does: scrubbed environment (no API keys), its own process group killed when it returns, a \
-timeout, output capped per stream — and, unless the profile is `off`, kernel confinement: user, \
-mount and pid namespaces (plus an empty network namespace for `strict`), everything read-only \
-but the workspace and a private $TMPDIR, .git read-only, --hide directories empty, Landlock, a \
-seccomp deny list, rlimits and a process-count bound. `tack doctor` shows what this machine \
-enforces. A profile that cannot be enforced here is an error (exit 2), never a silent fallback.\n\n\
-The command's stdout and stderr are passed through; afterwards, lines reporting denied \
-operations are listed on stderr after a `[tack sandbox]` prefix.",
     after_help = "Exit codes: the command's own status; 124 timed out; 128+N killed by signal N; \
 2 usage error or the profile cannot be enforced here (the message says what is missing, how to \
 enable it, and how to opt out); 3 the sandbox could not be set up.\n\n\
 Examples:\n  tack sandbox exec --workspace . -- touch /etc/x          (fails: read-only)\n  \
-tack sandbox exec --workspace . -- 'python3 -m unittest'\n  \
+tack sandbox exec --workspace . -- 'python3 -m unittest'   (one word: a script)\n  \
+tack sandbox exec --workspace . -- bash -c 'echo \"a b\"; touch x'   (words: an argv)\n  \
 tack sandbox exec --profile off --workspace . -- 'curl -sI https://example.com'\n  \
 tack sandbox exec --workspace ws --hide suites/demo/tasks -- 'ls suites/demo/tasks'"
 )]
@@ -78,7 +88,8 @@ pub struct ExecArgs {
     /// Bytes kept of each of stdout and stderr (the agent's default).
     #[arg(long, value_name = "BYTES")]
     output_limit: Option<usize>,
-    /// The command, after `--`. Several words are joined with spaces.
+    /// After `--`: one word is a shell script (`-- 'make && ./run'`); several are a program and
+    /// its arguments, run as given (`-- bash -c 'echo "a b"'`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -106,7 +117,12 @@ async fn exec(args: ExecArgs) -> CommandResult {
         confinement.hidden.extend(args.hide.iter().cloned());
         confinement.read_only.extend(args.read_only.iter().cloned());
     }
-    let script = args.command.join(" ");
+    let script = match args.command.as_slice() {
+        [script] => script.clone(),
+        // `exec`: the program replaces the shell, so its exit status and
+        // signals are the program's own, as they would be for the argv.
+        words => format!("exec {}", command_line(words)),
+    };
     let timeout = args.timeout.unwrap_or(defaults.command_timeout_secs);
     let spec = CommandSpec {
         script: &script,

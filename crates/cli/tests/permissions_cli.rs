@@ -1,6 +1,7 @@
 //! `tack permissions check` end to end: the whole permissions corpus through
-//! the real binary (exit codes and JSON), the text output of a sample, and
-//! usage errors.
+//! the real binary (exit codes and JSON), the text output of a sample, words
+//! after `--` as an argv, and usage errors; and the engine's asking parts
+//! through the rules approver, as the harness wires them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
@@ -93,6 +94,12 @@ fn the_whole_corpus_through_the_binary() {
                 "{command:?}: {field} missing in {decision}"
             );
         }
+        let asking = decision["asking"].as_array().unwrap();
+        assert_eq!(
+            verdict == "ask",
+            asking.contains(&decision["part"]),
+            "{command:?}: an ask lists its part among the asking ones: {decision}"
+        );
     }
 }
 
@@ -172,5 +179,98 @@ fn the_default_profile_can_be_printed_and_loaded_back() {
     assert!(
         decision["rule"].as_str().unwrap().starts_with("rules["),
         "{decision}"
+    );
+}
+
+/// The argv of the words after `--`, not the words joined with spaces.
+fn check_words(workspace: &Path, words: &[&str]) -> Output {
+    let mut args = vec![
+        "permissions",
+        "check",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--json",
+        "--",
+    ];
+    args.extend(words);
+    tack(&args)
+}
+
+#[test]
+fn several_words_are_a_program_and_its_arguments() {
+    let workspace = tempfile::tempdir().unwrap();
+    // Joined with spaces this was `echo a; curl x`: denied.
+    let echo = check_words(workspace.path(), &["echo", "a; curl x"]);
+    assert_eq!(echo.status.code(), Some(0), "{echo:?}");
+    // The script bash gets is one word, judged as a script.
+    let bash = check_words(workspace.path(), &["bash", "-c", "ls; curl example.com"]);
+    assert_eq!(bash.status.code(), Some(11), "{bash:?}");
+    let decision: Value = serde_json::from_slice(&bash.stdout).unwrap();
+    assert_eq!(decision["part"], "curl example.com");
+    let quoted = check_words(workspace.path(), &["bash", "-c", "echo \"a b\" > out"]);
+    let decision: Value = serde_json::from_slice(&quoted.stdout).unwrap();
+    assert_eq!(decision["part"], "write out (redirect)", "{decision}");
+    // One word is still a script.
+    let script = check_words(workspace.path(), &["ls; curl x"]);
+    assert_eq!(script.status.code(), Some(11));
+}
+
+#[test]
+fn a_fork_bomb_is_not_allowed() {
+    let workspace = tempfile::tempdir().unwrap();
+    let output = check(workspace.path(), &[], ":(){ :|:& };:");
+    assert_eq!(output.status.code(), Some(10), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.starts_with("ask   function :(){ :|:& }"), "{text}");
+    assert!(text.contains("parts that ask:"), "{text}");
+}
+
+/// The rules approver must be satisfied with every part that asks: an
+/// approve rule for the tests does not approve a push chained to them.
+#[tokio::test]
+async fn an_approve_rule_covers_only_the_parts_it_matches() {
+    use tack_agent::{ApprovalRequest, Approver, RulesApprover};
+    use tack_permissions::{PermissionEngine, Rules, Verdict};
+
+    // Pushing asks here; the default profile denies it, and a denied call
+    // never reaches the approver.
+    let rules = Rules::from_toml(
+        "[[rules]]\naction = \"allow\"\ncommand = \"tail *\"\n\
+         [[rules]]\naction = \"ask\"\ncommand = [\"python3 *\", \"git *\"]\n",
+        "rules.toml",
+    )
+    .unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let engine = PermissionEngine::new(rules, workspace.path());
+    let approver = &RulesApprover::new(&["python3 -m unittest*".to_string()]).unwrap();
+    let approves = |command: &str| {
+        let decision = engine.judge_command(command);
+        assert_eq!(decision.verdict, Verdict::Ask, "{command}: {decision:?}");
+        let request = ApprovalRequest {
+            tool: "bash".to_string(),
+            arguments: String::new(),
+            command: Some(command.to_string()),
+            rule: decision.rule,
+            part: decision.part,
+            parts: decision.asking,
+        };
+        async move { approver.decide(&request).await }
+    };
+    assert!(approves("python3 -m unittest -q").await.approved);
+    assert!(
+        approves("python3 -m unittest 2>&1 | tail -3")
+            .await
+            .approved
+    );
+    let chained = approves("python3 -m unittest && git push").await;
+    assert!(!chained.approved);
+    assert_eq!(
+        chained.reason.as_deref(),
+        Some("no approve rule matches `git push`")
+    );
+    assert!(
+        !approves("git push --force; python3 -m unittest")
+            .await
+            .approved
     );
 }

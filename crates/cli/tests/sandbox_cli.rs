@@ -183,3 +183,48 @@ fn hidden_directories_are_empty_inside() {
     let out = exec(&ws, &["--hide", hide], &format!("ls -A {hide} | wc -l"));
     assert_eq!(text(&out.stdout).trim(), "0", "{out:?}");
 }
+
+/// Words after `--`: one is a script, several are an argv run as given.
+fn exec_words(workspace: &Path, extra: &[&str], words: &[&str]) -> Output {
+    let mut args = vec![
+        "sandbox",
+        "exec",
+        "--workspace",
+        workspace.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    args.push("--");
+    args.extend(words);
+    tack(&args, None)
+}
+
+#[test]
+fn several_words_run_as_an_argv() {
+    let dir = tempfile::tempdir().unwrap();
+    // `off` needs no kernel feature; strict below when this machine has it.
+    let mut profiles = vec!["off"];
+    if strict_available() {
+        profiles.push("strict");
+    }
+    for profile in profiles {
+        let extra = ["--profile", profile];
+        let out = exec_words(dir.path(), &extra, &["bash", "-c", "echo \"a b\""]);
+        assert_eq!(text(&out.stdout), "a b\n", "{profile}: {out:?}");
+        // Joined with spaces this was `bash -c exit 0; touch x`: bash ran
+        // `exit`, then the outer shell ran `touch x`. As an argv, bash
+        // runs the whole script and stops at its `exit 0`.
+        let out = exec_words(dir.path(), &extra, &["bash", "-c", "exit 0; touch x"]);
+        assert_eq!(out.status.code(), Some(0), "{profile}: {out:?}");
+        assert!(
+            !dir.path().join("x").exists(),
+            "{profile}: the script was split"
+        );
+        let out = exec_words(dir.path(), &extra, &["printf", "%s|", "it's", "$HOME", "*"]);
+        assert_eq!(text(&out.stdout), "it's|$HOME|*|", "{profile}: {out:?}");
+        let out = exec_words(dir.path(), &extra, &["sh", "-c", "exit 5"]);
+        assert_eq!(out.status.code(), Some(5), "{profile}: {out:?}");
+        // One word is still a shell script.
+        let out = exec_words(dir.path(), &extra, &["echo one; echo two"]);
+        assert_eq!(text(&out.stdout), "one\ntwo\n", "{profile}: {out:?}");
+    }
+}
