@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 use tack_permissions::{PermissionEngine, Rules, Verdict};
+use tack_protocol::ToolAccess;
 
 #[derive(Debug, Deserialize)]
 struct Corpus {
@@ -80,5 +81,19 @@ fn corpus_covers_every_verdict() {
     for verdict in [Verdict::Allow, Verdict::Ask, Verdict::Deny] {
         let count = cases.iter().filter(|c| c.verdict == verdict).count();
         assert!(count >= 30, "only {count} {verdict} cases");
+    }
+}
+
+/// A `bash` tool call declares its command as a script to execute; with no
+/// `tool = …` rule in the profile, it gets the command's verdict, and the
+/// decision is about the same part.
+#[test]
+fn a_tool_call_running_the_command_gets_the_same_decision() {
+    let workspace = tempfile::tempdir().unwrap();
+    let engine = PermissionEngine::new(Rules::default_profile(), workspace.path());
+    for case in corpus() {
+        let command = engine.judge_command(&case.command);
+        let call = engine.judge_tool_call("bash", &[ToolAccess::Execute(case.command.clone())]);
+        assert_eq!(call, command, "{:?}", case.command);
     }
 }
