@@ -1,8 +1,7 @@
 //! Approvers: who answers when a tool call needs approval. Unattended runs
-//! use a fixed policy so they stay reproducible; `interactive` asks on the
-//! terminal.
+//! use a fixed policy so they stay reproducible; `interactive` is the front
+//! end's (the CLI asks on the terminal), passed in through the harness.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -56,7 +55,13 @@ pub fn approver_for(config: &ApproverConfig, cwd: PathBuf) -> Result<Box<dyn App
                 .ok_or("approver policy `script` needs `script = \"<command>\"`")?;
             Box::new(ScriptApprover { script, cwd })
         }
-        ApproverPolicy::Interactive => Box::new(TerminalApprover),
+        // A library never talks to the terminal: the front end (the CLI's
+        // prompt) answers this policy, through the harness's setup.
+        ApproverPolicy::Interactive => {
+            return Err(
+                "approver policy `interactive` is answered by the front end (tack run / tack exec on a terminal); it cannot be built here".to_string(),
+            );
+        }
     })
 }
 
@@ -201,51 +206,6 @@ impl Approver for ScriptApprover {
             },
         }
     }
-}
-
-/// Asks on the terminal, showing the exact tool and arguments.
-struct TerminalApprover;
-
-#[async_trait]
-impl Approver for TerminalApprover {
-    async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
-        let request = request.clone();
-        let answer = tokio::task::spawn_blocking(move || ask_on_terminal(&request)).await;
-        let approved = matches!(answer, Ok(Some(true)));
-        ApprovalDecision {
-            approved,
-            approver: "interactive".to_string(),
-            reason: match answer {
-                Ok(Some(_)) => None,
-                _ => Some("no terminal to ask on; denied".to_string()),
-            },
-        }
-    }
-}
-
-fn ask_on_terminal(request: &ApprovalRequest) -> Option<bool> {
-    if !std::io::stdin().is_terminal() {
-        return None;
-    }
-    let mut stderr = std::io::stderr();
-    let shown = request.command.as_deref().unwrap_or(&request.arguments);
-    let _ = writeln!(
-        stderr,
-        "\nThe agent wants to run {}:\n  {shown}",
-        request.tool
-    );
-    let _ = writeln!(stderr, "because {} (about: {})", request.rule, request.part);
-    if request.parts.len() > 1 {
-        let _ = writeln!(stderr, "Needing approval:");
-        for part in &request.parts {
-            let _ = writeln!(stderr, "  {part}");
-        }
-    }
-    let _ = write!(stderr, "Allow? [y/N] ");
-    let _ = stderr.flush();
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).ok()?;
-    Some(matches!(line.trim(), "y" | "Y" | "yes"))
 }
 
 #[cfg(test)]

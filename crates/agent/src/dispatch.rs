@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use tack_protocol::{ToolCall, ToolErrorKind, ToolSpec};
+use tack_protocol::{ToolAccess, ToolCall, ToolErrorKind, ToolSpec};
 
 use crate::tools::{
     ArgumentSchema, InvalidToolSchema, Tool, ToolContext, ToolError, ToolOutput, builtin_tool,
@@ -101,9 +101,17 @@ impl Dispatcher {
             .collect()
     }
 
-    /// Runs one call. `cut_off` is true when the model's output limit ended
-    /// the turn: its calls may be incomplete, so none of them is run.
+    /// Runs one call: [`Dispatcher::prepare`] then [`Dispatcher::run`].
     pub async fn dispatch(&self, call: &ToolCall, cut_off: bool) -> Result<ToolOutput, ToolError> {
+        self.run(self.prepare(call, cut_off)?).await
+    }
+
+    /// Checks a call before anything is judged or run: the tool exists, the
+    /// arguments are a JSON object that fits its schema. `cut_off` is true
+    /// when the model's output limit ended the turn: its calls may be
+    /// incomplete, so none of them is run. What comes back says what the
+    /// call will read, write or execute, for the permission gate.
+    pub fn prepare(&self, call: &ToolCall, cut_off: bool) -> Result<PreparedCall, ToolError> {
         if cut_off {
             return Err(ToolError::new(
                 ToolErrorKind::TruncatedCall,
@@ -125,7 +133,22 @@ impl Dispatcher {
         };
         let arguments = parse_json(&call.name, &call.arguments)?;
         entry.schema.check(&call.name, &arguments)?;
-        let tool = Arc::clone(&entry.tool);
+        Ok(PreparedCall {
+            access: entry.tool.access(&arguments),
+            tool: Arc::clone(&entry.tool),
+            name: call.name.clone(),
+            arguments,
+        })
+    }
+
+    /// Runs a prepared call. A tool that panics is reported, not fatal.
+    pub async fn run(&self, call: PreparedCall) -> Result<ToolOutput, ToolError> {
+        let PreparedCall {
+            tool,
+            name,
+            arguments,
+            ..
+        } = call;
         let ctx = Arc::clone(&self.ctx);
         // A separate task, so that a panicking tool is caught and reported
         // instead of taking the trial down.
@@ -135,16 +158,34 @@ impl Dispatcher {
             Err(join) if join.is_panic() => Err(ToolError::new(
                 ToolErrorKind::Panicked,
                 format!(
-                    "the `{}` tool crashed ({}); this is a harness bug, not your fault. Try another way.",
-                    call.name,
+                    "the `{name}` tool crashed ({}); this is a harness bug, not your fault. Try another way.",
                     panic_message(join.into_panic())
                 ),
             )),
             Err(join) => Err(ToolError::new(
                 ToolErrorKind::ExecutionFailed,
-                format!("the `{}` tool was cancelled: {join}", call.name),
+                format!("the `{name}` tool was cancelled: {join}"),
             )),
         }
+    }
+}
+
+/// A call whose tool and arguments are known good, with what it will
+/// touch.
+pub struct PreparedCall {
+    tool: Arc<dyn Tool>,
+    name: String,
+    arguments: serde_json::Value,
+    /// What the call reads, writes or executes, as the tool declares it.
+    pub access: Vec<ToolAccess>,
+}
+
+impl std::fmt::Debug for PreparedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCall")
+            .field("name", &self.name)
+            .field("access", &self.access)
+            .finish_non_exhaustive()
     }
 }
 

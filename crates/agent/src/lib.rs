@@ -13,11 +13,11 @@ pub mod tools;
 mod view;
 
 use tack_model::Model;
-use tack_protocol::{EventSink, HarnessConfig, StopReason, Usage};
+use tack_protocol::{EventSink, HarnessConfig, RunTotals, StopReason};
 
 pub use approval::{ApprovalDecision, ApprovalRequest, Approver, RulesApprover, approver_for};
 pub use dispatch::DispatcherError;
-pub use dispatch::{Dispatcher, UnknownToolName};
+pub use dispatch::{Dispatcher, PreparedCall, UnknownToolName};
 pub use gate::{GateDecision, GateVerdict, Gatekeeper, PermissionGate};
 pub use recorder::now_ms;
 pub use session::{Pricer, Session};
@@ -28,19 +28,7 @@ pub use view::render as render_result;
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentRun {
     pub stop_reason: StopReason,
-    /// Model turns (an attempt that failed and was retried is not a turn).
-    pub steps: u32,
-    pub usage: Usage,
-    /// Dollars of the priced calls; `None` when no call had a price.
-    pub cost_usd: Option<f64>,
-    pub tool_calls: u32,
-    pub tool_errors: u32,
-    /// Model-call attempts beyond the first.
-    pub retries: u32,
-    /// Calls that waited for an approver.
-    pub interventions: u32,
-    /// Commands in which the sandbox refused something.
-    pub sandbox_denials: u32,
+    pub totals: RunTotals,
     /// The model's last words, when it completed.
     pub final_message: Option<String>,
     /// What went wrong, for model and harness errors.
@@ -52,14 +40,7 @@ impl Default for AgentRun {
         AgentRun {
             // A session that never ran was, in effect, cancelled.
             stop_reason: StopReason::Cancelled,
-            steps: 0,
-            usage: Usage::default(),
-            cost_usd: None,
-            tool_calls: 0,
-            tool_errors: 0,
-            retries: 0,
-            interventions: 0,
-            sandbox_denials: 0,
+            totals: RunTotals::default(),
             final_message: None,
             error: None,
         }
@@ -78,5 +59,5 @@ pub async fn run_agent(
     let gatekeeper = Gatekeeper::open();
     let mut session = Session::new(config, dispatcher, &gatekeeper, sink);
     session.run(model, instruction).await;
-    session.totals()
+    session.outcome()
 }

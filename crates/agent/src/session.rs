@@ -30,14 +30,14 @@ pub struct Session<'a> {
     tools: Vec<ToolSpec>,
     messages: Vec<Message>,
     clock: Instant,
-    totals: AgentRun,
+    run: AgentRun,
 }
 
 impl std::fmt::Debug for Session<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("messages", &self.messages.len())
-            .field("totals", &self.totals)
+            .field("run", &self.run)
             .finish()
     }
 }
@@ -58,7 +58,7 @@ impl<'a> Session<'a> {
             tools: dispatcher.specs(),
             messages: Vec::new(),
             clock: Instant::now(),
-            totals: AgentRun::default(),
+            run: AgentRun::default(),
         }
     }
 
@@ -73,7 +73,7 @@ impl<'a> Session<'a> {
     /// runs until the model answers without a tool call or a limit stops it.
     pub async fn run(&mut self, model: &mut dyn Model, input: &str) -> StopReason {
         let stop = self.run_inner(model, input).await;
-        self.totals.stop_reason = stop;
+        self.run.stop_reason = stop;
         stop
     }
 
@@ -90,7 +90,7 @@ impl<'a> Session<'a> {
             if let Some(stop) = self.limit_reached() {
                 return stop;
             }
-            self.totals.steps += 1;
+            self.run.totals.steps += 1;
             let (message, finish, model_span) = match self.call_model(model).await {
                 Ok(answer) => answer,
                 Err(stop) => return stop,
@@ -101,7 +101,7 @@ impl<'a> Session<'a> {
                 return stop;
             }
             if calls.is_empty() {
-                self.totals.final_message = Some(content);
+                self.run.final_message = Some(content);
                 return StopReason::Completed;
             }
             let cut_off = finish == FinishReason::Length;
@@ -115,7 +115,7 @@ impl<'a> Session<'a> {
 
     fn limit_reached(&self) -> Option<StopReason> {
         let config = self.config;
-        if self.totals.steps >= config.max_steps {
+        if self.run.totals.steps >= config.max_steps {
             return Some(StopReason::StepLimit);
         }
         if config
@@ -126,11 +126,11 @@ impl<'a> Session<'a> {
         }
         if config
             .max_tokens
-            .is_some_and(|max| self.totals.usage.total() >= max)
+            .is_some_and(|max| self.run.totals.usage.total() >= max)
         {
             return Some(StopReason::TokenLimit);
         }
-        let spent = self.totals.cost_usd.unwrap_or(0.0);
+        let spent = self.run.totals.cost_usd.unwrap_or(0.0);
         if config.max_cost_usd.is_some_and(|max| spent >= max) {
             return Some(StopReason::CostLimit);
         }
@@ -175,7 +175,7 @@ impl<'a> Session<'a> {
             };
             let mut record = ModelCallRecord {
                 span_id: self.recorder.next_span_id(),
-                step: self.totals.steps,
+                step: self.run.totals.steps,
                 provider: model.provider().to_string(),
                 request_model: model.model_name().to_string(),
                 response_model: String::new(),
@@ -198,7 +198,7 @@ impl<'a> Session<'a> {
                 record.fault = note.fault;
             }
             if attempt > 1 {
-                self.totals.retries += 1;
+                self.run.totals.retries += 1;
             }
             match answer {
                 Ok(response) => {
@@ -210,9 +210,9 @@ impl<'a> Session<'a> {
                         .as_ref()
                         .and_then(|price| price(&response.usage));
                     if let Some(cost) = record.cost_usd {
-                        *self.totals.cost_usd.get_or_insert(0.0) += cost;
+                        *self.run.totals.cost_usd.get_or_insert(0.0) += cost;
                     }
-                    self.totals.usage += response.usage;
+                    self.run.totals.usage += response.usage;
                     let span = record.span_id;
                     self.recorder.model_call(record)?;
                     return Ok((response.message, response.finish_reason, span));
@@ -222,7 +222,7 @@ impl<'a> Session<'a> {
                     record.error = Some(error.to_string());
                     self.recorder.model_call(record)?;
                     if !error.is_transient() || attempt == attempts {
-                        self.totals.error = Some(format!("after {attempt} attempt(s): {error}"));
+                        self.run.error = Some(format!("after {attempt} attempt(s): {error}"));
                         return Err(StopReason::ModelError);
                     }
                     retry_after = error.retry_after();
@@ -240,17 +240,19 @@ impl<'a> Session<'a> {
     ) -> Result<(), StopReason> {
         let started_at_ms = now_ms();
         let clock = Instant::now();
-        let clearance = if cut_off {
-            Clearance::default()
-        } else {
-            self.gatekeeper.clear(call).await
+        // A call that cannot run (unknown tool, arguments that do not fit)
+        // is refused before anyone is asked to approve it.
+        let prepared = self.dispatcher.prepare(call, cut_off);
+        let clearance = match &prepared {
+            Ok(prepared) => self.gatekeeper.clear(call, &prepared.access).await,
+            Err(_) => Clearance::default(),
         };
         if let Some((request, answer, wait_ms)) = &clearance.approval {
-            self.totals.interventions += 1;
+            self.run.totals.interventions += 1;
             let record = ApprovalRecord {
                 span_id: self.recorder.next_span_id(),
                 parent_span_id,
-                step: self.totals.steps,
+                step: self.run.totals.steps,
                 call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 arguments: call.arguments.clone(),
@@ -264,9 +266,10 @@ impl<'a> Session<'a> {
             };
             self.recorder.record(Event::Approval(record))?;
         }
-        let result = match &clearance.refusal {
-            Some(message) => Err(ToolError::new(ToolErrorKind::Denied, message.clone())),
-            None => self.dispatcher.dispatch(call, cut_off).await,
+        let result = match (&clearance.refusal, prepared) {
+            (Some(message), _) => Err(ToolError::new(ToolErrorKind::Denied, message.clone())),
+            (None, Err(error)) => Err(error),
+            (None, Ok(prepared)) => self.dispatcher.run(prepared).await,
         };
         let shown = view::render(self.config.tool_results, &result);
         let record = self.tool_record(
@@ -278,12 +281,12 @@ impl<'a> Session<'a> {
             started_at_ms,
             clock,
         );
-        self.totals.tool_calls += 1;
+        self.run.totals.tool_calls += 1;
         if record.status == SpanStatus::Error {
-            self.totals.tool_errors += 1;
+            self.run.totals.tool_errors += 1;
         }
         if !record.sandbox_denials.is_empty() {
-            self.totals.sandbox_denials += 1;
+            self.run.totals.sandbox_denials += 1;
         }
         self.recorder.tool_call(record)?;
         self.push_message(Message::tool_result(&call.id, shown))
@@ -304,7 +307,7 @@ impl<'a> Session<'a> {
         let mut record = ToolCallRecord {
             span_id: self.recorder.next_span_id(),
             parent_span_id,
-            step: self.totals.steps,
+            step: self.run.totals.steps,
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             arguments: call.arguments.clone(),
@@ -340,6 +343,9 @@ impl<'a> Session<'a> {
             Err(error) => {
                 record.status = SpanStatus::Error;
                 record.error_kind = Some(error.kind);
+                if error.kind == ToolErrorKind::SandboxDenied {
+                    record.sandbox_denials = vec![error.message.clone()];
+                }
             }
         }
         record
@@ -359,12 +365,12 @@ impl<'a> Session<'a> {
         self.recorder.record_raw(make(span_id))
     }
 
-    /// The totals so far.
-    pub fn totals(&self) -> AgentRun {
-        let mut totals = self.totals.clone();
-        if totals.error.is_none() {
-            totals.error = self.recorder.failure();
+    /// Where the loop stands: its stop reason, totals and error so far.
+    pub fn outcome(&self) -> AgentRun {
+        let mut run = self.run.clone();
+        if run.error.is_none() {
+            run.error = self.recorder.failure();
         }
-        totals
+        run
     }
 }

@@ -65,8 +65,8 @@ async fn the_oracle_completes_and_every_step_is_recorded_in_order() {
     let (run, dir) = run_on_workspace(&mut model, &config, &mut sink).await;
 
     assert_eq!(run.stop_reason, StopReason::Completed);
-    assert_eq!(run.steps, 2);
-    assert_eq!(run.tool_calls, 1);
+    assert_eq!(run.totals.steps, 2);
+    assert_eq!(run.totals.tool_calls, 1);
     assert_eq!(greeting(&dir), "echo hello\n");
     let kinds: Vec<&str> = sink
         .events
@@ -94,7 +94,7 @@ async fn the_oracle_completes_and_every_step_is_recorded_in_order() {
         })
         .collect();
     assert_eq!(ranges, [(0, 2), (0, 4)]);
-    assert!(run.usage.input_tokens > 0 && run.usage.output_tokens > 0);
+    assert!(run.totals.usage.input_tokens > 0 && run.totals.usage.output_tokens > 0);
 }
 
 #[tokio::test]
@@ -107,7 +107,7 @@ async fn a_step_limit_stops_the_loop_and_says_so() {
     let mut sink = VecSink::default();
     let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::StepLimit);
-    assert_eq!(run.steps, 2);
+    assert_eq!(run.totals.steps, 2);
 }
 
 #[tokio::test]
@@ -123,9 +123,9 @@ async fn the_sim_agent_fixes_the_bug_through_the_tools() {
     assert_eq!(run.stop_reason, StopReason::Completed);
     assert_eq!(greeting(&dir), "echo hello\n");
     assert!(
-        run.tool_calls >= 4,
+        run.totals.tool_calls >= 4,
         "explore, read, test, edit, test: {}",
-        run.tool_calls
+        run.totals.tool_calls
     );
 }
 
@@ -218,8 +218,8 @@ async fn transient_failures_are_retried_honouring_retry_after() {
     let config = HarnessConfig::default();
     let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::Completed);
-    assert_eq!(run.retries, 2);
-    assert_eq!(run.steps, 1);
+    assert_eq!(run.totals.retries, 2);
+    assert_eq!(run.totals.steps, 1);
     let recorded = attempts(&sink);
     assert_eq!(recorded.len(), 3);
     assert_eq!(recorded[0], (1, 0, false));
@@ -256,7 +256,7 @@ async fn permanent_failures_and_exhausted_retries_stop_with_a_model_error() {
     let mut sink = VecSink::default();
     let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::ModelError);
-    assert_eq!((run.retries, attempts(&sink).len()), (2, 3));
+    assert_eq!((run.totals.retries, attempts(&sink).len()), (2, 3));
 }
 
 #[tokio::test]
@@ -269,14 +269,14 @@ async fn a_token_limit_stops_the_loop() {
     let mut sink = VecSink::default();
     let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
     assert_eq!(run.stop_reason, StopReason::TokenLimit);
-    assert_eq!(run.steps, 1);
+    assert_eq!(run.totals.steps, 1);
 }
 
 /// Denies `bash`, asks for `str_replace`.
 struct Strict;
 
 impl tack_agent::PermissionGate for Strict {
-    fn judge(&self, tool: &str, _: &serde_json::Value) -> tack_agent::GateDecision {
+    fn judge(&self, tool: &str, _: &[tack_protocol::ToolAccess]) -> tack_agent::GateDecision {
         let verdict = match tool {
             "bash" => tack_agent::GateVerdict::Deny,
             "str_replace" => tack_agent::GateVerdict::Ask,
@@ -287,6 +287,7 @@ impl tack_agent::PermissionGate for Strict {
             rule: format!("rules[0] ({tool})"),
             part: tool.to_string(),
             reason: "test".to_string(),
+            asking: vec![tool.to_string()],
         }
     }
 }
@@ -310,9 +311,9 @@ async fn gates_deny_and_ask_and_every_ask_is_an_intervention() {
     let mut model = OracleModel::new(brief());
     let mut session = tack_agent::Session::new(&config, &dispatcher, &gatekeeper, &mut sink);
     let stop = session.run(&mut model, "fix it").await;
-    let run = session.totals();
+    let run = session.outcome();
     assert_eq!(stop, StopReason::Completed);
-    assert_eq!(run.interventions, 1);
+    assert_eq!(run.totals.interventions, 1);
     assert_eq!(greeting(&dir), "echo hello\n");
     let approvals: Vec<_> = sink
         .events

@@ -16,6 +16,10 @@ struct PanickingTool;
 
 #[async_trait]
 impl Tool for PanickingTool {
+    fn access(&self, _: &serde_json::Value) -> Vec<tack_protocol::ToolAccess> {
+        Vec::new()
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "explode".to_string(),
@@ -154,19 +158,19 @@ const CASES: &[Case] = {
         // integer but not a Rust u64.
         case("bash", r#"{"command": "ls", "timeout_secs": 5.0}"#, InvalidArguments, &["field `timeout_secs`", "expected u64"]),
         // Valid arguments, and the tool fails.
-        case("read_file", r#"{"path": "missing.txt"}"#, ExecutionFailed, &["cannot read `missing.txt`"]),
-        case("read_file", r#"{"path": "../outside"}"#, ExecutionFailed, &["`../outside` is outside the workspace"]),
+        case("read_file", r#"{"path": "missing.txt"}"#, ExecutionFailed, &["`missing.txt` does not exist"]),
+        case("read_file", r#"{"path": "../outside"}"#, SandboxDenied, &["`../outside` is outside the workspace"]),
         case("read_file", r#"{"path": "a.txt", "start_line": 9}"#, ExecutionFailed, &["the file has 3 lines"]),
-        case("write_file", r#"{"path": "/etc/tack-test", "content": "x"}"#, ExecutionFailed, &["`/etc/tack-test` is outside the workspace"]),
+        case("write_file", r#"{"path": "/etc/tack-test", "content": "x"}"#, SandboxDenied, &["`/etc/tack-test` is outside the workspace"]),
         case("str_replace", r#"{"path": "a.txt", "old_string": "x", "new_string": "z"}"#, ExecutionFailed, &["matches 2 times (lines 1, 3)"]),
         case("str_replace", r#"{"path": "a.txt", "old_string": "q", "new_string": "z"}"#, ExecutionFailed, &["`old_string` was not found", "0 matches"]),
         case("str_replace", r#"{"path": "a.txt", "old_string": "", "new_string": "z"}"#, ExecutionFailed, &["`old_string` is empty"]),
-        case("list_files", r#"{"path": "../"}"#, ExecutionFailed, &["`../` is outside the workspace"]),
-        case("list_files", r#"{"path": "/etc"}"#, ExecutionFailed, &["`/etc` is outside the workspace"]),
+        case("list_files", r#"{"path": "../"}"#, SandboxDenied, &["`../` is outside the workspace"]),
+        case("list_files", r#"{"path": "/etc"}"#, SandboxDenied, &["`/etc` is outside the workspace"]),
         case("list_files", r#"{"path": "nope"}"#, ExecutionFailed, &["`nope` does not exist"]),
         case("list_files", r#"{"pattern": "a["}"#, ExecutionFailed, &["invalid glob `a[`"]),
         case("grep", r#"{"pattern": "("}"#, ExecutionFailed, &["invalid regex `(`", "unclosed group"]),
-        case("grep", r#"{"pattern": "x", "path": "../../etc"}"#, ExecutionFailed, &["`../../etc` is outside the workspace"]),
+        case("grep", r#"{"pattern": "x", "path": "../../etc"}"#, SandboxDenied, &["`../../etc` is outside the workspace"]),
         case("grep", r#"{"pattern": "x", "glob": "{a"}"#, ExecutionFailed, &["invalid glob `{a`"]),
         // Cut off by the output limit: not run at all.
         cut_off("bash", r#"{"command": "echo hi"}"#, &["`bash` call", "Re-issue it with complete arguments"]),
@@ -243,6 +247,10 @@ struct BrokenSchemaTool;
 
 #[async_trait]
 impl Tool for BrokenSchemaTool {
+    fn access(&self, _: &serde_json::Value) -> Vec<tack_protocol::ToolAccess> {
+        Vec::new()
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "broken".to_string(),

@@ -223,7 +223,7 @@ async fn list_files_and_grep_stay_inside_the_workspace() {
         let error = run(&d, tool, arguments.clone()).await.unwrap_err();
         assert_eq!(
             error.kind,
-            ToolErrorKind::ExecutionFailed,
+            ToolErrorKind::SandboxDenied,
             "{tool} {arguments}"
         );
         assert!(

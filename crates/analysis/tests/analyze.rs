@@ -505,8 +505,8 @@ fn a_missing_column_is_an_error_naming_it() {
 #[test]
 fn reads_what_the_trace_writer_writes() {
     use tack_protocol::{
-        ApprovalRecord, Event, EventSink, ModelCallRecord, SpanStatus, StopReason, ToolCallRecord,
-        ToolErrorKind, TrialFinished, TrialOutcome, TrialStarted, Usage,
+        ApprovalRecord, Event, EventSink, ModelCallRecord, RunTotals, SpanStatus, StopReason,
+        ToolCallRecord, ToolErrorKind, TrialFinished, TrialOutcome, TrialStarted, Usage,
     };
     let root = tempfile::tempdir().unwrap();
     let manifest = fixture::manifest();
@@ -596,15 +596,15 @@ fn reads_what_the_trace_writer_writes() {
         Event::TrialFinished(TrialFinished {
             outcome: TrialOutcome::VerificationFailed,
             stop_reason: StopReason::Completed,
-            steps: 1,
-            usage: Usage::default(),
-            cost_usd: None,
-            retries: 1,
-            interventions: 1,
+            totals: RunTotals {
+                steps: 1,
+                retries: 1,
+                interventions: 1,
+                tool_errors: 1,
+                ..RunTotals::default()
+            },
             feedback_rounds: 3,
             tampered: true,
-            tool_errors: 1,
-            sandbox_denials: 0,
             checks_passed: Some(false),
             duration_ms: 100,
             finished_at_ms: 100,

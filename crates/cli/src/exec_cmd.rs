@@ -1,19 +1,18 @@
 //! `tack exec`: one unattended agent run on a directory, outside any suite.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
-use tack_agent::{Dispatcher, Gatekeeper, Pricer, Session, ToolContext, approver_for};
-use tack_model::{Model, SimParams, TaskBrief, builtin_model};
+use tack_agent::Pricer;
+use tack_harness::{Harness, HarnessRun, HarnessSetup, ModelChoice, Models, Verification};
+use tack_model::{ChaosParams, Model, SimParams, TaskBrief};
 use tack_protocol::{
-    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ResultView, SandboxProfile,
-    SinkError, StopReason, TrialOutcome,
+    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ModelSpec, ResultView,
+    SandboxProfile, SinkError, TrialOutcome,
 };
-use tack_providers::ProviderConfig;
-use tack_suite::Check;
+use tack_suite::{Check, ProviderSettings};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 
@@ -161,21 +160,16 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         )));
     }
     let workspace = args.workspace.canonicalize().or_fail(Failure::Usage)?;
-    let config = args.config();
-    let ctx = ToolContext {
-        workspace: workspace.clone(),
+    let base_dir = std::env::current_dir().or_fail(Failure::Internal)?;
+    let harness = Harness::assemble(HarnessSetup {
+        config: args.config(),
+        workspace,
         env: Vec::new(),
-        command_timeout: Duration::from_secs(config.command_timeout_secs),
-        output_limit: config.output_limit_bytes,
-        confinement: std::sync::Arc::new(tack_sandbox::Confinement::for_profile(
-            config.sandbox,
-            &workspace,
-        )),
-    };
-    let dispatcher = Dispatcher::builtin(&config.tools, ctx).or_fail(Failure::Usage)?;
-    let gate = tack_runner::permission_gate(&config, Path::new("."), &workspace).map_err(usage)?;
-    let approver = approver_for(&config.approver, workspace.clone()).map_err(usage)?;
-    let gatekeeper = Gatekeeper::new(gate, config.requires_approval.clone(), approver);
+        hidden: Vec::new(),
+        base_dir,
+        interactive: Some(crate::terminal_approver::shared()),
+    })
+    .or_fail(Failure::Usage)?;
     let (mut model, pricer) = exec_model(&args)?;
     let checks: Vec<Check> = args
         .checks
@@ -185,52 +179,21 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
             name: format!("check {}", i + 1),
             run: run.clone(),
             timeout_secs: 600,
+            network: false,
         })
         .collect();
-
     let mut sink = ExecSink::new(args.json);
-    let mut session =
-        Session::new(&config, &dispatcher, &gatekeeper, &mut sink).with_pricer(pricer);
-    let mut stop = session.run(model.as_mut(), &args.instruction).await;
-    let mut rounds = 0;
-    let checks_passed = loop {
-        if checks.is_empty() {
-            break Some(true);
-        }
-        let results = tack_suite::run_check_commands(&checks, &workspace, &[])
-            .await
-            .or_fail(Failure::Internal)?;
-        let mut feedback = String::from("The checks failed after you finished:\n");
-        for result in &results {
-            let recorded = session.record(|span_id| {
-                Event::Check(tack_protocol::CheckRecord {
-                    span_id,
-                    name: result.name.clone(),
-                    command: result.command.clone(),
-                    exit_code: result.exit_code,
-                    passed: result.passed,
-                    output: result.output.clone(),
-                    started_at_ms: result.started_at_ms,
-                    duration_ms: result.duration_ms,
-                })
-            });
-            if recorded.is_err() {
-                stop = StopReason::HarnessError;
-            }
-            if !result.passed {
-                feedback.push_str(&format!("\n$ {}\n{}\n", result.command, result.output));
-            }
-        }
-        let passed = results.iter().all(|r| r.passed);
-        if passed || stop != StopReason::Completed || rounds >= config.feedback_rounds {
-            break Some(passed);
-        }
-        rounds += 1;
-        stop = session.run(model.as_mut(), &feedback).await;
-    };
-    let totals = session.totals();
-    let outcome = TrialOutcome::decide(stop, checks_passed);
-    sink.finish(outcome, &totals);
+    let run = harness
+        .run(
+            model.as_mut(),
+            pricer,
+            &args.instruction,
+            &Verification::Commands(&checks),
+            &mut sink,
+        )
+        .await;
+    let outcome = run.outcome();
+    sink.finish(outcome, &run);
     Ok(exit_code(outcome))
 }
 
@@ -243,25 +206,26 @@ fn exec_model(args: &ExecArgs) -> Result<(Box<dyn Model>, Option<Pricer>), Comma
         .clone()
         .or(env.model.clone())
         .unwrap_or_else(|| "sim".to_string());
-    if tack_model::is_builtin_model(&spec) {
-        let brief = TaskBrief {
-            instruction: args.instruction.clone(),
-            ..TaskBrief::default()
-        };
-        let model =
-            builtin_model(&spec, brief, SimParams::default(), args.seed).or_fail(Failure::Usage)?;
-        return Ok((model, None));
-    }
-    let mut config = ProviderConfig::from_spec(&spec).map_err(|_| {
-        usage(format!(
-            "unknown model `{spec}`: use `sim`, or `openai:<model>` / `anthropic:<model>`"
-        ))
-    })?;
-    config.base_url = args.base_url.clone().or(env.base_url.clone());
-    config.api_key = env.api_key.clone();
-    let model = tack_providers::provider_model(&spec, &config).or_fail(Failure::Usage)?;
-    let pricer = tack_runner::pricer_for_model(&spec).map_err(usage)?;
-    Ok((model, pricer))
+    let spec = ModelSpec::parse(&spec).map_err(|e| usage(format!("--model: {e}")))?;
+    let choice = ModelChoice {
+        spec,
+        sim: SimParams::default(),
+        chaos: ChaosParams::default(),
+        provider: ProviderSettings {
+            base_url: args.base_url.clone().or(env.base_url.clone()),
+            ..ProviderSettings::default()
+        },
+        api_key: env.api_key.clone(),
+    };
+    let models = Models::new().or_fail(Failure::Usage)?;
+    let brief = TaskBrief {
+        instruction: args.instruction.clone(),
+        ..TaskBrief::default()
+    };
+    let model = models
+        .build(&choice, brief, args.seed)
+        .or_fail(Failure::Usage)?;
+    Ok((model, models.pricer(&choice.spec)))
 }
 
 fn usage(message: impl Into<String>) -> CommandError {
@@ -294,19 +258,23 @@ impl ExecSink {
         ExecSink { json, seq: 0 }
     }
 
-    fn finish(&mut self, outcome: TrialOutcome, totals: &tack_agent::AgentRun) {
+    fn finish(&mut self, outcome: TrialOutcome, run: &HarnessRun) {
+        let totals = &run.agent.totals;
         let summary = serde_json::json!({
             "type": "exec_finished",
             "outcome": outcome,
-            "stop_reason": totals.stop_reason,
+            "stop_reason": run.agent.stop_reason,
             "steps": totals.steps,
             "tool_calls": totals.tool_calls,
             "tool_errors": totals.tool_errors,
             "retries": totals.retries,
             "interventions": totals.interventions,
+            "sandbox_denials": totals.sandbox_denials,
             "input_tokens": totals.usage.input_tokens,
             "output_tokens": totals.usage.output_tokens,
-            "error": totals.error,
+            "checks_passed": run.checks_passed,
+            "feedback_rounds": run.feedback_rounds,
+            "error": run.error(),
         });
         if self.json {
             let _ = writeln!(
@@ -317,12 +285,12 @@ impl ExecSink {
         } else {
             eprintln!(
                 "{outcome} ({}), {} steps, {} tool calls, {} tokens",
-                totals.stop_reason,
+                run.agent.stop_reason,
                 totals.steps,
                 totals.tool_calls,
                 totals.usage.total()
             );
-            if let Some(error) = &totals.error {
+            if let Some(error) = run.error() {
                 eprintln!("error: {error}");
             }
         }

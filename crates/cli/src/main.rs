@@ -11,6 +11,7 @@ mod report_cmd;
 mod run_cmd;
 mod sandbox_cmd;
 mod suite_cmd;
+mod terminal_approver;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

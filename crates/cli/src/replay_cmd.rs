@@ -29,7 +29,7 @@ pub struct ReplayArgs {
 }
 
 pub async fn run(args: ReplayArgs) -> CommandResult {
-    let (plan, warning) = tack_runner::replay_plan(
+    let (mut plan, warning) = tack_runner::replay_plan(
         &args.run,
         &args.trial,
         args.traces.clone(),
@@ -39,7 +39,9 @@ pub async fn run(args: ReplayArgs) -> CommandResult {
     if let Some(warning) = warning {
         eprintln!("warning: {warning}");
     }
-    plan.trials().or_fail(Failure::Usage)?;
+    plan.hidden.push(args.reports.clone());
+    plan.interactive = Some(crate::terminal_approver::shared());
+    plan.validate().or_fail(Failure::Usage)?;
     let output = Output {
         reports: args.reports,
         no_report: false,

@@ -80,7 +80,7 @@ fn usage_errors_exit_2() {
     let dir = workspace();
     let output = exec(dir.path(), &["--model", "gpt-9"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown model `gpt-9`"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("`gpt-9` is not a model"));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-use tack_protocol::Solution;
+use tack_protocol::{BuiltinModel, Solution};
 
 use crate::{Model, OracleModel, SimAgent, SimParams};
 
@@ -13,39 +13,15 @@ pub struct TaskBrief {
     pub test_command: Option<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum BuiltinModelError {
-    #[error(
-        "unknown model `{0}`: the built-in models are `oracle` and `sim` (provider models such as `openai:<model>` are not available in this build)"
-    )]
-    Unknown(String),
-}
-
-pub fn is_builtin_model(id: &str) -> bool {
-    matches!(unwrap_chaos(id).1, "oracle" | "sim")
-}
-
-/// `chaos(inner)` → `(true, "inner")`; anything else → `(false, id)`.
-pub fn unwrap_chaos(id: &str) -> (bool, &str) {
-    match id
-        .strip_prefix("chaos(")
-        .and_then(|rest| rest.strip_suffix(')'))
-    {
-        Some(inner) => (true, inner.trim()),
-        None => (false, id),
-    }
-}
-
 /// Builds a built-in model for one trial.
 pub fn builtin_model(
-    id: &str,
+    model: BuiltinModel,
     brief: TaskBrief,
     params: SimParams,
     seed: u64,
-) -> Result<Box<dyn Model>, BuiltinModelError> {
-    match id {
-        "oracle" => Ok(Box::new(OracleModel::new(brief))),
-        "sim" => Ok(Box::new(SimAgent::new(brief, params, seed))),
-        other => Err(BuiltinModelError::Unknown(other.to_string())),
+) -> Box<dyn Model> {
+    match model {
+        BuiltinModel::Oracle => Box::new(OracleModel::new(brief)),
+        BuiltinModel::Sim => Box::new(SimAgent::new(brief, params, seed)),
     }
 }

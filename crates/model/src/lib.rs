@@ -13,7 +13,7 @@ mod tokens;
 use async_trait::async_trait;
 use tack_protocol::{FinishReason, Message, ToolSpec, Usage};
 
-pub use builtin::{BuiltinModelError, TaskBrief, builtin_model, is_builtin_model, unwrap_chaos};
+pub use builtin::{TaskBrief, builtin_model};
 pub use chaos::{ChaosModel, ChaosParams};
 pub use oracle::OracleModel;
 pub use replay::ReplayModel;
@@ -59,7 +59,12 @@ impl ModelError {
     pub fn is_transient(&self) -> bool {
         match self {
             ModelError::Transport(_) => true,
-            ModelError::Api { status, .. } => matches!(status, 429 | 500 | 502 | 503 | 529),
+            // 408 request timeout and 504 gateway timeout are the same
+            // passing failure as a transport timeout; 529 is Anthropic's
+            // "overloaded".
+            ModelError::Api { status, .. } => {
+                matches!(status, 408 | 429 | 500 | 502 | 503 | 504 | 529)
+            }
             ModelError::InvalidResponse(_) => false,
         }
     }
@@ -98,10 +103,5 @@ pub struct CallAnnotation {
     pub rate_limit_wait_ms: u64,
 }
 
-/// Tool names the built-in models call. The harness's tool set uses the same.
-pub mod tool_names {
-    pub const BASH: &str = "bash";
-    pub const READ_FILE: &str = "read_file";
-    pub const WRITE_FILE: &str = "write_file";
-    pub const STR_REPLACE: &str = "str_replace";
-}
+/// Tool names the built-in models call: the harness's own.
+pub use tack_protocol::tool_names;

@@ -107,10 +107,13 @@ pub enum ToolErrorKind {
     Timeout,
     /// A permission rule or the approver refused the call.
     Denied,
+    /// The sandbox refused what the call would touch (a file tool writing
+    /// `.git/`, leaving the workspace, writing through a hard link).
+    SandboxDenied,
 }
 
 impl ToolErrorKind {
-    pub const ALL: [ToolErrorKind; 8] = [
+    pub const ALL: [ToolErrorKind; 9] = [
         ToolErrorKind::InvalidJson,
         ToolErrorKind::UnknownTool,
         ToolErrorKind::InvalidArguments,
@@ -119,6 +122,7 @@ impl ToolErrorKind {
         ToolErrorKind::Panicked,
         ToolErrorKind::Timeout,
         ToolErrorKind::Denied,
+        ToolErrorKind::SandboxDenied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -131,6 +135,7 @@ impl ToolErrorKind {
             ToolErrorKind::Panicked => "panicked",
             ToolErrorKind::Timeout => "timeout",
             ToolErrorKind::Denied => "denied",
+            ToolErrorKind::SandboxDenied => "sandbox_denied",
         }
     }
 }
@@ -218,27 +223,43 @@ pub struct CheckRecord {
 pub struct TrialFinished {
     pub outcome: TrialOutcome,
     pub stop_reason: StopReason,
-    /// Model calls made by the agent loop.
-    pub steps: u32,
-    pub usage: Usage,
-    pub cost_usd: Option<f64>,
-    /// Model-call attempts beyond the first.
-    pub retries: u32,
-    /// Human or approver decisions the trial waited for.
-    pub interventions: u32,
+    /// What the agent loop did and spent (flattened: the journal keeps one
+    /// flat object per trial).
+    #[serde(flatten)]
+    pub totals: RunTotals,
     /// Verification rounds in which failing checks went back to the model.
     pub feedback_rounds: u32,
     /// The agent changed files the checks depend on (e.g. the visible tests).
     pub tampered: bool,
-    /// Tool calls that ended in an error result.
-    pub tool_errors: u32,
-    /// Commands in which the sandbox refused something.
-    pub sandbox_denials: u32,
     pub checks_passed: Option<bool>,
     pub duration_ms: u64,
     pub finished_at_ms: i64,
     /// What went wrong, for error outcomes.
     pub error: Option<String>,
+}
+
+/// What one agent run did and spent. The agent loop counts into it, and the
+/// same struct travels in `TrialFinished` to the trace row and the runner's
+/// summary, so a new counter is added here once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunTotals {
+    /// Model turns (an attempt that failed and was retried is not a turn).
+    pub steps: u32,
+    pub usage: Usage,
+    /// Dollars of the priced calls; `None` when no call had a price.
+    pub cost_usd: Option<f64>,
+    /// Tool calls the model asked for (journals written before this field
+    /// existed read as 0).
+    #[serde(default)]
+    pub tool_calls: u32,
+    /// Tool calls that ended in an error result.
+    pub tool_errors: u32,
+    /// Model-call attempts beyond the first.
+    pub retries: u32,
+    /// Calls that waited for a human or an approver.
+    pub interventions: u32,
+    /// Tool calls in which the sandbox refused something.
+    pub sandbox_denials: u32,
 }
 
 #[derive(Debug)]

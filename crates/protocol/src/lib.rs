@@ -5,22 +5,26 @@
 //! This crate has no heavy dependencies on purpose: the harness, the providers
 //! and the trace writer all build on it.
 
+mod access;
 mod config;
 mod event;
 mod message;
+mod model_spec;
 mod outcome;
 mod solution;
 mod usage;
 
+pub use access::{ToolAccess, tool_names};
 pub use config::{
     ApproverConfig, ApproverPolicy, DEFAULT_SYSTEM_PROMPT, HarnessConfig, ResultView,
     SandboxProfile,
 };
 pub use event::{
-    ApprovalRecord, CheckRecord, Event, EventSink, ModelCallRecord, SinkError, SpanStatus,
-    ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink,
+    ApprovalRecord, CheckRecord, Event, EventSink, ModelCallRecord, RunTotals, SinkError,
+    SpanStatus, ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink,
 };
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
+pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};
 pub use outcome::{StopReason, TrialOutcome};
 pub use solution::{Edit, Solution};
 pub use usage::Usage;

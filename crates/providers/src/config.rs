@@ -5,50 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tack_model::Model;
+use tack_protocol::ModelSpec;
 
 use crate::env::{EnvSettings, env_settings_with};
 use crate::ratelimit::{RateLimiter, WaitObserver};
 use crate::{AnthropicModel, OpenAiModel};
-
-/// The wire format a model speaks. OpenRouter, vLLM, Ollama, llama.cpp,
-/// LM Studio and DeepSeek speak OpenAI's, with their own `base_url`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Provider {
-    OpenAi,
-    Anthropic,
-}
-
-impl Provider {
-    pub fn parse(name: &str) -> Option<Provider> {
-        match name {
-            "openai" => Some(Provider::OpenAi),
-            "anthropic" => Some(Provider::Anthropic),
-            _ => None,
-        }
-    }
-
-    /// `gen_ai.provider.name`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "openai",
-            Provider::Anthropic => "anthropic",
-        }
-    }
-
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "https://api.openai.com/v1",
-            Provider::Anthropic => "https://api.anthropic.com",
-        }
-    }
-
-    pub fn default_key_env(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "OPENAI_API_KEY",
-            Provider::Anthropic => "ANTHROPIC_API_KEY",
-        }
-    }
-}
+pub use tack_protocol::Provider;
 
 /// An API key. It has no `Display`, and its `Debug` prints no part of it, so
 /// it cannot end up in an error message, a log line or a trace by accident.
@@ -134,11 +96,11 @@ impl ProviderConfig {
         }
     }
 
-    /// A configuration with defaults for `openai:<model>` or
-    /// `anthropic:<model>`.
-    pub fn from_spec(spec: &str) -> Result<ProviderConfig, ProviderError> {
-        let (provider, model) = parse_spec(spec)?;
-        Ok(ProviderConfig::new(provider, model))
+    /// A configuration with defaults for the provider model a spec names
+    /// (under any `chaos(...)`); `None` for a built-in model.
+    pub fn for_spec(spec: &ModelSpec) -> Option<ProviderConfig> {
+        spec.provider()
+            .map(|(provider, model)| ProviderConfig::new(provider, model))
     }
 
     /// The base URL in use, without a trailing slash.
@@ -177,44 +139,12 @@ impl ProviderConfig {
     }
 }
 
-/// `openai:gpt-4o-mini` → (OpenAi, "gpt-4o-mini"). The model part may hold
-/// colons itself (`openai:llama3:8b` for Ollama).
-pub fn parse_spec(spec: &str) -> Result<(Provider, String), ProviderError> {
-    let (name, model) = spec
-        .split_once(':')
-        .ok_or_else(|| ProviderError::InvalidSpec(spec.to_string()))?;
-    let provider = Provider::parse(name).ok_or_else(|| ProviderError::UnknownProvider {
-        provider: name.to_string(),
-        spec: spec.to_string(),
-    })?;
-    if model.trim().is_empty() {
-        return Err(ProviderError::InvalidSpec(spec.to_string()));
-    }
-    Ok((provider, model.to_string()))
-}
-
-/// Whether `spec` names a provider model (`<provider>:<model>`).
-pub fn is_provider_spec(spec: &str) -> bool {
-    parse_spec(spec).is_ok()
-}
-
-/// Builds the model `spec` names (`openai:gpt-4o-mini`,
-/// `anthropic:claude-sonnet-4-20250514`), with everything else from
-/// `config`; the spec's provider and model replace `config`'s. The key comes
-/// from `config.api_key` or the environment (see [`ProviderConfig::resolve_key`]).
-pub fn provider_model(
-    spec: &str,
-    config: &ProviderConfig,
-) -> Result<Box<dyn Model>, ProviderError> {
-    let (provider, model) = parse_spec(spec)?;
-    let config = ProviderConfig {
-        provider,
-        model,
-        ..config.clone()
-    };
+/// Builds the model `config` describes. The key comes from
+/// `config.api_key` or the environment (see [`ProviderConfig::resolve_key`]).
+pub fn provider_model(config: &ProviderConfig) -> Result<Box<dyn Model>, ProviderError> {
     let env = env_settings_with(&[config.key_env()]);
     let key = config.resolve_key(&env)?;
-    build_model(&config, key)
+    build_model(config, key)
 }
 
 /// Builds the model `config` describes with `key` (no environment lookup).
@@ -243,12 +173,6 @@ pub(crate) fn is_loopback(base_url: &str) -> bool {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
-    #[error("`{0}` does not name a provider model: write `openai:<model>` or `anthropic:<model>`")]
-    InvalidSpec(String),
-    #[error(
-        "unknown provider `{provider}` in `{spec}`: the providers are `openai` (also for OpenAI-compatible servers, with a base_url) and `anthropic`"
-    )]
-    UnknownProvider { provider: String, spec: String },
     #[error(
         "no API key for {provider}: set {variable} (or API_KEY) in the environment or in ~/.config/tack/env"
     )]
@@ -265,21 +189,6 @@ pub enum ProviderError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn specs_name_a_provider_and_a_model() {
-        let (provider, model) = parse_spec("openai:llama3:8b").unwrap();
-        assert_eq!((provider, model.as_str()), (Provider::OpenAi, "llama3:8b"));
-        assert!(matches!(
-            parse_spec("gemini:pro"),
-            Err(ProviderError::UnknownProvider { .. })
-        ));
-        assert!(matches!(
-            parse_spec("sim"),
-            Err(ProviderError::InvalidSpec(_))
-        ));
-        assert!(parse_spec("anthropic:").is_err());
-    }
 
     #[test]
     fn keys_come_from_the_named_variable_then_api_key_and_are_never_printed() {

@@ -183,6 +183,12 @@ mod tests {
         let error = api_error(529, &HeaderMap::new(), anthropic, None);
         assert!(error.to_string().ends_with("overloaded_error: Overloaded"));
         assert!(error.is_transient());
+        for status in [408, 504] {
+            assert!(api_error(status, &HeaderMap::new(), b"", None).is_transient());
+        }
+        for status in [400, 401, 404] {
+            assert!(!api_error(status, &HeaderMap::new(), b"", None).is_transient());
+        }
         let error = api_error(502, &HeaderMap::new(), b"<html>bad gateway</html>", None);
         assert!(error.to_string().ends_with("<html>bad gateway</html>"));
         let long = "x".repeat(2000);

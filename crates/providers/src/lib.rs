@@ -22,7 +22,7 @@ pub mod sse;
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel};
 pub use config::{
     ApiKey, DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_TIMEOUT, Provider, ProviderConfig, ProviderError,
-    build_model, is_provider_spec, parse_spec, provider_model,
+    build_model, provider_model,
 };
 pub use env::{EnvSettings, env_file_path, env_settings, env_settings_with, parse_env_file};
 pub use openai::OpenAiModel;

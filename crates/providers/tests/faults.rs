@@ -210,21 +210,22 @@ async fn the_concrete_models_debug_without_the_key() {
 
 #[tokio::test]
 async fn provider_model_builds_from_a_spec() {
+    let spec = tack_protocol::ModelSpec::parse("anthropic:claude-sonnet-4-20250514").unwrap();
     let server = Case {
         provider: Provider::Anthropic,
         stream: false,
     }
     .server(vec![ScriptedResponse::text("hello")])
     .await;
-    let mut config = ProviderConfig::new(Provider::OpenAi, "ignored");
+    let mut config = ProviderConfig::for_spec(&spec).unwrap();
     config.base_url = Some(server.base_url());
     config.api_key = Some(ApiKey::new(TEST_API_KEY));
-    let mut model = provider_model("anthropic:claude-sonnet-4-20250514", &config).unwrap();
+    let mut model = provider_model(&config).unwrap();
     assert_eq!(model.provider(), "anthropic");
     assert_eq!(model.model_name(), "claude-sonnet-4-20250514");
     let response = common::call(model.as_mut()).await.unwrap();
     assert_eq!(response.message.content, "hello");
     assert!(server.requests()[0].auth_matches);
-    let error = provider_model("sim", &config).err().unwrap();
-    assert!(error.to_string().contains("openai:<model>"), "{error}");
+    let sim = tack_protocol::ModelSpec::parse("sim").unwrap();
+    assert!(ProviderConfig::for_spec(&sim).is_none());
 }

@@ -67,8 +67,8 @@ async fn a_429_is_retried_after_its_retry_after_and_every_attempt_is_recorded() 
 
     assert_eq!(run.stop_reason, StopReason::Completed, "{:?}", run.error);
     assert_eq!(run.final_message.as_deref(), Some("The notes say hello."));
-    assert_eq!(run.retries, 1);
-    assert_eq!(run.usage.cache_read_tokens, 1024);
+    assert_eq!(run.totals.retries, 1);
+    assert_eq!(run.totals.usage.cache_read_tokens, 1024);
     let calls: Vec<_> = sink
         .events
         .iter()

@@ -11,15 +11,13 @@ use crate::view::thousands;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use tack_protocol::{BuiltinModel, ModelSpec};
 use tack_trace::VariantInfo;
 
 /// Characters of a system prompt shown before the full text is folded away.
 const PROMPT_CHARS: usize = 80;
 /// The text of a setting that is missing or does not apply.
 const NONE: &str = "—";
-/// The model whose `sim` parameters mean something.
-const SIM_MODEL: &str = "sim";
-const CHAOS_PREFIX: &str = "chaos(";
 
 #[derive(Debug, Serialize)]
 pub(crate) struct VariantsView {
@@ -82,7 +80,7 @@ impl Part {
         match self {
             Part::Harness => true,
             Part::Sim => is_sim(info),
-            Part::Chaos => info.model.starts_with(CHAOS_PREFIX),
+            Part::Chaos => model_spec(info).is_some_and(|spec| spec.is_chaos()),
         }
     }
 }
@@ -304,14 +302,16 @@ fn cut_at_word(text: &str, end: usize) -> &str {
     }
 }
 
-/// The simulated agent, bare or wrapped in `chaos(...)`.
+/// The model as the manifest recorded it; `None` for a spelling this
+/// version no longer reads (it then gets no sim or chaos rows).
+fn model_spec(info: &VariantInfo) -> Option<ModelSpec> {
+    ModelSpec::parse(&info.model).ok()
+}
+
+/// The simulated agent, bare or wrapped in `chaos(...)`: the model whose
+/// `sim` parameters mean something.
 fn is_sim(info: &VariantInfo) -> bool {
-    let inner = info
-        .model
-        .strip_prefix(CHAOS_PREFIX)
-        .and_then(|rest| rest.strip_suffix(')'))
-        .unwrap_or(&info.model);
-    inner == SIM_MODEL
+    model_spec(info).and_then(|spec| spec.builtin()) == Some(BuiltinModel::Sim)
 }
 
 fn lookup<'a>(info: &'a VariantInfo, part: Part, key: &str) -> Option<&'a Value> {

@@ -3,8 +3,6 @@
 //! recorded to a trace directory.
 
 mod clock;
-mod models;
-mod permissions;
 mod plan;
 mod replay;
 mod trial;
@@ -14,14 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde::Serialize;
-use tack_protocol::{StopReason, TrialOutcome};
+use tack_harness::{ModelError, Models};
+use tack_protocol::{RunTotals, StopReason, TrialOutcome};
 use tack_suite::Suite;
 use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError, VariantInfo};
 use tokio::sync::Semaphore;
 
 pub use clock::{new_run_id, rfc3339_now};
-pub use models::{PRICES_ENV, price_table, pricer_for_model};
-pub use permissions::gate_for as permission_gate;
 pub use plan::{PlanError, RunPlan, TrialSpec};
 pub use replay::replay_plan;
 
@@ -49,8 +46,8 @@ pub struct TrialSummary {
     pub trial_index: u32,
     pub outcome: TrialOutcome,
     pub stop_reason: StopReason,
-    pub steps: u32,
-    pub total_tokens: u64,
+    #[serde(flatten)]
+    pub totals: RunTotals,
     pub duration_ms: u64,
     pub error: Option<String>,
     /// Where the trial's workspace was kept (`--keep-workspaces`, failed trials).
@@ -74,11 +71,20 @@ pub enum RunError {
     Trace(#[from] TraceError),
     #[error("could not hash the suite: {0}")]
     Suite(#[from] tack_suite::SuiteError),
-    #[error("the price table: {0}")]
-    Prices(String),
+    #[error(transparent)]
+    Models(#[from] ModelError),
 }
 
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What every trial of a run shares.
+pub(crate) struct RunContext {
+    pub suite: Suite,
+    /// Paths no command of any trial may see.
+    pub hidden: Vec<PathBuf>,
+    pub models: Models,
+    pub interactive: Option<Arc<dyn tack_agent::Approver>>,
+}
 
 /// Asks a run to stop: trials already running finish and are recorded, the
 /// rest are not started, and the manifest says the run was interrupted.
@@ -102,9 +108,9 @@ pub async fn run(
     progress: ProgressFn,
     cancel: CancelFlag,
 ) -> Result<RunResult, RunError> {
-    let trials = plan.trials()?;
-    let shared = Arc::new(models::Shared::new().map_err(RunError::Prices)?);
-    let manifest = manifest_for(&plan, shared.prices.version())?;
+    let models = Models::new()?;
+    let trials = plan.trials(&models)?;
+    let manifest = manifest_for(&plan, models.price_version())?;
     let writer = RunWriter::create(&plan.traces_root, &manifest)?;
     let total = trials.len();
     progress(Progress::Started {
@@ -115,14 +121,18 @@ pub async fn run(
 
     let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
     let done = Arc::new(AtomicUsize::new(0));
-    let suite = Arc::new(plan.suite.clone());
+    let context = Arc::new(RunContext {
+        hidden: plan.hidden_paths(),
+        suite: plan.suite.clone(),
+        models,
+        interactive: plan.interactive.clone(),
+    });
     let mut handles = Vec::with_capacity(total);
     for spec in trials {
-        let shared = shared.clone();
-        let (semaphore, done, suite, writer, progress, cancel) = (
+        let (semaphore, done, context, writer, progress, cancel) = (
             semaphore.clone(),
             done.clone(),
-            suite.clone(),
+            context.clone(),
             writer.clone(),
             progress.clone(),
             cancel.clone(),
@@ -133,7 +143,7 @@ pub async fn run(
             if cancel.is_cancelled() {
                 return None;
             }
-            let summary = trial::run_trial(&suite, &shared, &spec, &run_id, &writer).await;
+            let summary = trial::run_trial(&context, &spec, &run_id, &writer).await;
             let done = done.fetch_add(1, Ordering::SeqCst) + 1;
             progress(Progress::TrialFinished {
                 summary: summary.clone(),
@@ -179,8 +189,8 @@ fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError>
         .into_iter()
         .map(|v| VariantInfo {
             name: v.name.clone(),
-            model: v.model.clone(),
-            simulated: tack_model::is_builtin_model(tack_model::unwrap_chaos(&v.model).1),
+            model: v.model.to_string(),
+            simulated: v.model.is_simulated(),
             description: v.description.clone(),
             config: serde_json::to_value(v).unwrap_or_default(),
         })

@@ -3,11 +3,12 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 use tack_agent::{Dispatcher, ToolContext};
+use tack_harness::{ModelChoice, Models};
 use tack_suite::{Suite, Task, Variant};
 use tack_trace::RecordedAnswers;
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunPlan {
     pub suite: Suite,
     /// Variant names to run; empty means all.
@@ -25,6 +26,12 @@ pub struct RunPlan {
     /// Answer with these recorded model responses instead of the variant's
     /// model (`tack replay`).
     pub replay: Option<Arc<RecordedAnswers>>,
+    /// More directories no command of a trial may see: the reports
+    /// directory in use (the traces root and the suite's tasks are always
+    /// hidden).
+    pub hidden: Vec<PathBuf>,
+    /// Answers `approver.policy = "interactive"` (the CLI's terminal prompt).
+    pub interactive: Option<Arc<dyn tack_agent::Approver>>,
 }
 
 /// One trial to run.
@@ -59,7 +66,42 @@ pub enum PlanError {
     NoTrials,
 }
 
+impl std::fmt::Debug for RunPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunPlan")
+            .field("suite", &self.suite.name)
+            .field("variants", &self.variants)
+            .field("tasks", &self.tasks)
+            .field("trials_per_task", &self.trials_per_task)
+            .field("run_id", &self.run_id)
+            .field("interactive", &self.interactive.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl RunPlan {
+    /// What the agents' and checks' commands must not read: the suite's
+    /// tasks (hidden checks, reference solutions), and the traces and
+    /// reports directories this run uses, which hold the same from earlier
+    /// runs. Paths that do not exist yet are left out (nothing to hide).
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let mut hidden = self.suite.hidden_paths();
+        for dir in std::iter::once(&self.traces_root).chain(&self.hidden) {
+            if let Ok(real) = dir.canonicalize() {
+                hidden.push(real);
+            }
+        }
+        hidden.dedup();
+        hidden
+    }
+
+    /// Checks the whole plan before anything runs: the selection, and that
+    /// every variant can run here.
+    pub fn validate(&self) -> Result<(), crate::RunError> {
+        self.trials(&Models::new()?)?;
+        Ok(())
+    }
+
     pub fn selected_variants(&self) -> Result<Vec<&Variant>, PlanError> {
         select(&self.suite.variants, &self.variants, |v| &v.name).map_err(|name| {
             PlanError::UnknownVariant {
@@ -78,15 +120,16 @@ impl RunPlan {
         })
     }
 
-    /// Every trial, variant-major, after checking that each variant can run.
-    pub fn trials(&self) -> Result<Vec<TrialSpec>, PlanError> {
+    /// Every trial, variant-major, after checking that each variant can run
+    /// (its tools, its sandbox profile on this machine, its model).
+    pub fn trials(&self, models: &Models) -> Result<Vec<TrialSpec>, PlanError> {
         if self.trials_per_task == 0 {
             return Err(PlanError::NoTrials);
         }
         let variants = self.selected_variants()?;
         let tasks = self.selected_tasks()?;
         for variant in &variants {
-            check_variant(variant)?;
+            check_variant(variant, models)?;
         }
         let mut trials = Vec::new();
         for variant in &variants {
@@ -108,7 +151,7 @@ impl RunPlan {
     }
 }
 
-fn check_variant(variant: &Variant) -> Result<(), PlanError> {
+fn check_variant(variant: &Variant, models: &Models) -> Result<(), PlanError> {
     let ctx = ToolContext {
         workspace: PathBuf::new(),
         env: Vec::new(),
@@ -128,10 +171,12 @@ fn check_variant(variant: &Variant) -> Result<(), PlanError> {
             message: e.to_string(),
         }
     })?;
-    crate::models::check_model(variant).map_err(|message| PlanError::Variant {
-        variant: variant.name.clone(),
-        message,
-    })
+    models
+        .check(&ModelChoice::of_variant(variant))
+        .map_err(|e| PlanError::Variant {
+            variant: variant.name.clone(),
+            message: e.to_string(),
+        })
 }
 
 fn select<'a, T>(

@@ -41,6 +41,8 @@ pub fn replay_plan(
         command_line,
         keep_failed_workspaces: false,
         replay: Some(Arc::new(answers)),
+        hidden: Vec::new(),
+        interactive: None,
         suite,
     };
     Ok((plan, warning))

@@ -27,6 +27,8 @@ fn plan(traces: &std::path::Path, variants: &[&str], tasks: &[&str], trials: u32
         command_line: vec![],
         keep_failed_workspaces: false,
         replay: None,
+        hidden: Vec::new(),
+        interactive: None,
     }
 }
 
@@ -47,7 +49,7 @@ async fn oracle_passes_and_the_trace_counts_match() {
     }
     let dir = &result.run_dir;
     assert_eq!(tack_trace::count_rows(dir, "trials").unwrap(), 8);
-    let steps: u32 = result.trials.iter().map(|t| t.steps).sum();
+    let steps: u32 = result.trials.iter().map(|t| t.totals.steps).sum();
     let spans = tack_trace::read_table(dir, "spans").unwrap();
     let mut model_calls = 0;
     for batch in &spans {
@@ -91,7 +93,7 @@ async fn same_seed_same_trajectory() {
     let outcomes = |r: &tack_runner::RunResult| -> Vec<_> {
         r.trials
             .iter()
-            .map(|t| (t.trial_id.clone(), t.outcome, t.steps))
+            .map(|t| (t.trial_id.clone(), t.outcome, t.totals.steps))
             .collect()
     };
     assert_eq!(outcomes(&first), outcomes(&second));

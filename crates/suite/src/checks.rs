@@ -2,10 +2,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tack_sandbox::{CommandSpec, Confinement};
+use tack_sandbox::CommandSpec;
 
 use crate::copy::copy_tree;
-use crate::{Check, SuiteError, Task};
+use crate::{Check, CommandSandbox, SuiteError, Task, checks_root};
 
 const CHECK_OUTPUT_LIMIT: usize = 16 * 1024;
 
@@ -22,14 +22,21 @@ pub struct CheckResult {
     pub duration_ms: u64,
 }
 
-/// Runs the task's hidden checks against a workspace. The checks directory
-/// is copied to a fresh place only now, after the agent has stopped, so the
-/// agent never had a path to it.
-pub async fn run_checks(task: &Task, workspace: &Path) -> Result<Vec<CheckResult>, SuiteError> {
+/// Runs the task's hidden checks against a workspace, confined by
+/// `sandbox`: a check imports and runs the agent's code. The checks
+/// directory is copied to a fresh place only now, after the agent has
+/// stopped, below [`checks_root`], which agents' commands never see.
+pub async fn run_checks(
+    task: &Task,
+    workspace: &Path,
+    sandbox: &CommandSandbox,
+) -> Result<Vec<CheckResult>, SuiteError> {
+    let root = checks_root();
+    std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
     let hidden = tempfile::Builder::new()
-        .prefix(&format!("tack-checks-{}-", task.id))
-        .tempdir()
-        .map_err(|e| SuiteError::io(&std::env::temp_dir(), e))?;
+        .prefix(&format!("{}-", task.id))
+        .tempdir_in(&root)
+        .map_err(|e| SuiteError::io(&root, e))?;
     if task.checks_dir().is_dir() {
         copy_tree(&task.checks_dir(), hidden.path())
             .map_err(|e| SuiteError::io(&task.checks_dir(), e))?;
@@ -43,29 +50,30 @@ pub async fn run_checks(task: &Task, workspace: &Path) -> Result<Vec<CheckResult
         "TACK_WORKSPACE".to_string(),
         workspace.display().to_string(),
     ));
-    run_check_commands(&task.checks, workspace, &env).await
+    run_check_commands(&task.checks, workspace, &env, sandbox).await
 }
 
 /// Runs check commands in `workspace` with `env`, in order, each to its
-/// timeout. A check that cannot start at all is an error, not a failure.
+/// timeout and confined by `sandbox`. A check that cannot start at all is
+/// an error, not a failure.
 pub async fn run_check_commands(
     checks: &[Check],
     workspace: &Path,
     env: &[(String, String)],
+    sandbox: &CommandSandbox,
 ) -> Result<Vec<CheckResult>, SuiteError> {
     let mut results = Vec::with_capacity(checks.len());
-    // Hidden checks are the suite's own commands, run after the agent.
-    let unconfined = Confinement::off();
     for check in checks {
         let started_at_ms = now_ms();
         let clock = Instant::now();
+        let confinement = sandbox.confinement(workspace, check.network);
         let spec = CommandSpec {
             script: &check.run,
             cwd: workspace,
             env,
             timeout: Duration::from_secs(check.timeout_secs),
             output_limit: CHECK_OUTPUT_LIMIT,
-            confinement: &unconfined,
+            confinement: &confinement,
         };
         let output = tack_sandbox::run(&spec)
             .await

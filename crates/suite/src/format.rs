@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use tack_model::{ChaosParams, SimParams};
-use tack_protocol::{HarnessConfig, Solution};
+use tack_protocol::{HarnessConfig, ModelSpec, Solution};
 
 /// A loaded suite: its variants and tasks, checked.
 #[derive(Debug, Clone)]
@@ -25,6 +25,16 @@ impl Suite {
     pub fn variant(&self, name: &str) -> Option<&Variant> {
         self.variants.iter().find(|v| v.name == name)
     }
+
+    /// What no command of a trial may read: the tasks, with their hidden
+    /// checks and reference solutions.
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let root = self
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| self.root.clone());
+        vec![root.join("tasks")]
+    }
 }
 
 /// A model and a harness configuration to run every task with.
@@ -34,8 +44,9 @@ pub struct Variant {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// `oracle`, `sim`, or a provider model.
-    pub model: String,
+    /// `oracle`, `sim`, or a provider model, optionally in `chaos(...)`;
+    /// a string in the file, parsed (and so checked) as it is read.
+    pub model: ModelSpec,
     #[serde(default)]
     pub harness: HarnessConfig,
     /// Parameters of the simulated agent, for `model = "sim"`.
@@ -67,18 +78,6 @@ pub struct ProviderSettings {
     pub max_concurrency: Option<u32>,
 }
 
-/// Providers a `provider:model` id may name.
-pub const PROVIDERS: [&str; 2] = ["openai", "anthropic"];
-
-/// Whether `id` (inside `chaos(...)` or not) names a built-in or provider model.
-pub fn is_known_model(id: &str) -> bool {
-    let (_, inner) = tack_model::unwrap_chaos(id);
-    tack_model::is_builtin_model(inner)
-        || inner.split_once(':').is_some_and(|(provider, model)| {
-            PROVIDERS.contains(&provider) && !model.trim().is_empty()
-        })
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Environment {
@@ -88,6 +87,10 @@ pub struct Environment {
     /// Variables for the agent's commands and the checks.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The setup commands need the network (they run with the
+    /// `workspace_write` profile instead of `strict`).
+    #[serde(default)]
+    pub setup_network: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -109,6 +112,10 @@ pub struct Check {
     pub run: String,
     #[serde(default = "default_check_timeout")]
     pub timeout_secs: u64,
+    /// The check needs the network (it runs with the `workspace_write`
+    /// profile instead of `strict`); every other wall of the sandbox stays.
+    #[serde(default)]
+    pub network: bool,
 }
 
 fn default_check_timeout() -> u64 {

@@ -4,6 +4,7 @@
 //! pass with the reference solution.
 
 mod checks;
+mod confine;
 mod copy;
 mod error;
 mod format;
@@ -14,10 +15,10 @@ mod tamper;
 mod workspace;
 
 pub use checks::{CheckResult, run_check_commands, run_checks};
+pub use confine::{CommandSandbox, checks_root};
 pub use error::SuiteError;
 pub use format::{
-    Check, DEFAULT_PROTECTED, Environment, Limits, PROVIDERS, ProviderSettings, Suite, Task,
-    Variant, is_known_model,
+    Check, DEFAULT_PROTECTED, Environment, Limits, ProviderSettings, Suite, Task, Variant,
 };
 pub use hash::content_hash;
 pub use load::load_suite;

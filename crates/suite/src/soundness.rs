@@ -1,6 +1,8 @@
 use serde::Serialize;
 
-use crate::{Suite, SuiteError, Task, TrialWorkspace, apply_solution, run_checks};
+use tack_protocol::SandboxProfile;
+
+use crate::{CommandSandbox, Suite, SuiteError, Task, TrialWorkspace, apply_solution, run_checks};
 
 /// Whether a task can tell a fix from no fix: its checks must fail on the
 /// untouched fixture and pass once the reference solution is applied.
@@ -19,8 +21,9 @@ impl TaskSoundness {
     }
 }
 
-pub async fn check_task(task: &Task) -> TaskSoundness {
-    match try_check_task(task).await {
+/// Checks one task; setup, solution and checks run confined by `sandbox`.
+pub async fn check_task(task: &Task, sandbox: &CommandSandbox) -> TaskSoundness {
+    match try_check_task(task, sandbox).await {
         Ok(soundness) => soundness,
         Err(error) => TaskSoundness {
             task: task.id.clone(),
@@ -31,14 +34,17 @@ pub async fn check_task(task: &Task) -> TaskSoundness {
     }
 }
 
-async fn try_check_task(task: &Task) -> Result<TaskSoundness, SuiteError> {
-    let untouched = TrialWorkspace::prepare(task).await?;
-    let before = run_checks(task, untouched.path()).await?;
+async fn try_check_task(
+    task: &Task,
+    sandbox: &CommandSandbox,
+) -> Result<TaskSoundness, SuiteError> {
+    let untouched = TrialWorkspace::prepare(task, sandbox).await?;
+    let before = run_checks(task, untouched.path(), sandbox).await?;
     let fails_untouched = before.iter().any(|c| !c.passed);
 
-    let solved = TrialWorkspace::prepare(task).await?;
-    apply_solution(task, solved.path()).await?;
-    let after = run_checks(task, solved.path()).await?;
+    let solved = TrialWorkspace::prepare(task, sandbox).await?;
+    apply_solution(task, solved.path(), sandbox).await?;
+    let after = run_checks(task, solved.path(), sandbox).await?;
     let passes_with_solution = after.iter().all(|c| c.passed);
 
     let detail = if !fails_untouched {
@@ -70,15 +76,21 @@ async fn try_check_task(task: &Task) -> Result<TaskSoundness, SuiteError> {
     })
 }
 
-/// Checks every task, `jobs` at a time, in task order.
+/// Checks every task, `jobs` at a time, in task order, under the `strict`
+/// profile: the same walls a trial's checks get by default.
 pub async fn check_suite(suite: &Suite, jobs: usize) -> Vec<TaskSoundness> {
+    let sandbox = std::sync::Arc::new(CommandSandbox::new(
+        SandboxProfile::Strict,
+        suite.hidden_paths(),
+    ));
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let mut handles = Vec::new();
     for task in suite.tasks.clone() {
         let semaphore = semaphore.clone();
+        let sandbox = sandbox.clone();
         handles.push(tokio::spawn(async move {
             let _permit = semaphore.acquire_owned().await;
-            check_task(&task).await
+            check_task(&task, &sandbox).await
         }));
     }
     let mut results = Vec::with_capacity(handles.len());

@@ -1,11 +1,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tack_sandbox::{CommandSpec, Confinement};
+use tack_sandbox::CommandSpec;
 
 use crate::copy::copy_tree;
 use crate::load::apply_edit_text;
-use crate::{SuiteError, Task};
+use crate::{CommandSandbox, SuiteError, Task};
 
 /// A trial's fresh copy of the task's fixture, removed when dropped unless
 /// kept.
@@ -19,8 +19,11 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl TrialWorkspace {
     /// Copies the fixture into a new directory and runs the task's setup
-    /// commands there.
-    pub async fn prepare(task: &Task) -> Result<TrialWorkspace, SuiteError> {
+    /// commands there, confined by `sandbox` (they run fixture code).
+    pub async fn prepare(
+        task: &Task,
+        sandbox: &CommandSandbox,
+    ) -> Result<TrialWorkspace, SuiteError> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("tack-{}-", task.id))
             .tempdir()
@@ -29,8 +32,7 @@ impl TrialWorkspace {
         copy_tree(&task.fixture_dir(), &path)
             .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
         let env = task.env_pairs();
-        // Setup runs the suite author's commands, not the agent's.
-        let unconfined = Confinement::off();
+        let confinement = sandbox.confinement(&path, task.environment.setup_network);
         for command in &task.environment.setup {
             let spec = CommandSpec {
                 script: command,
@@ -38,7 +40,7 @@ impl TrialWorkspace {
                 env: &env,
                 timeout: SETUP_TIMEOUT,
                 output_limit: 16 * 1024,
-                confinement: &unconfined,
+                confinement: &confinement,
             };
             let output = tack_sandbox::run(&spec)
                 .await
@@ -74,8 +76,12 @@ impl TrialWorkspace {
 }
 
 /// Applies the task's reference solution directly (not through an agent):
-/// edits in order, then the script.
-pub async fn apply_solution(task: &Task, workspace: &Path) -> Result<(), SuiteError> {
+/// edits in order, then the script, confined by `sandbox`.
+pub async fn apply_solution(
+    task: &Task,
+    workspace: &Path,
+    sandbox: &CommandSandbox,
+) -> Result<(), SuiteError> {
     let failed = |message: String| SuiteError::Environment {
         task: task.id.clone(),
         message,
@@ -88,14 +94,14 @@ pub async fn apply_solution(task: &Task, workspace: &Path) -> Result<(), SuiteEr
     }
     if let Some(script) = &task.solution.script {
         let env = task.env_pairs();
-        let unconfined = Confinement::off();
+        let confinement = sandbox.confinement(workspace, false);
         let spec = CommandSpec {
             script,
             cwd: workspace,
             env: &env,
             timeout: SETUP_TIMEOUT,
             output_limit: 16 * 1024,
-            confinement: &unconfined,
+            confinement: &confinement,
         };
         let output = tack_sandbox::run(&spec)
             .await

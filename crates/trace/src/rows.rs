@@ -58,7 +58,7 @@ pub(crate) fn trial_batch(
     tool_calls: u32,
 ) -> Result<RecordBatch, TraceError> {
     let s = [(started, finished)];
-    let usage = |get: fn(&Usage) -> u64| u64s(&s, move |(_, f)| Some(get(&f.usage)));
+    let usage = |get: fn(&Usage) -> u64| u64s(&s, move |(_, f)| Some(get(&f.totals.usage)));
     batch(
         "trials",
         trials_schema(),
@@ -72,21 +72,21 @@ pub(crate) fn trial_batch(
             strings(&s, |(t, _)| Some(&t.model)),
             strings(&s, |(_, f)| Some(f.outcome.as_str())),
             strings(&s, |(_, f)| Some(f.stop_reason.as_str())),
-            u32s(&s, |(_, f)| Some(f.steps)),
+            u32s(&s, |(_, f)| Some(f.totals.steps)),
             u32s(&s, |_| Some(tool_calls)),
-            u32s(&s, |(_, f)| Some(f.tool_errors)),
+            u32s(&s, |(_, f)| Some(f.totals.tool_errors)),
             usage(|u| u.input_tokens),
             usage(|u| u.output_tokens),
             usage(|u| u.cache_read_tokens),
             usage(|u| u.cache_write_tokens),
             usage(|u| u.reasoning_tokens),
             usage(|u| u.total()),
-            f64s(&s, |(_, f)| f.cost_usd),
-            u32s(&s, |(_, f)| Some(f.retries)),
-            u32s(&s, |(_, f)| Some(f.interventions)),
+            f64s(&s, |(_, f)| f.totals.cost_usd),
+            u32s(&s, |(_, f)| Some(f.totals.retries)),
+            u32s(&s, |(_, f)| Some(f.totals.interventions)),
             u32s(&s, |(_, f)| Some(f.feedback_rounds)),
             bools(&s, |(_, f)| Some(f.tampered)),
-            u32s(&s, |(_, f)| Some(f.sandbox_denials)),
+            u32s(&s, |(_, f)| Some(f.totals.sandbox_denials)),
             bools(&s, |(_, f)| f.checks_passed),
             i64s(&s, |(t, _)| Some(t.started_at_ms)),
             u64s(&s, |(_, f)| Some(f.duration_ms)),

@@ -8,7 +8,8 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 use tack_protocol::{
-    Event, EventSink, SinkError, StopReason, TrialFinished, TrialOutcome, TrialStarted, Usage,
+    Event, EventSink, RunTotals, SinkError, StopReason, TrialFinished, TrialOutcome, TrialStarted,
+    Usage,
 };
 
 use crate::fsutil::temporary_path;
@@ -241,6 +242,10 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
             .iter()
             .filter(|(_, e)| matches!(e, Event::ModelCall(_)))
             .count() as u32;
+        let tool_calls = events
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::ToolCall(_)))
+            .count() as u32;
         let mut usage = Usage::default();
         for (_, event) in &events {
             if let Event::ModelCall(call) = event {
@@ -250,15 +255,14 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
         let finished = TrialFinished {
             outcome: TrialOutcome::Cancelled,
             stop_reason: StopReason::Cancelled,
-            steps,
-            usage,
-            cost_usd: None,
-            retries: 0,
-            interventions: 0,
+            totals: RunTotals {
+                steps,
+                usage,
+                tool_calls,
+                ..RunTotals::default()
+            },
             feedback_rounds: 0,
             tampered: false,
-            tool_errors: 0,
-            sandbox_denials: 0,
             checks_passed: None,
             duration_ms: 0,
             finished_at_ms: started.started_at_ms,

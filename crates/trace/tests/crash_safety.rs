@@ -7,7 +7,7 @@ use std::io::Write;
 
 use arrow_array::{Array, StringArray};
 use tack_protocol::{
-    Event, EventSink, Message, ModelCallRecord, SpanStatus, StopReason, TrialFinished,
+    Event, EventSink, Message, ModelCallRecord, RunTotals, SpanStatus, StopReason, TrialFinished,
     TrialOutcome, TrialStarted, Usage,
 };
 use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo};
@@ -79,15 +79,12 @@ fn finished() -> Event {
     Event::TrialFinished(TrialFinished {
         outcome: TrialOutcome::Passed,
         stop_reason: StopReason::Completed,
-        steps: 1,
-        usage: Usage::default(),
-        cost_usd: None,
-        retries: 0,
-        interventions: 0,
+        totals: RunTotals {
+            steps: 1,
+            ..RunTotals::default()
+        },
         feedback_rounds: 0,
         tampered: false,
-        tool_errors: 0,
-        sandbox_denials: 0,
         checks_passed: Some(true),
         duration_ms: 5,
         finished_at_ms: 6,

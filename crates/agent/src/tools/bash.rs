@@ -2,10 +2,11 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 use std::time::Duration;
-use tack_protocol::ToolSpec;
+use tack_protocol::tool_names::BASH;
+use tack_protocol::{ToolAccess, ToolSpec};
 use tack_sandbox::CommandSpec;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments};
+use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments, string_argument};
 
 #[derive(Debug)]
 pub struct BashTool;
@@ -22,7 +23,7 @@ struct BashArgs {
 impl Tool for BashTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "bash".to_string(),
+            name: BASH.to_string(),
             description: "Run a bash command in the workspace and get its exit code, stdout and stderr. Commands run non-interactively with a timeout.".to_string(),
             parameters: json!({
                 "type": "object",
@@ -36,12 +37,19 @@ impl Tool for BashTool {
         }
     }
 
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess> {
+        string_argument(arguments, "command")
+            .map(|command| ToolAccess::Execute(command.to_string()))
+            .into_iter()
+            .collect()
+    }
+
     async fn run(
         &self,
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: BashArgs = parse_arguments("bash", arguments)?;
+        let args: BashArgs = parse_arguments(BASH, arguments)?;
         let timeout = args
             .timeout_secs
             .map(Duration::from_secs)

@@ -1,10 +1,11 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
-use tack_protocol::ToolSpec;
+use tack_protocol::tool_names::{READ_FILE, STR_REPLACE, WRITE_FILE};
+use tack_protocol::{ToolAccess, ToolSpec};
 
-use super::paths::resolve;
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments};
+use super::paths::{file_error, workspace_files};
+use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments, string_argument};
 
 #[derive(Debug)]
 pub struct ReadFileTool;
@@ -23,7 +24,7 @@ struct ReadArgs {
 impl Tool for ReadFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "read_file".to_string(),
+            name: READ_FILE.to_string(),
             description: "Read a text file of the workspace, whole or a range of lines (1-based, inclusive). Large files are cut with a marker.".to_string(),
             parameters: json!({
                 "type": "object",
@@ -38,16 +39,17 @@ impl Tool for ReadFileTool {
         }
     }
 
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess> {
+        path_access(arguments, ToolAccess::Read)
+    }
+
     async fn run(
         &self,
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: ReadArgs = parse_arguments("read_file", arguments)?;
-        let path = resolve(&ctx.workspace, &args.path)?;
-        let text = tokio::fs::read_to_string(&path)
-            .await
-            .map_err(|e| ToolError::failed(format!("cannot read `{}`: {e}", args.path)))?;
+        let args: ReadArgs = parse_arguments(READ_FILE, arguments)?;
+        let text = read_text(ctx, &args.path)?;
         let text = select_lines(&text, args.start_line, args.end_line)?;
         Ok(cap_text(text, ctx.output_limit))
     }
@@ -111,7 +113,7 @@ struct WriteArgs {
 impl Tool for WriteFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "write_file".to_string(),
+            name: WRITE_FILE.to_string(),
             description: "Create or overwrite a file of the workspace with the given content."
                 .to_string(),
             parameters: json!({
@@ -126,21 +128,19 @@ impl Tool for WriteFileTool {
         }
     }
 
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess> {
+        path_access(arguments, ToolAccess::Write)
+    }
+
     async fn run(
         &self,
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: WriteArgs = parse_arguments("write_file", arguments)?;
-        let path = resolve(&ctx.workspace, &args.path)?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| {
-                ToolError::failed(format!("cannot create the folder of `{}`: {e}", args.path))
-            })?;
-        }
-        tokio::fs::write(&path, args.content.as_bytes())
-            .await
-            .map_err(|e| ToolError::failed(format!("cannot write `{}`: {e}", args.path)))?;
+        let args: WriteArgs = parse_arguments(WRITE_FILE, arguments)?;
+        workspace_files(ctx)?
+            .write(&args.path, args.content.as_bytes())
+            .map_err(file_error)?;
         Ok(ToolOutput::Text {
             text: format!("wrote {} bytes to {}", args.content.len(), args.path),
             truncated: false,
@@ -163,7 +163,7 @@ struct ReplaceArgs {
 impl Tool for StrReplaceTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "str_replace".to_string(),
+            name: STR_REPLACE.to_string(),
             description: "Replace one exact occurrence of `old_string` in a file with `new_string`. `old_string` must occur exactly once; include surrounding lines to make it unique.".to_string(),
             parameters: json!({
                 "type": "object",
@@ -178,31 +178,54 @@ impl Tool for StrReplaceTool {
         }
     }
 
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess> {
+        path_access(arguments, ToolAccess::Write)
+    }
+
     async fn run(
         &self,
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: ReplaceArgs = parse_arguments("str_replace", arguments)?;
+        let args: ReplaceArgs = parse_arguments(STR_REPLACE, arguments)?;
         if args.old_string.is_empty() {
             return Err(ToolError::failed(
                 "`old_string` is empty; give the exact text to replace",
             ));
         }
-        let path = resolve(&ctx.workspace, &args.path)?;
-        let text = tokio::fs::read_to_string(&path)
-            .await
-            .map_err(|e| ToolError::failed(format!("cannot read `{}`: {e}", args.path)))?;
+        let files = workspace_files(ctx)?;
+        let text = text_of(&args.path, files.read(&args.path).map_err(file_error)?)?;
         let replaced = replace_once(&text, &args.old_string, &args.new_string)
             .map_err(|why| ToolError::failed(format!("{why} in `{}`", args.path)))?;
-        tokio::fs::write(&path, replaced.as_bytes())
-            .await
-            .map_err(|e| ToolError::failed(format!("cannot write `{}`: {e}", args.path)))?;
+        files
+            .write(&args.path, replaced.as_bytes())
+            .map_err(file_error)?;
         Ok(ToolOutput::Text {
             text: format!("replaced 1 occurrence in {}", args.path),
             truncated: false,
         })
     }
+}
+
+/// A file of the workspace as text, through the sandbox's checks.
+fn read_text(ctx: &ToolContext, path: &str) -> Result<String, ToolError> {
+    text_of(path, workspace_files(ctx)?.read(path).map_err(file_error)?)
+}
+
+fn text_of(path: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
+    String::from_utf8(bytes).map_err(|_| {
+        ToolError::failed(format!(
+            "`{path}` is not UTF-8 text; inspect binary files with `bash` (e.g. `xxd`)"
+        ))
+    })
+}
+
+/// The `path` argument as the one file a call touches.
+fn path_access(arguments: &serde_json::Value, access: fn(String) -> ToolAccess) -> Vec<ToolAccess> {
+    string_argument(arguments, "path")
+        .map(|path| access(path.to_string()))
+        .into_iter()
+        .collect()
 }
 
 /// Replaces the single occurrence of `old`, or says how many there are and on

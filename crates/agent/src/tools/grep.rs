@@ -5,11 +5,14 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use serde::Deserialize;
 use serde_json::json;
-use tack_protocol::ToolSpec;
+use tack_protocol::tool_names::GREP;
+use tack_protocol::{ToolAccess, ToolSpec};
 
-use super::paths::resolve;
+use tack_sandbox::WorkspaceFiles;
+
+use super::paths::{file_error, workspace_files};
 use super::walk::{self, COUNT_CEILING, GlobFilter, Listing};
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments};
+use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments, string_argument};
 
 const DEFAULT_RESULTS: usize = 100;
 const MAX_RESULTS: usize = 1000;
@@ -38,7 +41,7 @@ struct GrepArgs {
 impl Tool for GrepTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "grep".to_string(),
+            name: GREP.to_string(),
             description: "Search file contents with a regular expression, line by line. Prints `path:line:text` for each matching line, sorted by path and line. Binary files and files ignored by .gitignore or .ignore are skipped.".to_string(),
             parameters: json!({
                 "type": "object",
@@ -55,23 +58,37 @@ impl Tool for GrepTool {
         }
     }
 
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess> {
+        let path = string_argument(arguments, "path").unwrap_or(".");
+        vec![ToolAccess::Read(path.to_string())]
+    }
+
     async fn run(
         &self,
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: GrepArgs = parse_arguments("grep", arguments)?;
-        let workspace = ctx.workspace.clone();
+        let args: GrepArgs = parse_arguments(GREP, arguments)?;
+        let files = workspace_files(ctx)?;
+        let target = files
+            .resolve_for_read(args.path.as_deref().unwrap_or("."))
+            .map_err(file_error)?;
         let limit = ctx.output_limit;
-        super::blocking(move || grep(&workspace, &args, limit)).await
+        super::blocking(move || grep(&files, &target, &args, limit)).await
     }
 }
 
-fn grep(workspace: &Path, args: &GrepArgs, output_limit: usize) -> Result<ToolOutput, ToolError> {
+/// Searches beneath `target`, a real path the sandbox let through.
+fn grep(
+    files: &WorkspaceFiles,
+    target: &Path,
+    args: &GrepArgs,
+    output_limit: usize,
+) -> Result<ToolOutput, ToolError> {
+    let workspace = files.root();
     let matcher = matcher(&args.pattern, args.case_insensitive)?;
     let requested = args.path.as_deref().unwrap_or(".");
-    let target = resolve(workspace, requested)?;
-    let files = files_to_search(workspace, &target, requested, args.glob.as_deref())?;
+    let found = files_to_search(workspace, target, requested, args.glob.as_deref())?;
     let max = args.max_results.unwrap_or(DEFAULT_RESULTS).min(MAX_RESULTS);
     let mut listing = Listing::new(max, output_limit);
     let mut searcher = SearcherBuilder::new()
@@ -79,8 +96,8 @@ fn grep(workspace: &Path, args: &GrepArgs, output_limit: usize) -> Result<ToolOu
         // A NUL byte marks a binary file; `FileHits` then drops it whole.
         .binary_detection(BinaryDetection::quit(b'\0'))
         .build();
-    for file in files {
-        search_file(&mut searcher, &matcher, workspace, &file, &mut listing);
+    for file in found {
+        search_file(&mut searcher, &matcher, files, &file, &mut listing);
         if !listing.counting() {
             break;
         }
@@ -144,7 +161,7 @@ fn files_to_search(
 fn search_file(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
-    workspace: &Path,
+    files: &WorkspaceFiles,
     file: &Path,
     listing: &mut Listing,
 ) {
@@ -152,12 +169,17 @@ fn search_file(
         keep: listing.room(),
         ..FileHits::default()
     };
-    // An unreadable file (permissions, vanished mid-walk) is skipped, as
-    // ripgrep skips it; it has no lines to show.
-    if searcher.search_path(matcher, file, &mut hits).is_err() || hits.binary {
+    // Opened through the sandbox's checks, not by the walked path, so a
+    // file swapped for a symlink mid-walk is not read. An unreadable file
+    // (permissions, vanished mid-walk, a name that is not UTF-8) is
+    // skipped, as ripgrep skips it; it has no lines to show.
+    let Some(opened) = file.to_str().and_then(|path| files.open(path).ok()) else {
+        return;
+    };
+    if searcher.search_file(matcher, &opened, &mut hits).is_err() || hits.binary {
         return;
     }
-    let name = walk::relative(workspace, file);
+    let name = walk::relative(files.root(), file);
     let kept = hits.lines.len();
     for (line, text) in hits.lines {
         listing.push(format!("{name}:{line}:{text}"));

@@ -3,11 +3,12 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
-use tack_protocol::ToolSpec;
+use tack_protocol::tool_names::LIST_FILES;
+use tack_protocol::{ToolAccess, ToolSpec};
 
-use super::paths::resolve;
+use super::paths::{file_error, workspace_files};
 use super::walk::{self, GlobFilter, Listing};
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments};
+use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments, string_argument};
 
 const DEFAULT_RESULTS: usize = 200;
 const MAX_RESULTS: usize = 2000;
@@ -30,7 +31,7 @@ struct ListArgs {
 impl Tool for ListFilesTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: "list_files".to_string(),
+            name: LIST_FILES.to_string(),
             description: "List the files of the workspace, or of one folder, sorted by path, one per line. Files ignored by .gitignore or .ignore, and .git, are left out.".to_string(),
             parameters: json!({
                 "type": "object",
@@ -44,26 +45,40 @@ impl Tool for ListFilesTool {
         }
     }
 
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess> {
+        let path = string_argument(arguments, "path").unwrap_or(".");
+        vec![ToolAccess::Read(path.to_string())]
+    }
+
     async fn run(
         &self,
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let args: ListArgs = parse_arguments("list_files", arguments)?;
-        let workspace = ctx.workspace.clone();
+        let args: ListArgs = parse_arguments(LIST_FILES, arguments)?;
+        let files = workspace_files(ctx)?;
+        let target = files
+            .resolve_for_read(args.path.as_deref().unwrap_or("."))
+            .map_err(file_error)?;
+        let workspace = files.root().to_path_buf();
         let limit = ctx.output_limit;
-        super::blocking(move || list(&workspace, &args, limit)).await
+        super::blocking(move || list(&workspace, &target, &args, limit)).await
     }
 }
 
-fn list(workspace: &Path, args: &ListArgs, output_limit: usize) -> Result<ToolOutput, ToolError> {
+/// Lists beneath `target`, a real path the sandbox let through.
+fn list(
+    workspace: &Path,
+    target: &Path,
+    args: &ListArgs,
+    output_limit: usize,
+) -> Result<ToolOutput, ToolError> {
     let requested = args.path.as_deref().unwrap_or(".");
-    let target = resolve(workspace, requested)?;
     let filter = args.pattern.as_deref().map(GlobFilter::new).transpose()?;
     let max = args.max_results.unwrap_or(DEFAULT_RESULTS).min(MAX_RESULTS);
     let mut listing = Listing::new(max, output_limit);
-    for file in candidates(workspace, &target, requested)? {
-        let inside = file.strip_prefix(&target).unwrap_or(&file);
+    for file in candidates(workspace, target, requested)? {
+        let inside = file.strip_prefix(target).unwrap_or(&file);
         // A file asked for by name is matched on its name.
         let inside = if inside.as_os_str().is_empty() {
             Path::new(file.file_name().unwrap_or_default())

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
-use tack_protocol::{ToolErrorKind, ToolSpec};
+use tack_protocol::{ToolAccess, ToolErrorKind, ToolSpec, tool_names};
 use tack_sandbox::CommandOutput;
 
 pub use bash::BashTool;
@@ -73,6 +73,10 @@ impl ToolError {
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
+    /// What a call with these arguments (already checked against the
+    /// tool's schema) will read, write or execute. The permission engine
+    /// judges this declaration, so it needs to know nothing of the tool.
+    fn access(&self, arguments: &serde_json::Value) -> Vec<ToolAccess>;
     async fn run(
         &self,
         arguments: serde_json::Value,
@@ -81,26 +85,24 @@ pub trait Tool: Send + Sync {
 }
 
 /// Names of the built-in tools, in the order they are offered.
-pub const BUILTIN_TOOLS: [&str; 6] = [
-    "bash",
-    "read_file",
-    "write_file",
-    "str_replace",
-    "list_files",
-    "grep",
-];
+pub const BUILTIN_TOOLS: [&str; 6] = tool_names::ALL;
 
 /// Looks up a built-in tool by name.
 pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
-    match name {
-        "bash" => Some(Arc::new(BashTool)),
-        "read_file" => Some(Arc::new(ReadFileTool)),
-        "write_file" => Some(Arc::new(WriteFileTool)),
-        "str_replace" => Some(Arc::new(StrReplaceTool)),
-        "list_files" => Some(Arc::new(ListFilesTool)),
-        "grep" => Some(Arc::new(GrepTool)),
-        _ => None,
-    }
+    let tools: [Arc<dyn Tool>; 6] = [
+        Arc::new(BashTool),
+        Arc::new(ReadFileTool),
+        Arc::new(WriteFileTool),
+        Arc::new(StrReplaceTool),
+        Arc::new(ListFilesTool),
+        Arc::new(GrepTool),
+    ];
+    tools.into_iter().find(|tool| tool.spec().name == name)
+}
+
+/// A string argument of a schema-checked call (`None` if absent).
+pub(crate) fn string_argument<'a>(arguments: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    arguments.get(key).and_then(serde_json::Value::as_str)
 }
 
 /// Deserializes a tool's arguments, naming the field at fault:

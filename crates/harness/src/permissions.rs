@@ -3,15 +3,15 @@
 use std::path::Path;
 
 use tack_agent::{GateDecision, GateVerdict, PermissionGate};
-use tack_permissions::{PermissionEngine, Rules, Verdict};
-use tack_protocol::HarnessConfig;
+use tack_permissions::{PermissionEngine, Rules, RulesError, Verdict};
+use tack_protocol::{HarnessConfig, ToolAccess};
 
 /// The permission engine seen through the agent's gate.
 struct EngineGate(PermissionEngine);
 
 impl PermissionGate for EngineGate {
-    fn judge(&self, tool: &str, arguments: &serde_json::Value) -> GateDecision {
-        let decision = self.0.judge_tool_call(tool, arguments);
+    fn judge(&self, tool: &str, access: &[ToolAccess]) -> GateDecision {
+        let decision = self.0.judge_tool_call(tool, access);
         GateDecision {
             verdict: match decision.verdict {
                 Verdict::Allow => GateVerdict::Allow,
@@ -21,6 +21,7 @@ impl PermissionGate for EngineGate {
             rule: decision.rule,
             part: decision.part,
             reason: decision.reason,
+            asking: decision.asking,
         }
     }
 }
@@ -31,14 +32,14 @@ pub fn gate_for(
     config: &HarnessConfig,
     base: &Path,
     workspace: &Path,
-) -> Result<Option<Box<dyn PermissionGate>>, String> {
+) -> Result<Option<Box<dyn PermissionGate>>, RulesError> {
     let Some(source) = &config.permissions else {
         return Ok(None);
     };
     let rules = if source == "default" {
         Rules::default_profile()
     } else {
-        Rules::load(&base.join(source)).map_err(|e| e.to_string())?
+        Rules::load(&base.join(source))?
     };
     Ok(Some(Box::new(EngineGate(PermissionEngine::new(
         rules, workspace,

@@ -1,0 +1,199 @@
+//! End-to-end: nothing the agent writes reaches outside its workspace —
+//! not through the checks that import its code, not through the file tools.
+//! Each test writes a small suite whose reference solution (applied by the
+//! `oracle` through the real tools) tries an escape, runs `tack run` on it,
+//! and reads back the trace and the files outside.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arrow_array::{Array, StringArray};
+use serde_json::Value;
+
+/// The sandbox must be enforceable here, or the test says why it skipped
+/// (and fails under `TACK_REQUIRE_SANDBOX=1`, as in CI).
+fn sandbox_available() -> bool {
+    match tack_sandbox::test_gate(tack_sandbox::SandboxProfile::Strict) {
+        tack_sandbox::TestGate::Run => true,
+        tack_sandbox::TestGate::Skip(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+        tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
+    }
+}
+
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    /// A one-task suite: `fixture` files, a hidden check, and the oracle's
+    /// solution edits (`[[solution.edits]]` TOML).
+    fn new(check_py: &str, solution_edits: &str) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = dir.path().join("suite");
+        let task = suite.join("tasks/escape");
+        std::fs::create_dir_all(task.join("fixture")).unwrap();
+        std::fs::create_dir_all(task.join("checks")).unwrap();
+        std::fs::write(
+            suite.join("suite.toml"),
+            "[suite]\nname = \"escape\"\n\n[[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            task.join("task.toml"),
+            format!(
+                "instruction = \"Fix calc.py.\"\n\n[environment]\nenv = {{ PYTHONDONTWRITEBYTECODE = \"1\" }}\n\n\
+                 [[checks]]\nname = \"hidden\"\nrun = 'python3 \"$TACK_CHECKS/check.py\"'\n\n\
+                 [solution]\n{solution_edits}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(task.join("checks/check.py"), check_py).unwrap();
+        std::fs::write(
+            task.join("fixture/calc.py"),
+            "def add(a, b):\n    return a - b\n",
+        )
+        .unwrap();
+        Case { dir }
+    }
+
+    fn fixture(&self) -> PathBuf {
+        self.dir.path().join("suite/tasks/escape/fixture")
+    }
+
+    /// A place outside everything the trial may write.
+    fn outside(&self) -> PathBuf {
+        let outside = self.dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        outside
+    }
+
+    fn run(&self) -> (PathBuf, Value) {
+        let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(["run", "suite", "--json", "--keep-workspaces"])
+            .args(["--traces", "traces", "--reports", "reports"])
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let json: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}); stderr: {stderr}"));
+        let run_dir = self
+            .dir
+            .path()
+            .join(json["run"]["run_dir"].as_str().unwrap());
+        (run_dir, json["run"]["trials"][0].clone())
+    }
+}
+
+/// `(kind, error_kind, check_output, tool_result)` of every span.
+fn spans(run_dir: &Path) -> Vec<[Option<String>; 4]> {
+    let mut rows = Vec::new();
+    for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .clone()
+        };
+        let columns = ["kind", "error_kind", "check_output", "tool_result"].map(column);
+        for row in 0..batch.num_rows() {
+            rows.push(
+                columns
+                    .each_ref()
+                    .map(|c| (!c.is_null(row)).then(|| c.value(row).to_string())),
+            );
+        }
+    }
+    rows
+}
+
+fn sandbox_denied_results(run_dir: &Path) -> Vec<String> {
+    spans(run_dir)
+        .into_iter()
+        .filter(|[kind, error, ..]| {
+            kind.as_deref() == Some("tool_call") && error.as_deref() == Some("sandbox_denied")
+        })
+        .filter_map(|[.., result]| result)
+        .collect()
+}
+
+#[test]
+fn a_check_that_imports_the_agents_code_cannot_write_outside() {
+    if !sandbox_available() {
+        return;
+    }
+    let probe = tempfile::tempdir().unwrap();
+    let target = probe.path().join("x");
+    // The "fix" also writes outside the workspace when imported; the check
+    // imports it.
+    let edit = format!(
+        "[[solution.edits]]\npath = \"calc.py\"\nold = \"return a - b\"\nnew = '''return a + b\n\nopen(\"{}\", \"w\").write(\"escaped\")'''\n",
+        target.display()
+    );
+    let check = "import sys, os\nsys.path.insert(0, os.getcwd())\nimport calc\nassert calc.add(2, 3) == 5\n";
+    let case = Case::new(check, &edit);
+    let (run_dir, trial) = case.run();
+    assert!(!target.exists(), "the check wrote {}", target.display());
+    assert_eq!(trial["outcome"], "verification_failed", "{trial}");
+    let outputs: Vec<String> = spans(&run_dir)
+        .into_iter()
+        .filter(|[kind, ..]| kind.as_deref() == Some("check"))
+        .filter_map(|[_, _, output, _]| output)
+        .collect();
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("Read-only file system") || o.contains("Permission denied")),
+        "the check's output does not show the denial: {outputs:?}"
+    );
+}
+
+#[test]
+fn str_replace_on_git_config_is_a_sandbox_denial() {
+    if !sandbox_available() {
+        return;
+    }
+    let edit = "[[solution.edits]]\npath = \".git/config\"\nold = \"[core]\"\nnew = \"[core]\\n\\thooksPath = /tmp/evil-hooks\"\n";
+    let case = Case::new("raise SystemExit(1)\n", edit);
+    let git = case.fixture().join(".git");
+    std::fs::create_dir_all(&git).unwrap();
+    std::fs::write(git.join("config"), "[core]\n\tbare = false\n").unwrap();
+    let (run_dir, trial) = case.run();
+    let denied = sandbox_denied_results(&run_dir);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert!(denied[0].contains(".git"), "{}", denied[0]);
+    assert_eq!(trial["sandbox_denials"], 1, "{trial}");
+    let kept = PathBuf::from(trial["kept_workspace"].as_str().unwrap());
+    let config = std::fs::read_to_string(kept.join(".git/config")).unwrap();
+    assert!(!config.contains("hooksPath"), "{config}");
+    std::fs::remove_dir_all(kept.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn a_fixture_symlink_pointing_outside_is_not_written_through() {
+    if !sandbox_available() {
+        return;
+    }
+    let edit =
+        "[[solution.edits]]\npath = \"notes.txt\"\nold = \"original\"\nnew = \"overwritten\"\n";
+    let case = Case::new("raise SystemExit(1)\n", edit);
+    let outside = case.outside().join("notes.txt");
+    std::fs::write(&outside, "original\n").unwrap();
+    std::os::unix::fs::symlink(&outside, case.fixture().join("notes.txt")).unwrap();
+    let (run_dir, trial) = case.run();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original\n");
+    let denied = sandbox_denied_results(&run_dir);
+    assert_eq!(denied.len(), 1, "{denied:?} {trial}");
+    if let Some(kept) = trial["kept_workspace"].as_str() {
+        std::fs::remove_dir_all(Path::new(kept).parent().unwrap()).unwrap();
+    }
+}

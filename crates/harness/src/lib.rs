@@ -1,0 +1,220 @@
+//! The one place the harness is assembled. `tack run` (every trial) and
+//! `tack exec` (one run on a directory) both build a [`Harness`] from a
+//! [`HarnessSetup`] and run it: the tools with their sandbox, the dispatcher,
+//! the permission gate and the approver, the agent session, then the checks
+//! and the feedback rounds. Whatever a later feature adds to the loop
+//! (context strategies, subagents, MCP tools) is wired here once.
+
+mod models;
+mod permissions;
+mod verify;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tack_agent::{
+    AgentRun, Approver, Dispatcher, DispatcherError, Gatekeeper, Pricer, Session, ToolContext,
+    approver_for,
+};
+use tack_model::Model;
+use tack_permissions::RulesError;
+use tack_protocol::{ApproverPolicy, EventSink, HarnessConfig, StopReason, TrialOutcome};
+use tack_sandbox::Confinement;
+use tack_suite::CommandSandbox;
+
+pub use models::{ModelChoice, ModelError, Models, PRICES_ENV, price_table};
+pub use permissions::gate_for;
+pub use verify::Verification;
+
+/// What a harness is built from.
+pub struct HarnessSetup {
+    pub config: HarnessConfig,
+    /// Where the agent works (a trial's fresh copy, or `tack exec`'s
+    /// directory, in place).
+    pub workspace: PathBuf,
+    /// Variables for the agent's commands and the checks.
+    pub env: Vec<(String, String)>,
+    /// What no command of the run may see: the suite's tasks, the traces
+    /// and reports directories in use.
+    pub hidden: Vec<PathBuf>,
+    /// Where a configuration's relative paths (rules files, reviewer
+    /// scripts) are resolved: the suite directory, or the current one.
+    pub base_dir: PathBuf,
+    /// The front end's answer to `approver.policy = "interactive"` (the
+    /// CLI's terminal prompt). Without one, that policy is an error.
+    pub interactive: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for HarnessSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarnessSetup")
+            .field("workspace", &self.workspace)
+            .field("hidden", &self.hidden)
+            .field("base_dir", &self.base_dir)
+            .field("interactive", &self.interactive.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a harness could not be assembled: each names the setting to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("harness.tools: {0}")]
+    Tools(#[from] DispatcherError),
+    #[error("harness.permissions: {0}")]
+    Permissions(#[from] RulesError),
+    #[error("harness.approver: {0}")]
+    Approver(String),
+    #[error(
+        "harness.approver: policy `interactive` needs a person at a terminal, and this run has \
+         none; use `approve_all`, `deny_all`, `rules` or `script` for unattended runs"
+    )]
+    NoInteractiveApprover,
+    #[error("could not prepare the workspace's file access: {0}")]
+    Workspace(String),
+}
+
+/// An assembled harness, ready to run one agent on one workspace.
+pub struct Harness {
+    config: HarnessConfig,
+    dispatcher: Dispatcher,
+    gatekeeper: Gatekeeper,
+    workspace: PathBuf,
+    env: Vec<(String, String)>,
+    sandbox: CommandSandbox,
+}
+
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("workspace", &self.workspace)
+            .field("dispatcher", &self.dispatcher)
+            .field("gatekeeper", &self.gatekeeper)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one harness run came to.
+#[derive(Debug, Clone)]
+pub struct HarnessRun {
+    pub agent: AgentRun,
+    /// `None` when the checks could not run (see `check_error`).
+    pub checks_passed: Option<bool>,
+    pub check_error: Option<String>,
+    /// Rounds in which failing check output went back to the model.
+    pub feedback_rounds: u32,
+}
+
+impl HarnessRun {
+    pub fn outcome(&self) -> TrialOutcome {
+        TrialOutcome::decide(self.agent.stop_reason, self.checks_passed)
+    }
+
+    /// What went wrong: the agent's error first, then the checks'.
+    pub fn error(&self) -> Option<String> {
+        self.agent.error.clone().or(self.check_error.clone())
+    }
+}
+
+impl Harness {
+    pub fn assemble(setup: HarnessSetup) -> Result<Harness, HarnessError> {
+        let config = setup.config;
+        let mut agent_hidden = setup.hidden.clone();
+        // Other trials verify below the checks root while this agent works.
+        agent_hidden.push(tack_suite::checks_root());
+        let confinement = Confinement::for_profile(config.sandbox, &setup.workspace)
+            .hiding(agent_hidden.into_iter().filter(|p| p.is_dir()));
+        let ctx = ToolContext {
+            workspace: setup.workspace.clone(),
+            env: setup.env.clone(),
+            command_timeout: Duration::from_secs(config.command_timeout_secs),
+            output_limit: config.output_limit_bytes,
+            confinement: Arc::new(confinement),
+        };
+        let dispatcher = Dispatcher::builtin(&config.tools, ctx)?;
+        let gate = gate_for(&config, &setup.base_dir, &setup.workspace)?;
+        let approver = approver(&config, &setup.base_dir, setup.interactive)?;
+        let gatekeeper = Gatekeeper::new(gate, config.requires_approval.clone(), approver);
+        let sandbox = CommandSandbox::new(config.sandbox, setup.hidden);
+        Ok(Harness {
+            config,
+            dispatcher,
+            gatekeeper,
+            workspace: setup.workspace,
+            env: setup.env,
+            sandbox,
+        })
+    }
+
+    pub fn config(&self) -> &HarnessConfig {
+        &self.config
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// Runs the agent on `instruction`, then the checks; while they fail and
+    /// feedback rounds are left, their output goes back to the model and the
+    /// agent goes on. Every event goes to `sink`.
+    pub async fn run(
+        &self,
+        model: &mut dyn Model,
+        pricer: Option<Pricer>,
+        instruction: &str,
+        checks: &Verification<'_>,
+        sink: &mut dyn EventSink,
+    ) -> HarnessRun {
+        let mut session = Session::new(&self.config, &self.dispatcher, &self.gatekeeper, sink)
+            .with_pricer(pricer);
+        let mut stop = session.run(model, instruction).await;
+        let mut rounds = 0;
+        let checked = loop {
+            let verdict = checks
+                .run(&self.workspace, &self.env, &self.sandbox, &mut session)
+                .await;
+            let Ok(Some(feedback)) = &verdict else {
+                break verdict.map(|failed| failed.is_none());
+            };
+            if stop != StopReason::Completed || rounds >= self.config.feedback_rounds {
+                break Ok(false);
+            }
+            rounds += 1;
+            stop = session.run(model, feedback).await;
+        };
+        let (checks_passed, check_error) = match checked {
+            Ok(passed) => (Some(passed), None),
+            Err(error) => (None, Some(error)),
+        };
+        HarnessRun {
+            agent: session.outcome(),
+            checks_passed,
+            check_error,
+            feedback_rounds: rounds,
+        }
+    }
+}
+
+/// The approver the configuration names; `interactive` is the front end's.
+fn approver(
+    config: &HarnessConfig,
+    base_dir: &Path,
+    interactive: Option<Arc<dyn Approver>>,
+) -> Result<Box<dyn Approver>, HarnessError> {
+    if config.approver.policy == ApproverPolicy::Interactive {
+        let front_end = interactive.ok_or(HarnessError::NoInteractiveApprover)?;
+        return Ok(Box::new(Shared(front_end)));
+    }
+    approver_for(&config.approver, base_dir.to_path_buf()).map_err(HarnessError::Approver)
+}
+
+/// One front-end approver shared by every trial of a run.
+struct Shared(Arc<dyn Approver>);
+
+#[async_trait::async_trait]
+impl Approver for Shared {
+    async fn decide(&self, request: &tack_agent::ApprovalRequest) -> tack_agent::ApprovalDecision {
+        self.0.decide(request).await
+    }
+}

@@ -1,0 +1,156 @@
+//! The model a variant (or `tack exec`) names: built in (`oracle`, `sim`), a
+//! provider model (`openai:…`, `anthropic:…`), either wrapped in
+//! `chaos(...)`, or a recorded trial's answers (`tack replay`). Provider
+//! models of one run share rate limiters, and every model is priced from the
+//! dated price table.
+
+use std::path::PathBuf;
+
+use tack_agent::Pricer;
+use tack_model::{ChaosModel, ChaosParams, Model, SimParams, TaskBrief, builtin_model};
+use tack_protocol::ModelSpec;
+use tack_providers::{
+    ApiKey, PriceError, PriceTable, ProviderConfig, ProviderError, RateLimiters, RateLimits, cost,
+    provider_model,
+};
+use tack_suite::{ProviderSettings, Variant};
+
+/// A price file whose entries override the built-in table's.
+pub const PRICES_ENV: &str = "TACK_PRICES";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error("{PRICES_ENV}={}: {source}. Fix the file or unset {PRICES_ENV}", path.display())]
+    Prices { path: PathBuf, source: PriceError },
+}
+
+/// Everything that picks and configures one model.
+#[derive(Debug, Clone)]
+pub struct ModelChoice {
+    pub spec: ModelSpec,
+    /// Parameters of the simulated agent, for `sim`.
+    pub sim: SimParams,
+    /// Fault rates, for `chaos(...)`.
+    pub chaos: ChaosParams,
+    /// Connection settings, for provider models.
+    pub provider: ProviderSettings,
+    /// A key given directly (`tack exec` reads `API_KEY` from the env file);
+    /// otherwise the provider's variable is looked up.
+    pub api_key: Option<ApiKey>,
+}
+
+impl ModelChoice {
+    /// The model of a suite variant.
+    pub fn of_variant(variant: &Variant) -> ModelChoice {
+        ModelChoice {
+            spec: variant.model.clone(),
+            sim: variant.sim,
+            chaos: variant.chaos,
+            provider: variant.provider.clone(),
+            api_key: None,
+        }
+    }
+}
+
+/// What all models of a run share: rate limiters per provider and base URL,
+/// and the price table.
+#[derive(Debug)]
+pub struct Models {
+    limiters: RateLimiters,
+    prices: PriceTable,
+}
+
+impl Models {
+    /// The built-in price table with `$TACK_PRICES` laid over it.
+    pub fn new() -> Result<Models, ModelError> {
+        Ok(Models {
+            limiters: RateLimiters::default(),
+            prices: price_table()?,
+        })
+    }
+
+    /// The price table's version, for the manifest.
+    pub fn price_version(&self) -> &str {
+        self.prices.version()
+    }
+
+    /// Builds the model for one trial.
+    pub fn build(
+        &self,
+        choice: &ModelChoice,
+        brief: TaskBrief,
+        seed: u64,
+    ) -> Result<Box<dyn Model>, ModelError> {
+        let model = match choice.spec.inner() {
+            ModelSpec::Builtin(builtin) => builtin_model(*builtin, brief, choice.sim, seed),
+            _ => provider_model(&self.provider_config(choice)?)?,
+        };
+        Ok(if choice.spec.is_chaos() {
+            Box::new(ChaosModel::new(model, choice.chaos, seed))
+        } else {
+            model
+        })
+    }
+
+    /// Checks before a run starts that the model can be built — a provider
+    /// model's key (unless on loopback) and base URL are in order — so a
+    /// missing key fails at once, not in every trial.
+    pub fn check(&self, choice: &ModelChoice) -> Result<(), ModelError> {
+        if choice.spec.is_simulated() {
+            return Ok(());
+        }
+        provider_model(&self.provider_config(choice)?).map(drop)?;
+        Ok(())
+    }
+
+    /// Prices the model's calls when the table knows it; unknown models stay
+    /// unpriced (cost `None`), never 0.
+    pub fn pricer(&self, spec: &ModelSpec) -> Option<Pricer> {
+        let (_, model) = spec.provider()?;
+        let (_, price) = self.prices.lookup(model)?;
+        let price = *price;
+        Some(Box::new(move |usage| Some(cost(usage, &price))))
+    }
+
+    /// The provider connection a choice describes, with the run's shared
+    /// limiter.
+    fn provider_config(&self, choice: &ModelChoice) -> Result<ProviderConfig, ModelError> {
+        let settings = &choice.provider;
+        let mut config = ProviderConfig::for_spec(&choice.spec).ok_or_else(|| {
+            ProviderError::Client(format!("`{}` is not a provider model", choice.spec))
+        })?;
+        config.base_url = settings.base_url.clone();
+        config.api_key_env = settings.api_key_env.clone();
+        config.api_key = choice.api_key.clone();
+        config.stream = settings.stream;
+        config.max_tokens = settings.max_tokens;
+        let limits = RateLimits {
+            requests_per_minute: settings.requests_per_minute,
+            tokens_per_minute: settings.tokens_per_minute,
+            max_concurrency: settings.max_concurrency,
+        };
+        config.rate_limiter = Some(
+            self.limiters
+                .get(config.provider, config.base_url(), limits),
+        );
+        Ok(config)
+    }
+}
+
+/// The built-in dated price table, with the entries of `$TACK_PRICES`
+/// (same format) laid over it when set.
+pub fn price_table() -> Result<PriceTable, ModelError> {
+    let builtin = PriceTable::builtin().clone();
+    let Some(path) = std::env::var_os(PRICES_ENV) else {
+        return Ok(builtin);
+    };
+    let path = PathBuf::from(path);
+    let fail = |source| ModelError::Prices {
+        path: path.clone(),
+        source,
+    };
+    let overrides = PriceTable::load(&path).map_err(fail)?;
+    builtin.with_overrides(&overrides).map_err(fail)
+}

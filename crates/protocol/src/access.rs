@@ -1,0 +1,32 @@
+//! What a tool call will do to the machine, as the tool itself declares it
+//! from its (already validated) arguments. The permission engine judges these
+//! declarations instead of knowing which argument of which tool is a path or
+//! a command, so a new tool (an MCP tool, a subagent) needs no change there.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "target", rename_all = "snake_case")]
+pub enum ToolAccess {
+    /// Reads this path (relative to the workspace, or absolute).
+    Read(String),
+    /// Creates or changes this path.
+    Write(String),
+    /// Runs this shell script, as `bash -c` would.
+    Execute(String),
+}
+
+/// The built-in tools' names: the one place each is spelled. The tools
+/// declare themselves with these, the built-in models call them, and the
+/// default harness configuration offers them all.
+pub mod tool_names {
+    pub const BASH: &str = "bash";
+    pub const READ_FILE: &str = "read_file";
+    pub const WRITE_FILE: &str = "write_file";
+    pub const STR_REPLACE: &str = "str_replace";
+    pub const LIST_FILES: &str = "list_files";
+    pub const GREP: &str = "grep";
+
+    /// Every built-in tool, in the order they are offered.
+    pub const ALL: [&str; 6] = [BASH, READ_FILE, WRITE_FILE, STR_REPLACE, LIST_FILES, GREP];
+}

@@ -1,0 +1,66 @@
+//! How the suite's own commands are confined. Setup commands, solution
+//! scripts and hidden checks all run code the agent may have written or
+//! edited (a check imports the agent's module; a setup step runs a fixture
+//! script), so they run under the same kernel sandbox as the agent's commands.
+
+use std::path::{Path, PathBuf};
+
+use tack_protocol::SandboxProfile;
+use tack_sandbox::Confinement;
+
+/// The profile of the variant (or `strict` for `suite check`) and the paths
+/// nobody in the trial may see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSandbox {
+    pub profile: SandboxProfile,
+    pub hidden: Vec<PathBuf>,
+}
+
+impl CommandSandbox {
+    pub fn new(profile: SandboxProfile, hidden: Vec<PathBuf>) -> CommandSandbox {
+        CommandSandbox { profile, hidden }
+    }
+
+    /// The confinement for one command in `workspace`. `network` is what a
+    /// task declares for a step that needs it (`network = true` on a check,
+    /// `setup_network = true` in `[environment]`): under `strict` that step
+    /// alone gets the `workspace_write` profile, which differs only by the
+    /// network; every other wall stays.
+    pub fn confinement(&self, workspace: &Path, network: bool) -> Confinement {
+        let profile = match self.profile {
+            SandboxProfile::Strict if network => SandboxProfile::WorkspaceWrite,
+            profile => profile,
+        };
+        Confinement::for_profile(profile, workspace).hiding(self.hidden.iter().cloned())
+    }
+}
+
+/// Where the hidden checks are copied for a trial's verification. Agents'
+/// commands must not see it (a concurrent trial of the same task is
+/// verifying there), so the runner hides this directory from them; the
+/// checks themselves see their own copy.
+pub fn checks_root() -> PathBuf {
+    std::env::temp_dir().join("tack-checks")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_relaxes_only_strict_and_keeps_the_hidden_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = CommandSandbox::new(SandboxProfile::Strict, vec![dir.path().join("x")]);
+        let plain = sandbox.confinement(dir.path(), false);
+        assert_eq!(plain.profile, SandboxProfile::Strict);
+        assert!(plain.hidden.contains(&dir.path().join("x")));
+        let online = sandbox.confinement(dir.path(), true);
+        assert_eq!(online.profile, SandboxProfile::WorkspaceWrite);
+        assert!(online.hidden.contains(&dir.path().join("x")));
+        let off = CommandSandbox::new(SandboxProfile::Off, Vec::new());
+        assert_eq!(
+            off.confinement(dir.path(), true).profile,
+            SandboxProfile::Off
+        );
+    }
+}
