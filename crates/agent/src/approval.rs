@@ -41,27 +41,37 @@ pub trait Approver: Send + Sync {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision;
 }
 
+/// Why an approver configuration cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ApproverError {
+    #[error("approver.approve: `{pattern}` is not a valid glob: {reason}")]
+    InvalidGlob { pattern: String, reason: String },
+    #[error("approver policy `script` needs `script = \"<command>\"`")]
+    MissingScript,
+    /// A library never talks to the terminal: the front end (the CLI's
+    /// prompt) answers this policy, through the harness's setup.
+    #[error(
+        "approver policy `interactive` is answered by the front end (tack run / tack exec on a \
+         terminal), not built here"
+    )]
+    Interactive,
+}
+
 /// Builds the approver a configuration names. `cwd` is where a reviewer
 /// script runs (the suite directory).
-pub fn approver_for(config: &ApproverConfig, cwd: PathBuf) -> Result<Box<dyn Approver>, String> {
+pub fn approver_for(
+    config: &ApproverConfig,
+    cwd: PathBuf,
+) -> Result<Box<dyn Approver>, ApproverError> {
     Ok(match config.policy {
         ApproverPolicy::ApproveAll => Box::new(Fixed { approve: true }),
         ApproverPolicy::DenyAll => Box::new(Fixed { approve: false }),
         ApproverPolicy::Rules => Box::new(RulesApprover::new(&config.approve)?),
         ApproverPolicy::Script => {
-            let script = config
-                .script
-                .clone()
-                .ok_or("approver policy `script` needs `script = \"<command>\"`")?;
+            let script = config.script.clone().ok_or(ApproverError::MissingScript)?;
             Box::new(ScriptApprover { script, cwd })
         }
-        // A library never talks to the terminal: the front end (the CLI's
-        // prompt) answers this policy, through the harness's setup.
-        ApproverPolicy::Interactive => {
-            return Err(
-                "approver policy `interactive` is answered by the front end (tack run / tack exec on a terminal); it cannot be built here".to_string(),
-            );
-        }
+        ApproverPolicy::Interactive => return Err(ApproverError::Interactive),
     })
 }
 
@@ -99,16 +109,18 @@ pub struct RulesApprover {
 }
 
 impl RulesApprover {
-    pub fn new(patterns: &[String]) -> Result<RulesApprover, String> {
+    pub fn new(patterns: &[String]) -> Result<RulesApprover, ApproverError> {
+        let invalid = |pattern: &str, error: globset::Error| ApproverError::InvalidGlob {
+            pattern: pattern.to_string(),
+            reason: error.to_string(),
+        };
         let mut builder = globset::GlobSetBuilder::new();
         for pattern in patterns {
-            let glob = globset::Glob::new(pattern)
-                .map_err(|e| format!("approver.approve: `{pattern}` is not a valid glob: {e}"))?;
-            builder.add(glob);
+            builder.add(globset::Glob::new(pattern).map_err(|e| invalid(pattern, e))?);
         }
         let globs = builder
             .build()
-            .map_err(|e| format!("approver.approve: {e}"))?;
+            .map_err(|e| invalid(&patterns.join(", "), e))?;
         Ok(RulesApprover {
             globs,
             patterns: patterns.to_vec(),

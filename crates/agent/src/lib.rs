@@ -15,7 +15,9 @@ mod view;
 use tack_model::Model;
 use tack_protocol::{EventSink, HarnessConfig, RunTotals, StopReason};
 
-pub use approval::{ApprovalDecision, ApprovalRequest, Approver, RulesApprover, approver_for};
+pub use approval::{
+    ApprovalDecision, ApprovalRequest, Approver, ApproverError, RulesApprover, approver_for,
+};
 pub use dispatch::DispatcherError;
 pub use dispatch::{Dispatcher, PreparedCall, UnknownToolName};
 pub use gate::{GateDecision, GateVerdict, Gatekeeper, PermissionGate};

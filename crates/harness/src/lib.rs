@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tack_agent::{
-    AgentRun, Approver, Dispatcher, DispatcherError, Gatekeeper, Pricer, Session, ToolContext,
+    AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Session, ToolContext,
     approver_for,
 };
 use tack_model::Model;
@@ -65,7 +65,7 @@ pub enum HarnessError {
     #[error("harness.permissions: {0}")]
     Permissions(#[from] RulesError),
     #[error("harness.approver: {0}")]
-    Approver(String),
+    Approver(#[from] ApproverError),
     #[error(
         "harness.approver: policy `interactive` needs a person at a terminal, and this run has \
          none; use `approve_all`, `deny_all`, `rules` or `script` for unattended runs"
@@ -206,7 +206,7 @@ fn approver(
         let front_end = interactive.ok_or(HarnessError::NoInteractiveApprover)?;
         return Ok(Box::new(Shared(front_end)));
     }
-    approver_for(&config.approver, base_dir.to_path_buf()).map_err(HarnessError::Approver)
+    Ok(approver_for(&config.approver, base_dir.to_path_buf())?)
 }
 
 /// One front-end approver shared by every trial of a run.
