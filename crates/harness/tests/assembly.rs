@@ -1,0 +1,155 @@
+//! The harness as `tack run` and `tack exec` both use it: assembly errors
+//! name the setting, and a run goes agent → checks → feedback rounds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::Path;
+
+use tack_harness::{Harness, HarnessError, HarnessSetup, Verification};
+use tack_model::ReplayModel;
+use tack_protocol::{
+    ApproverPolicy, Event, FinishReason, HarnessConfig, Message, SandboxProfile, StopReason,
+    ToolCall, TrialOutcome, Usage, VecSink,
+};
+use tack_suite::Check;
+
+fn setup(workspace: &Path, config: HarnessConfig) -> HarnessSetup {
+    HarnessSetup {
+        config,
+        workspace: workspace.to_path_buf(),
+        env: Vec::new(),
+        hidden: Vec::new(),
+        base_dir: workspace.to_path_buf(),
+        interactive: None,
+    }
+}
+
+/// Unconfined, so the loop itself is tested on any machine; the sandboxed
+/// paths have their own tests through the binary.
+fn unconfined() -> HarnessConfig {
+    HarnessConfig {
+        sandbox: SandboxProfile::Off,
+        ..HarnessConfig::default()
+    }
+}
+
+fn answer(text: &str, calls: Vec<ToolCall>) -> (Message, FinishReason, Usage) {
+    let finish = if calls.is_empty() {
+        FinishReason::Stop
+    } else {
+        FinishReason::ToolCalls
+    };
+    (Message::assistant(text, calls), finish, Usage::default())
+}
+
+fn check(name: &str, run: &str) -> Check {
+    Check {
+        name: name.to_string(),
+        run: run.to_string(),
+        timeout_secs: 10,
+        network: false,
+    }
+}
+
+#[test]
+fn assembly_errors_name_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = unconfined();
+    config.approver.policy = ApproverPolicy::Interactive;
+    let error = Harness::assemble(setup(dir.path(), config)).unwrap_err();
+    assert!(
+        matches!(error, HarnessError::NoInteractiveApprover),
+        "{error}"
+    );
+    assert!(error.to_string().contains("harness.approver"), "{error}");
+
+    let mut config = unconfined();
+    config.permissions = Some("missing.toml".to_string());
+    let error = Harness::assemble(setup(dir.path(), config)).unwrap_err();
+    assert!(matches!(error, HarnessError::Permissions(_)), "{error}");
+    assert!(error.to_string().contains("missing.toml"), "{error}");
+
+    let mut config = unconfined();
+    config.tools = vec!["teleport".to_string()];
+    let error = Harness::assemble(setup(dir.path(), config)).unwrap_err();
+    assert!(error.to_string().contains("harness.tools"), "{error}");
+}
+
+#[tokio::test]
+async fn failing_checks_go_back_to_the_model_for_each_feedback_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = unconfined();
+    config.feedback_rounds = 1;
+    let harness = Harness::assemble(setup(dir.path(), config)).unwrap();
+    let fix = ToolCall {
+        id: "c1".to_string(),
+        name: "write_file".to_string(),
+        arguments: r#"{"path": "done.txt", "content": "yes"}"#.to_string(),
+    };
+    let mut model = ReplayModel::new(
+        "scripted",
+        vec![
+            answer("all done", vec![]),
+            answer("fixing", vec![fix]),
+            answer("now done", vec![]),
+        ],
+    );
+    let checks = [check("done exists", "test -f done.txt")];
+    let mut sink = VecSink::default();
+    let run = harness
+        .run(
+            &mut model,
+            None,
+            "make done.txt",
+            &Verification::Commands(&checks),
+            &mut sink,
+        )
+        .await;
+    assert_eq!(run.outcome(), TrialOutcome::Passed, "{run:?}");
+    assert_eq!(run.feedback_rounds, 1);
+    assert_eq!(run.agent.stop_reason, StopReason::Completed);
+    assert_eq!(run.agent.totals.steps, 3);
+    assert_eq!(run.agent.totals.tool_calls, 1);
+    let checks_seen: Vec<bool> = sink
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Check(c) => Some(c.passed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checks_seen, [false, true]);
+    let feedback = sink.events.iter().find_map(|e| match e {
+        Event::Message { index, message }
+            if *index > 1 && message.role == tack_protocol::Role::User =>
+        {
+            Some(message.content.clone())
+        }
+        _ => None,
+    });
+    let feedback = feedback.expect("the failing check went back to the model");
+    assert!(
+        feedback.contains("## done exists FAILED (exit code 1)\n$ test -f done.txt"),
+        "{feedback}"
+    );
+}
+
+#[tokio::test]
+async fn no_feedback_rounds_means_a_failing_check_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = Harness::assemble(setup(dir.path(), unconfined())).unwrap();
+    let mut model = ReplayModel::new("scripted", vec![answer("done", vec![])]);
+    let checks = [check("always fails", "exit 3")];
+    let mut sink = VecSink::default();
+    let run = harness
+        .run(
+            &mut model,
+            None,
+            "x",
+            &Verification::Commands(&checks),
+            &mut sink,
+        )
+        .await;
+    assert_eq!(run.outcome(), TrialOutcome::VerificationFailed);
+    assert_eq!((run.checks_passed, run.feedback_rounds), (Some(false), 0));
+}
