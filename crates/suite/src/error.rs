@@ -16,6 +16,10 @@ pub enum SuiteError {
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A file or directory of the suite that is missing, unreadable or of
+    /// the wrong kind, with what to do about it.
+    #[error("{path}: {message}")]
+    File { path: PathBuf, message: String },
     #[error("task `{task}`: setup command `{command}` failed (exit {exit}): {output}")]
     Setup {
         task: String,
@@ -32,6 +36,13 @@ impl SuiteError {
         SuiteError::Io {
             path: path.to_path_buf(),
             source,
+        }
+    }
+
+    pub fn file(path: &Path, message: impl Into<String>) -> SuiteError {
+        SuiteError::File {
+            path: path.to_path_buf(),
+            message: message.into(),
         }
     }
 

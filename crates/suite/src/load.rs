@@ -1,16 +1,25 @@
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tack_protocol::Edit;
 
 use crate::format::{DEFAULT_PROTECTED, SuiteFile, TaskFile};
 use crate::{Suite, SuiteError, Task, Variant};
 
+mod files;
+mod harness;
+mod task;
+
+use harness::VariantAt;
+
 const SUITE_FILE: &str = "suite.toml";
 const TASK_FILE: &str = "task.toml";
 
 /// Loads a suite from its directory (or its `suite.toml`), checking every
-/// file; the first problem found is returned, naming its file and field.
+/// file and everything a variant or task names (rules files, approvers,
+/// limits, check files), so that a run never starts on a suite whose
+/// trials could not run; the first problem found is returned, naming its
+/// file and field and what to do.
 pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
     let (root, file) = if path.is_dir() {
         (path.to_path_buf(), path.join(SUITE_FILE))
@@ -18,22 +27,16 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
         let root = path.parent().map(Path::to_path_buf).unwrap_or_default();
         (root, path.to_path_buf())
     };
-    if !file.exists() {
-        return Err(SuiteError::invalid(
+    if fs::symlink_metadata(&file).is_err() {
+        return Err(SuiteError::file(
             &file,
-            "file",
-            "no suite here: a suite is a directory with a suite.toml and a tasks/ directory (see suites/README.md)",
+            "does not exist: no suite here; a suite is a directory with a suite.toml and a tasks/ directory (see suites/README.md)",
         ));
     }
     let parsed: SuiteFile = parse_toml(&file)?;
     let section = parsed.suite;
-    if section.name.trim().is_empty() {
-        return Err(SuiteError::invalid(
-            &file,
-            "suite.name",
-            "must not be empty",
-        ));
-    }
+    // The name is part of the run id, which names the run's directories.
+    check_name(&file, "suite.name", &section.name)?;
     if section.trials == 0 {
         return Err(SuiteError::invalid(
             &file,
@@ -41,8 +44,16 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
             "must be at least 1",
         ));
     }
-    check_variants(&file, &parsed.variants)?;
-    let tasks = load_tasks(&root)?;
+    check_variants(&file, &root, &parsed.variants)?;
+    let tasks = files::task_dirs(&root, TASK_FILE)?
+        .iter()
+        .map(|dir| load_task(dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    files::check_tree(if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &root
+    })?;
     Ok(Suite {
         name: section.name,
         description: section.description,
@@ -55,7 +66,7 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
 }
 
 fn parse_toml<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T, SuiteError> {
-    let text = fs::read_to_string(file).map_err(|e| SuiteError::io(file, e))?;
+    let text = files::read_text(file)?;
     toml::from_str(&text).map_err(|e| SuiteError::Parse {
         path: file.to_path_buf(),
         message: e.to_string().trim_end().to_string(),
@@ -79,7 +90,7 @@ fn check_name(file: &Path, field: &str, name: &str) -> Result<(), SuiteError> {
     }
 }
 
-fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
+fn check_variants(file: &Path, root: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
     if variants.is_empty() {
         return Err(SuiteError::invalid(
             file,
@@ -97,61 +108,23 @@ fn check_variants(file: &Path, variants: &[Variant]) -> Result<(), SuiteError> {
                 format!("`{}` is used by two variants", variant.name),
             ));
         }
-        if !crate::format::is_known_model(&variant.model) {
-            return Err(SuiteError::invalid(
-                file,
-                at("model"),
-                format!(
-                    "unknown model `{}`: use `oracle`, `sim`, or `openai:<model>` / `anthropic:<model>`, optionally wrapped as `chaos(...)`",
-                    variant.model
-                ),
-            ));
-        }
+        let place = VariantAt {
+            file,
+            index: i,
+            name: &variant.name,
+        };
         variant
             .sim
             .validate()
-            .map_err(|message| SuiteError::invalid(file, at("sim"), message))?;
+            .map_err(|message| place.invalid("sim", message))?;
         variant
             .chaos
             .validate()
-            .map_err(|message| SuiteError::invalid(file, at("chaos"), message))?;
-        if variant.harness.max_steps == 0 {
-            return Err(SuiteError::invalid(
-                file,
-                at("harness.max_steps"),
-                "must be at least 1",
-            ));
-        }
-        if variant.harness.tools.is_empty() {
-            return Err(SuiteError::invalid(
-                file,
-                at("harness.tools"),
-                "offers no tools: list at least one, e.g. [\"bash\"]",
-            ));
-        }
+            .map_err(|message| place.invalid("chaos", message))?;
+        harness::check_harness(&place, root, &variant.harness)?;
+        harness::check_provider(&place, &variant.provider)?;
     }
     Ok(())
-}
-
-fn load_tasks(root: &Path) -> Result<Vec<Task>, SuiteError> {
-    let tasks_dir = root.join("tasks");
-    let entries = fs::read_dir(&tasks_dir).map_err(|e| SuiteError::io(&tasks_dir, e))?;
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| SuiteError::io(&tasks_dir, e))?;
-        if entry.path().join(TASK_FILE).is_file() {
-            dirs.push(entry.path());
-        }
-    }
-    dirs.sort();
-    if dirs.is_empty() {
-        return Err(SuiteError::invalid(
-            &tasks_dir,
-            "tasks",
-            "no tasks: each task is a directory tasks/<id>/ with a task.toml",
-        ));
-    }
-    dirs.iter().map(|dir| load_task(dir)).collect()
 }
 
 fn load_task(dir: &Path) -> Result<Task, SuiteError> {
@@ -189,12 +162,11 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
         ));
     }
     if !task.fixture_dir().is_dir() {
-        return Err(SuiteError::invalid(
-            file,
-            "fixture",
+        return Err(SuiteError::file(
+            &task.fixture_dir(),
             format!(
-                "{} is missing: it holds the files the agent starts from",
-                task.fixture_dir().display()
+                "is missing or not a directory: every task needs fixture/, the files the agent starts from (the task is {})",
+                file.display()
             ),
         ));
     }
@@ -208,13 +180,13 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
     if let Err(message) = crate::tamper::Protected::new(&task.protected) {
         return Err(SuiteError::invalid(file, "protected", message));
     }
-    if let Some(i) = task.checks.iter().position(|c| c.run.trim().is_empty()) {
-        return Err(SuiteError::invalid(
-            file,
-            format!("checks[{i}].run"),
-            "must not be empty",
-        ));
-    }
+    task::check_checks(file, task)?;
+    task::check_limits(file, task)?;
+    task::check_environment(file, task)?;
+    check_solution(file, task)
+}
+
+fn check_solution(file: &Path, task: &Task) -> Result<(), SuiteError> {
     let solution = &task.solution;
     if solution.edits.is_empty() && solution.script.is_none() {
         return Err(SuiteError::invalid(
@@ -223,20 +195,31 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
             "no reference solution: add [[solution.edits]] (path, old, new) or solution.script",
         ));
     }
+    if solution
+        .script
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        return Err(SuiteError::invalid(
+            file,
+            "solution.script",
+            "is empty: give the commands that solve the task, or remove it",
+        ));
+    }
     // Edits apply in order, each to the result of the previous ones; decoys
     // each apply alone to the untouched fixture.
-    let mut files = std::collections::HashMap::<String, String>::new();
+    let mut edited = std::collections::HashMap::<String, String>::new();
     for (i, edit) in solution.edits.iter().enumerate() {
         let text = fixture_text(
             file,
             task,
-            &mut files,
+            &mut edited,
             edit,
             &format!("solution.edits[{i}]"),
         )?;
         let updated = apply_edit_text(&text, edit)
             .map_err(|why| SuiteError::invalid(file, format!("solution.edits[{i}].old"), why))?;
-        files.insert(edit.path.clone(), updated);
+        edited.insert(edit.path.clone(), updated);
     }
     for (i, decoy) in solution.decoys.iter().enumerate() {
         let field = format!("solution.decoys[{i}]");
@@ -256,15 +239,16 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
 fn fixture_text(
     file: &Path,
     task: &Task,
-    files: &mut std::collections::HashMap<String, String>,
+    edited: &mut std::collections::HashMap<String, String>,
     edit: &Edit,
     field: &str,
 ) -> Result<String, SuiteError> {
-    if let Some(text) = files.get(&edit.path) {
+    task::check_edit_path(file, field, edit)?;
+    if let Some(text) = edited.get(&edit.path) {
         return Ok(text.clone());
     }
     let path = task.fixture_dir().join(&edit.path);
-    fs::read_to_string(&path).map_err(|e| {
+    files::read_text(&path).map_err(|e| {
         SuiteError::invalid(
             file,
             format!("{field}.path"),

@@ -1,0 +1,163 @@
+//! Checks of a task's settings beyond its solution: the harness limits it
+//! overrides, its checks and the files they name, its environment, and the
+//! paths its edits touch.
+
+use std::path::{Component, Path};
+
+use tack_protocol::Edit;
+
+use crate::{SuiteError, Task};
+
+/// A task's `[limits]` replace the variant's (see `Task::harness_for`), so
+/// they obey the same rules.
+pub(super) fn check_limits(file: &Path, task: &Task) -> Result<(), SuiteError> {
+    if task.limits.max_steps == Some(0) {
+        return Err(SuiteError::invalid(
+            file,
+            "limits.max_steps",
+            "must be at least 1, got 0: it counts model calls, and with 0 no trial gets one; leave it out to use the variant's",
+        ));
+    }
+    if task.limits.command_timeout_secs == Some(0) {
+        return Err(SuiteError::invalid(
+            file,
+            "limits.command_timeout_secs",
+            "must be at least 1, got 0: every bash command would time out at once; leave it out to use the variant's",
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn check_checks(file: &Path, task: &Task) -> Result<(), SuiteError> {
+    let checks_dir = task.checks_dir();
+    if checks_dir.exists() && !checks_dir.is_dir() {
+        return Err(SuiteError::file(
+            &checks_dir,
+            "is not a directory: checks/ holds the hidden files the checks use ($TACK_CHECKS); make it a directory or remove it",
+        ));
+    }
+    for (i, check) in task.checks.iter().enumerate() {
+        let field = |name: &str| format!("checks[{i}].{name}");
+        if check.name.trim().is_empty() {
+            return Err(SuiteError::invalid(
+                file,
+                field("name"),
+                "must not be empty: it names the check in reports",
+            ));
+        }
+        if check.run.trim().is_empty() {
+            return Err(SuiteError::invalid(file, field("run"), "must not be empty"));
+        }
+        if check.timeout_secs == 0 {
+            return Err(SuiteError::invalid(
+                file,
+                field("timeout_secs"),
+                "must be at least 1, got 0: the check would time out at once; leave it out for 60",
+            ));
+        }
+        for name in checks_files(&check.run) {
+            if !checks_dir.join(name).exists() {
+                return Err(SuiteError::invalid(
+                    file,
+                    field("run"),
+                    format!(
+                        "runs `$TACK_CHECKS/{name}`, but {} does not exist: add it to the task's checks/ directory",
+                        checks_dir.join(name).display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The files a command names under `$TACK_CHECKS/`, where the name is
+/// literal (no globs or variables, which only the shell can resolve).
+fn checks_files(command: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    for prefix in ["$TACK_CHECKS/", "${TACK_CHECKS}/"] {
+        for (at, _) in command.match_indices(prefix) {
+            let rest = &command[at + prefix.len()..];
+            let end = rest
+                .find(|c: char| c.is_whitespace() || "\"';|&)<>".contains(c))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            if !name.is_empty() && !name.contains(['$', '*', '?', '[', '{', '`', '\\']) {
+                found.push(name);
+            }
+        }
+    }
+    found
+}
+
+pub(super) fn check_environment(file: &Path, task: &Task) -> Result<(), SuiteError> {
+    for (name, value) in &task.environment.env {
+        let field = format!("environment.env.{name}");
+        let fine = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !fine {
+            return Err(SuiteError::invalid(
+                file,
+                field,
+                format!(
+                    "`{name}` is not a usable variable name: use letters, digits and `_`, not starting with a digit"
+                ),
+            ));
+        }
+        if value.contains('\0') {
+            return Err(SuiteError::invalid(
+                file,
+                field,
+                "contains a NUL character, which no environment variable can hold",
+            ));
+        }
+    }
+    for (i, command) in task.environment.setup.iter().enumerate() {
+        if command.trim().is_empty() {
+            return Err(SuiteError::invalid(
+                file,
+                format!("environment.setup[{i}]"),
+                "must not be empty: remove it or give the command",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Edits name files of the workspace: a path that is absolute or climbs out
+/// with `..` would read (and, applied, write) outside it.
+pub(super) fn check_edit_path(file: &Path, field: &str, edit: &Edit) -> Result<(), SuiteError> {
+    let path = Path::new(&edit.path);
+    let inside = !edit.path.trim().is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if inside {
+        Ok(())
+    } else {
+        Err(SuiteError::invalid(
+            file,
+            format!("{field}.path"),
+            format!(
+                "`{}` is not a path inside the workspace: give it relative to the fixture, without `..`",
+                edit.path
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checks_files;
+
+    #[test]
+    fn finds_literal_files_under_tack_checks() {
+        assert_eq!(
+            checks_files("python3 \"$TACK_CHECKS/check.py\" && sh ${TACK_CHECKS}/run.sh"),
+            ["check.py", "run.sh"]
+        );
+        assert!(checks_files("cp -r $TACK_CHECKS/* . && ./x").is_empty());
+        assert!(checks_files("ls $TACK_CHECKS").is_empty());
+    }
+}
