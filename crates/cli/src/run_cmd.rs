@@ -11,7 +11,19 @@ use tack_runner::{CancelFlag, Progress, RunPlan, RunResult};
 use crate::exit::{Classify, CommandResult, Failure};
 use crate::suite_cmd::default_jobs;
 
+const AFTER_HELP: &str = "\
+Exit codes:
+  0    every planned trial ran (whatever the agents scored: see the summary and the report)
+  2    usage or input error, before any trial: bad flags, or a bad suite (the message names the
+       file, the variant or task, and the field), or a variant that cannot run on this machine
+  3    tack failed: a trial ended in harness_error (stderr lists each one: variant, task, trial
+       and the error), or the traces or the report could not be written
+  130  interrupted (Ctrl-C): the trials that ran are recorded and reported
+
+With --json, stdout carries the run's JSON object whenever trials ran, with exit 3 or 130 too.";
+
 #[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct RunArgs {
     /// The suite directory (holding suite.toml).
     suite: PathBuf,
@@ -60,10 +72,12 @@ pub async fn run(args: RunArgs) -> CommandResult {
         command_line: std::env::args().collect(),
         keep_failed_workspaces: args.keep_workspaces,
         replay: None,
+        hidden: vec![args.reports.clone()],
+        interactive: Some(crate::terminal_approver::shared()),
         suite,
     };
     // Check the selection before anything is written.
-    plan.trials().or_fail(Failure::Usage)?;
+    plan.validate().or_fail(Failure::Usage)?;
     let output = Output {
         reports: args.reports.clone(),
         no_report: args.no_report,
@@ -109,6 +123,7 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
             None => println!("report: run `tack report {}`", result.run_dir.display()),
         }
     }
+    let harness_failed = report_harness_errors(&result);
     if result.interrupted {
         eprintln!(
             "interrupted: {} trials ran; the report covers those",
@@ -116,7 +131,44 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         );
         return Ok(ExitCode::from(130));
     }
+    if harness_failed {
+        return Ok(Failure::Internal.into());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Lists the trials that ended in `harness_error` on stderr, and says
+/// whether there were any. Such a trial says nothing about the model — tack
+/// could not set up or drive the agent — so a run with one is not a success,
+/// whatever the other trials scored.
+fn report_harness_errors(result: &RunResult) -> bool {
+    let failed: Vec<_> = result
+        .trials
+        .iter()
+        .filter(|t| t.outcome == TrialOutcome::HarnessError)
+        .collect();
+    if failed.is_empty() {
+        return false;
+    }
+    eprintln!(
+        "error: {} of {} trials ended in harness_error (tack could not set up or drive the agent; this says nothing about the model):",
+        failed.len(),
+        result.trials.len()
+    );
+    for trial in failed {
+        let error = trial.error.as_deref().unwrap_or("no error was recorded");
+        eprintln!(
+            "  variant {}, task {}, trial {}: {}",
+            trial.variant,
+            trial.task,
+            trial.trial_index,
+            error.replace('\n', "\n    ")
+        );
+    }
+    eprintln!(
+        "they are in the traces and the report; fix what the errors name and run again (a suite that loads cleanly should not cause this: please report it)"
+    );
+    true
 }
 
 /// First Ctrl-C: let running trials finish and record them, start no more.
@@ -149,7 +201,7 @@ fn print_summary(result: &RunResult) {
         };
         let entry = &mut per_variant[at].1;
         entry.1 += 1;
-        entry.2 += trial.total_tokens;
+        entry.2 += trial.totals.usage.total();
         if trial.outcome == TrialOutcome::Passed {
             entry.0 += 1;
         }
@@ -225,7 +277,7 @@ impl ProgressReporter {
                 } else if lines {
                     eprintln!(
                         "[{done}/{total}] {} {} ({} steps)",
-                        summary.trial_id, summary.outcome, summary.steps
+                        summary.trial_id, summary.outcome, summary.totals.steps
                     );
                 }
                 if let Some(path) = &summary.kept_workspace {

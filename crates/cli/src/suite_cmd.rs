@@ -90,7 +90,8 @@ pub fn show(path: &Path, json: bool) -> CommandResult {
         println!(
             "  {:<14} model {:<8} results {:<12} max steps {:<3} {}",
             v.name,
-            v.model,
+            // A string, so the column width applies whatever the model's type.
+            v.model.to_string(),
             v.harness.tool_results.as_str(),
             v.harness.max_steps,
             v.description
