@@ -10,7 +10,9 @@ use crate::run_cmd::{Output, execute};
     after_help = "The replay runs the trial's task in a fresh workspace with the same variant, answering every model \
 call with the recorded answer in order, so the tool side (commands, edits, checks) runs again exactly as the model asked. \
 It writes a new run (traces/<replay-run-id>/) and its report. If the tools now behave differently — the suite changed, \
-or the environment did — the replay diverges, and the run says where."
+or the environment did — the replay diverges, and the run says where.\n\n\
+Exit codes: as `tack run`: 0 done, 2 the run or trial cannot be found or replayed, 3 tack failed or the \
+replayed trial ended in harness_error, 130 interrupted."
 )]
 pub struct ReplayArgs {
     /// The recorded run, traces/<run-id>.

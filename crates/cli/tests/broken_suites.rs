@@ -154,6 +154,7 @@ const CASES: &[(&str, Mutation, &[&str])] = &[
     ("harness: zero command timeout", |r| edit(r, SUITE, "command_timeout_secs = 30", "command_timeout_secs = 0"), &[SUITE, "harness.command_timeout_secs"]),
     ("harness: zero wall time", |r| edit(r, SUITE, "max_steps = 10", "max_steps = 10\nmax_wall_secs = 0"), &[SUITE, "harness.max_wall_secs"]),
     ("harness: no tools", |r| edit(r, SUITE, "max_steps = 10", "max_steps = 10\ntools = []"), &[SUITE, "harness.tools"]),
+    ("harness: a tool that does not exist", |r| edit(r, SUITE, "max_steps = 10", "max_steps = 10\ntools = [\"bash\", \"teleport\"]"), &[SUITE, "harness.tools[1]", "teleport"]),
     ("harness: approval for a tool not offered", |r| edit(r, SUITE, "requires_approval = [\"write_file\"]", "requires_approval = [\"wirte_file\"]"), &[SUITE, "harness.requires_approval[0]", "wirte_file"]),
     ("suite: zero trials", |r| edit(r, SUITE, "trials = 1", "trials = 0"), &[SUITE, "suite.trials"]),
     ("suite: empty name", |r| edit(r, SUITE, "name = \"base\"", "name = \"\""), &[SUITE, "suite.name"]),

@@ -6,7 +6,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use tack_protocol::{ApproverConfig, ApproverPolicy, HarnessConfig};
+use tack_protocol::{ApproverConfig, ApproverPolicy, HarnessConfig, tool_names};
 
 use super::files;
 use crate::{ProviderSettings, SuiteError};
@@ -96,9 +96,7 @@ fn check_limits(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteErro
     Ok(())
 }
 
-/// Tool names themselves are the agent's business (the run checks them
-/// against its built-in tools before any trial); here only the shape of the
-/// lists is checked.
+/// Every tool a variant offers must be one the harness has, named once.
 fn check_tools(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteError> {
     if harness.tools.is_empty() {
         return Err(at.invalid(
@@ -111,6 +109,15 @@ fn check_tools(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteError
             return Err(at.invalid(
                 &format!("harness.tools[{i}]"),
                 "is empty: name a tool, e.g. \"bash\"",
+            ));
+        }
+        if !tool_names::ALL.contains(&tool.as_str()) {
+            return Err(at.invalid(
+                &format!("harness.tools[{i}]"),
+                format!(
+                    "`{tool}` is not a tool: the tools are {}",
+                    tool_names::ALL.join(", ")
+                ),
             ));
         }
         if harness.tools[..i].contains(tool) {
