@@ -10,11 +10,12 @@ use tack_harness::{Harness, HarnessRun, HarnessSetup, ModelChoice, Models, Verif
 use tack_model::{ChaosParams, Model, SimParams, TaskBrief};
 use tack_protocol::{
     ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ModelSpec, ResultView,
-    SandboxProfile, SinkError, TrialOutcome,
+    SinkError, TrialOutcome,
 };
 use tack_suite::{Check, ProviderSettings};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
+use crate::profile_arg::ProfileArg;
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -66,7 +67,7 @@ pub struct ExecArgs {
     permissions: Option<String>,
     /// How the agent's commands are confined (see `tack doctor`).
     #[arg(long, value_enum, default_value = "strict")]
-    sandbox: SandboxArg,
+    sandbox: ProfileArg,
     /// Who answers when a call needs approval [default: interactive on a terminal, deny_all otherwise].
     #[arg(long, value_enum)]
     approver: Option<ApproverArg>,
@@ -82,13 +83,6 @@ pub struct ExecArgs {
 enum ResultViewArg {
     Full,
     StdoutOnly,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum SandboxArg {
-    Strict,
-    WorkspaceWrite,
-    Off,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -118,11 +112,7 @@ impl ExecArgs {
             max_wall_secs: self.max_wall_secs,
             max_tokens: self.max_tokens,
             feedback_rounds: self.feedback_rounds,
-            sandbox: match self.sandbox {
-                SandboxArg::Strict => SandboxProfile::Strict,
-                SandboxArg::WorkspaceWrite => SandboxProfile::WorkspaceWrite,
-                SandboxArg::Off => SandboxProfile::Off,
-            },
+            sandbox: self.sandbox.into(),
             permissions: self.permissions.clone(),
             approver: ApproverConfig {
                 policy,

@@ -6,6 +6,7 @@ mod doctor_cmd;
 mod exec_cmd;
 mod exit;
 mod permissions_cmd;
+mod profile_arg;
 mod replay_cmd;
 mod report_cmd;
 mod run_cmd;

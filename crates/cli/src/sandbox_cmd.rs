@@ -7,12 +7,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use tack_protocol::{HarnessConfig, SandboxProfile};
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxError};
 
 use crate::argv::command_line;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
+use crate::profile_arg::ProfileArg;
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
@@ -36,27 +37,6 @@ shell that split them is not asked to split them again, so `-- bash -c 'sleep 1;
 hands bash one script.\n\n\
 The command's stdout and stderr are passed through; afterwards, lines reporting denied \
 operations are listed on stderr after a `[tack sandbox]` prefix.";
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ProfileArg {
-    /// Writes only to the workspace and a private tmp; .git read-only; no network.
-    Strict,
-    /// As strict, with the host's network.
-    #[value(alias = "workspace_write")]
-    WorkspaceWrite,
-    /// No kernel confinement at all (process group, timeout, output cap and env scrub only).
-    Off,
-}
-
-impl From<ProfileArg> for SandboxProfile {
-    fn from(arg: ProfileArg) -> Self {
-        match arg {
-            ProfileArg::Strict => SandboxProfile::Strict,
-            ProfileArg::WorkspaceWrite => SandboxProfile::WorkspaceWrite,
-            ProfileArg::Off => SandboxProfile::Off,
-        }
-    }
-}
 
 #[derive(Debug, Args)]
 #[command(

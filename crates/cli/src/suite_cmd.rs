@@ -5,6 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::exit::{Classify, CommandResult, Failure};
+use crate::profile_arg::ProfileArg;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -13,6 +14,10 @@ pub struct CheckArgs {
     /// Tasks checked at once.
     #[arg(long, short = 'j', default_value_t = default_jobs())]
     jobs: usize,
+    /// How the setup commands, solution scripts and checks are confined:
+    /// they run the fixture's and the solution's code.
+    #[arg(long, value_enum, default_value = "strict")]
+    sandbox: ProfileArg,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -24,7 +29,7 @@ pub fn default_jobs() -> usize {
 
 pub async fn check(args: CheckArgs) -> CommandResult {
     let suite = tack_suite::load_suite(&args.suite).or_fail(Failure::Usage)?;
-    let results = tack_suite::check_suite(&suite, args.jobs).await;
+    let results = tack_suite::check_suite(&suite, args.jobs, args.sandbox.into()).await;
     let unsound = results.iter().filter(|r| !r.sound()).count();
     if args.json {
         let out = json!({ "suite": suite.name, "tasks": results, "sound": unsound == 0 });

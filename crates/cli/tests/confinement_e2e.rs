@@ -197,3 +197,38 @@ fn a_fixture_symlink_pointing_outside_is_not_written_through() {
         std::fs::remove_dir_all(Path::new(kept).parent().unwrap()).unwrap();
     }
 }
+
+#[test]
+fn suite_check_runs_setup_and_solution_scripts_in_the_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    let probe = tempfile::tempdir().unwrap();
+    let (from_setup, from_solution) = (probe.path().join("setup"), probe.path().join("solution"));
+    let case = Case::new(
+        "raise SystemExit(0)\n",
+        &format!("script = 'touch \"{}\"'\n", from_solution.display()),
+    );
+    let task = case.dir.path().join("suite/tasks/escape/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap().replace(
+        "[environment]\n",
+        &format!(
+            "[environment]\nsetup = ['touch \"{}\" || true']\n",
+            from_setup.display()
+        ),
+    );
+    std::fs::write(&task, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["suite", "check", "suite", "--json"])
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    assert!(!from_setup.exists(), "the setup command wrote outside");
+    assert!(!from_solution.exists(), "the solution script wrote outside");
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let detail = json["tasks"][0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("Read-only file system") || detail.contains("Permission denied"),
+        "{json}"
+    );
+}

@@ -76,13 +76,15 @@ async fn try_check_task(
     })
 }
 
-/// Checks every task, `jobs` at a time, in task order, under the `strict`
-/// profile: the same walls a trial's checks get by default.
-pub async fn check_suite(suite: &Suite, jobs: usize) -> Vec<TaskSoundness> {
-    let sandbox = std::sync::Arc::new(CommandSandbox::new(
-        SandboxProfile::Strict,
-        suite.hidden_paths(),
-    ));
+/// Checks every task, `jobs` at a time, in task order, with setup,
+/// solution and checks confined by `profile` (`strict`, what a trial's
+/// checks get by default).
+pub async fn check_suite(
+    suite: &Suite,
+    jobs: usize,
+    profile: SandboxProfile,
+) -> Vec<TaskSoundness> {
+    let sandbox = std::sync::Arc::new(CommandSandbox::new(profile, suite.hidden_paths()));
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let mut handles = Vec::new();
     for task in suite.tasks.clone() {
