@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tack_agent::{
-    AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Session, ToolContext,
-    approver_for,
+    AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Session,
+    ToolContext, approver_for,
 };
 use tack_model::Model;
 use tack_permissions::RulesError;
