@@ -339,11 +339,17 @@ impl<'a> Session<'a> {
                 record.sandbox_profile = Some(output.profile.as_str().to_string());
                 record.sandbox_denials = output.denials.clone();
             }
-            Ok(ToolOutput::Text { truncated, .. }) => record.truncated = *truncated,
+            // The file tools enforce the profile themselves (the same walls
+            // as for `bash`), so their spans name it too.
+            Ok(ToolOutput::Text { truncated, .. }) => {
+                record.truncated = *truncated;
+                record.sandbox_profile = Some(self.config.sandbox.as_str().to_string());
+            }
             Err(error) => {
                 record.status = SpanStatus::Error;
                 record.error_kind = Some(error.kind);
                 if error.kind == ToolErrorKind::SandboxDenied {
+                    record.sandbox_profile = Some(self.config.sandbox.as_str().to_string());
                     record.sandbox_denials = vec![error.message.clone()];
                 }
             }
