@@ -76,7 +76,12 @@ pub fn show(path: &Path, json: bool) -> CommandResult {
         let tasks: Vec<_> = suite
             .tasks
             .iter()
-            .map(|t| json!({ "id": t.id, "tags": t.tags, "checks": t.checks.len() }))
+            .map(|t| {
+                json!({
+                    "id": t.id, "tags": t.tags, "checks": t.checks.len(),
+                    "network": network_needs(t),
+                })
+            })
             .collect();
         let out = json!({
             "name": suite.name, "description": suite.description, "trials": suite.trials,
@@ -93,18 +98,38 @@ pub fn show(path: &Path, json: bool) -> CommandResult {
     println!("variants:");
     for v in &suite.variants {
         println!(
-            "  {:<14} model {:<8} results {:<12} max steps {:<3} {}",
+            "  {:<14} model {:<8} results {:<12} max steps {:<3} sandbox {:<15} {}",
             v.name,
             // A string, so the column width applies whatever the model's type.
             v.model.to_string(),
             v.harness.tool_results.as_str(),
             v.harness.max_steps,
+            v.harness.sandbox.as_str(),
             v.description
         );
     }
     println!("\ntasks:");
     for t in &suite.tasks {
-        println!("  {:<28} [{}]", t.id, t.tags.join(", "));
+        let needs = network_needs(t);
+        let network = if needs.is_empty() {
+            String::new()
+        } else {
+            format!("  network for: {}", needs.join(", "))
+        };
+        println!("  {:<28} [{}]{network}", t.id, t.tags.join(", "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The steps of a task that declared they need the network (and so run
+/// with `workspace_write` instead of `strict`): shown, so that no task
+/// gets more than its variant's sandbox without anyone seeing it.
+fn network_needs(task: &tack_suite::Task) -> Vec<String> {
+    let setup = task.environment.setup_network.then(|| "setup".to_string());
+    let checks = task
+        .checks
+        .iter()
+        .filter(|c| c.network)
+        .map(|c| format!("check `{}`", c.name));
+    setup.into_iter().chain(checks).collect()
 }

@@ -232,3 +232,20 @@ fn suite_check_runs_setup_and_solution_scripts_in_the_sandbox() {
         "{json}"
     );
 }
+
+#[test]
+fn a_check_that_needs_the_network_says_so_in_suite_show() {
+    let case = Case::new("raise SystemExit(0)\n", "");
+    let task = case.dir.path().join("suite/tasks/escape/task.toml");
+    let text = std::fs::read_to_string(&task)
+        .unwrap()
+        .replace("name = \"hidden\"\n", "name = \"hidden\"\nnetwork = true\n");
+    std::fs::write(&task, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["suite", "show", "suite"])
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("network for: check `hidden`"), "{shown}");
+}
