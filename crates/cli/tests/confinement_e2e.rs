@@ -235,7 +235,7 @@ fn suite_check_runs_setup_and_solution_scripts_in_the_sandbox() {
 
 #[test]
 fn a_check_that_needs_the_network_says_so_in_suite_show() {
-    let case = Case::new("raise SystemExit(0)\n", "");
+    let case = Case::new("raise SystemExit(0)\n", "script = \"true\"\n");
     let task = case.dir.path().join("suite/tasks/escape/task.toml");
     let text = std::fs::read_to_string(&task)
         .unwrap()
@@ -247,5 +247,9 @@ fn a_check_that_needs_the_network_says_so_in_suite_show() {
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&output.stdout);
-    assert!(shown.contains("network for: check `hidden`"), "{shown}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        shown.contains("network for: check `hidden`"),
+        "{shown}{stderr}"
+    );
 }
