@@ -253,3 +253,44 @@ fn a_check_that_needs_the_network_says_so_in_suite_show() {
         "{shown}{stderr}"
     );
 }
+
+#[test]
+fn an_agent_cannot_read_another_trials_workspace() {
+    if !sandbox_available() {
+        return;
+    }
+    // Another trial's workspace, already solved, where tack makes them.
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("tack-trials/other-trial/workspace");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("answer.txt"), "the solved answer").unwrap();
+    // The agent (the oracle running the solution script through `bash`)
+    // tries to copy it; the check passes only if it got nothing.
+    let script = format!(
+        "script = 'cat \"{}\" > stolen.txt 2> denied.txt; ls \"{}\" > listed.txt; true'\n",
+        other.join("answer.txt").display(),
+        tmp.path().join("tack-trials").display()
+    );
+    let check = "import os\nassert os.path.getsize('stolen.txt') == 0\n\
+                 assert 'other-trial' in open('listed.txt').read()\n\
+                 assert open('denied.txt').read().strip()\n";
+    let case = Case::new(check, &script);
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "run",
+            "suite",
+            "--json",
+            "--traces",
+            "traces",
+            "--reports",
+            "reports",
+        ])
+        .env("TMPDIR", tmp.path())
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr)));
+    let trial = &json["run"]["trials"][0];
+    assert_eq!(trial["outcome"], "passed", "{trial}");
+}

@@ -124,7 +124,8 @@ impl Harness {
         // Other trials verify below the checks root while this agent works.
         agent_hidden.push(tack_suite::checks_root());
         let confinement = Confinement::for_profile(config.sandbox, &setup.workspace)
-            .hiding(agent_hidden.into_iter().filter(|p| p.is_dir()));
+            .hiding(agent_hidden.into_iter().filter(|p| p.is_dir()))
+            .sealing([tack_suite::workspaces_root()]);
         let ctx = ToolContext {
             workspace: setup.workspace.clone(),
             env: setup.env.clone(),

@@ -46,6 +46,11 @@ pub struct Confinement {
     /// Directories covered by an empty read-only tmpfs: the command sees an
     /// empty directory (the suite's tasks with their checks and solutions).
     pub hidden: Vec<PathBuf>,
+    /// Directories whose contents the command may not read (Landlock), but
+    /// for its own writable paths inside them: the directory holding every
+    /// trial's workspace, so that an agent cannot read a concurrent trial's
+    /// (a tmpfs cannot hide it: it would cover the agent's own workspace).
+    pub sealed: Vec<PathBuf>,
     pub limits: ResourceLimits,
 }
 
@@ -59,6 +64,7 @@ impl Confinement {
             writable: Vec::new(),
             read_only: Vec::new(),
             hidden: Vec::new(),
+            sealed: Vec::new(),
             limits: ResourceLimits::default(),
         }
     }
@@ -89,6 +95,7 @@ impl Confinement {
             writable: vec![workspace.to_path_buf()],
             read_only: if git.exists() { vec![git] } else { Vec::new() },
             hidden: default_hidden(profile, workspace),
+            sealed: Vec::new(),
             limits: ResourceLimits::default(),
         }
     }
@@ -100,6 +107,16 @@ impl Confinement {
         P: Into<PathBuf>,
     {
         self.hidden.extend(paths.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds directories to seal (builder style).
+    pub fn sealing<I, P>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        self.sealed.extend(paths.into_iter().map(Into::into));
         self
     }
 

@@ -5,8 +5,9 @@
 //! requirement: if the kernel cannot enforce a right we ask for, building
 //! fails rather than quietly enforcing less. Granted:
 //! - read and execute beneath each entry of `/` except `/dev` (so raw block
-//!   devices cannot be read to get round hidden directories), and listing
-//!   any directory;
+//!   devices cannot be read to get round hidden directories) and except the
+//!   sealed directories (other trials' workspaces), and listing any
+//!   directory;
 //! - read and write on the harmless character devices and ptys;
 //! - everything beneath the writable paths;
 //! - in the child, for mounts that only exist there: everything on the
@@ -74,8 +75,9 @@ fn read_access() -> BitFlags<AccessFs> {
     AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
 }
 
-/// Builds the ruleset for a command that may write beneath `writable`.
-pub(crate) fn build(abi: i32, writable: &[PathBuf]) -> Result<Built, String> {
+/// Builds the ruleset for a command that may write beneath `writable` and
+/// may not read beneath `sealed` (absolute, symlink-free paths).
+pub(crate) fn build(abi: i32, writable: &[PathBuf], sealed: &[PathBuf]) -> Result<Built, String> {
     let abi = ABI::from(abi);
     let all = AccessFs::from_all(abi);
     let file = AccessFs::from_file(abi);
@@ -90,13 +92,22 @@ pub(crate) fn build(abi: i32, writable: &[PathBuf]) -> Result<Built, String> {
     }
     let mut created = ruleset.create().map_err(|e| format!("Landlock: {e}"))?;
     created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
-    for entry in top_level_entries()? {
+    for entry in read_roots(top_level_entries()?, sealed) {
         let access = if entry.is_dir() {
             read_access()
         } else {
             read_access() & file
         };
-        created = add(created, &entry, access)?;
+        // Below a sealed directory's parent (usually /tmp) entries come and
+        // go while other commands run: one that is gone needs no rule.
+        let fd = match PathFd::new(&entry) {
+            Ok(fd) => fd,
+            Err(_) if !entry.exists() => continue,
+            Err(e) => return Err(format!("Landlock: open {}: {e}", entry.display())),
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| format!("Landlock rule for {}: {e}", entry.display()))?;
     }
     for device in DEVICES.iter().map(Path::new).filter(|p| p.exists()) {
         let access = file & !AccessFs::Execute;
@@ -132,6 +143,32 @@ fn top_level_entries() -> Result<Vec<PathBuf>, String> {
         .collect())
 }
 
+/// Where read rules go: `roots`, except that a root holding a sealed
+/// directory is replaced by its entries, level by level down to the sealed
+/// one, which gets no rule. Landlock only grants, so "everything but this
+/// subtree" is its siblings along the way. An entry created after the rules
+/// are built is not readable, which is also right for a trial's tmp: the
+/// command's own writable paths have rules of their own.
+fn read_roots(roots: Vec<PathBuf>, sealed: &[PathBuf]) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = roots
+        .into_iter()
+        .map(|root| std::fs::canonicalize(&root).unwrap_or(root))
+        .collect();
+    while let Some(at) = roots
+        .iter()
+        .position(|root| sealed.iter().any(|s| s.starts_with(root)))
+    {
+        let root = roots.swap_remove(at);
+        if sealed.contains(&root) {
+            continue;
+        }
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            roots.extend(entries.filter_map(Result::ok).map(|entry| entry.path()));
+        }
+    }
+    roots
+}
+
 fn add(
     created: RulesetCreated,
     path: &Path,
@@ -154,7 +191,7 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let built = build(abi, &[dir.path().to_path_buf()]).unwrap();
+        let built = build(abi, &[dir.path().to_path_buf()], &[]).unwrap();
         assert_ne!(built.shm_access, 0);
         assert_eq!(built.proc_access & built.shm_access, built.proc_access);
     }
@@ -173,7 +210,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let target = outside.path().join("target");
         std::fs::write(&target, "original").unwrap();
-        let built = build(abi, &[ws.path().to_path_buf()]).unwrap();
+        let built = build(abi, &[ws.path().to_path_buf()], &[]).unwrap();
         let plan = crate::child::ChildPlan {
             landlock: Some(built.ruleset),
             ..Default::default()
@@ -193,6 +230,57 @@ mod tests {
         assert_eq!(result, Ok(()));
         assert!(ws.path().join("inside").exists());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "original");
+    }
+
+    #[test]
+    fn a_sealed_directory_gets_no_read_rule_but_its_siblings_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for path in ["a/sealed/trial", "a/beside", "b"] {
+            std::fs::create_dir_all(root.join(path)).unwrap();
+        }
+        let sealed = root.join("a/sealed");
+        let mut roots = read_roots(vec![root.clone()], std::slice::from_ref(&sealed));
+        roots.sort();
+        assert_eq!(roots, vec![root.join("a/beside"), root.join("b")]);
+    }
+
+    /// Other trials' workspaces are listed but not read; the command's own,
+    /// inside the same sealed directory, is.
+    #[test]
+    fn a_sealed_directory_is_unreadable_but_for_the_writable_paths_inside() {
+        let Ok(abi) = kernel_abi() else {
+            eprintln!("no Landlock here; skipping");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let sealed = dir.path().canonicalize().unwrap();
+        let (own, other) = (sealed.join("own"), sealed.join("other"));
+        for ws in [&own, &other] {
+            std::fs::create_dir_all(ws).unwrap();
+            std::fs::write(ws.join("answer.txt"), "42").unwrap();
+        }
+        let built = build(
+            abi,
+            std::slice::from_ref(&own),
+            std::slice::from_ref(&sealed),
+        )
+        .unwrap();
+        let plan = crate::child::ChildPlan {
+            landlock: Some(built.ruleset),
+            ..Default::default()
+        };
+        let script = format!(
+            "cat {own}/answer.txt > /dev/null || exit 10; \
+             ls {sealed} > /dev/null || exit 11; \
+             cat {other}/answer.txt 2> /dev/null && exit 12; \
+             cat /etc/hostname > /dev/null || exit 13",
+            own = own.display(),
+            other = other.display(),
+            sealed = sealed.display(),
+        );
+        let result = crate::probe::works_with(plan, "sh", &["-c", &script]);
+        assert_eq!(result, Ok(()));
     }
 
     #[test]

@@ -91,7 +91,8 @@ pub(crate) fn prepare(
     let abi = probe
         .landlock_abi
         .ok_or_else(|| setup("Landlock is not available"))?;
-    let built = landlock::build(abi, &writable).map_err(setup)?;
+    let sealed = existing(&confinement.sealed);
+    let built = landlock::build(abi, &writable, &sealed).map_err(setup)?;
     let late_rules = match shm {
         Some(path) => vec![LateRule {
             path,

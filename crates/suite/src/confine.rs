@@ -31,8 +31,17 @@ impl CommandSandbox {
             SandboxProfile::Strict if network => SandboxProfile::WorkspaceWrite,
             profile => profile,
         };
-        Confinement::for_profile(profile, workspace).hiding(self.hidden.iter().cloned())
+        Confinement::for_profile(profile, workspace)
+            .hiding(self.hidden.iter().cloned())
+            .sealing([workspaces_root()])
     }
+}
+
+/// Where every trial's workspace is made. Commands may list it but not
+/// read inside it, but for their own workspace: a concurrent trial's
+/// workspace (the oracle's, already solved) is no business of theirs.
+pub fn workspaces_root() -> PathBuf {
+    std::env::temp_dir().join("tack-trials")
 }
 
 /// Where the hidden checks are copied for a trial's verification. Agents'

@@ -15,7 +15,7 @@ mod tamper;
 mod workspace;
 
 pub use checks::{CheckResult, run_check_commands, run_checks};
-pub use confine::{CommandSandbox, checks_root};
+pub use confine::{CommandSandbox, checks_root, workspaces_root};
 pub use error::SuiteError;
 pub use format::{
     Check, DEFAULT_PROTECTED, Environment, Limits, ProviderSettings, Suite, Task, Variant,

@@ -24,10 +24,12 @@ impl TrialWorkspace {
         task: &Task,
         sandbox: &CommandSandbox,
     ) -> Result<TrialWorkspace, SuiteError> {
+        let root = crate::workspaces_root();
+        std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
         let dir = tempfile::Builder::new()
-            .prefix(&format!("tack-{}-", task.id))
-            .tempdir()
-            .map_err(|e| SuiteError::io(&std::env::temp_dir(), e))?;
+            .prefix(&format!("{}-", task.id))
+            .tempdir_in(&root)
+            .map_err(|e| SuiteError::io(&root, e))?;
         let path = dir.path().join("workspace");
         copy_tree(&task.fixture_dir(), &path)
             .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
