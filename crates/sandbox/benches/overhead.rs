@@ -41,8 +41,11 @@ fn main() {
         eprintln!("strict cannot run here, nothing to compare: {error}");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let strict = Confinement::strict(dir.path());
+    // As in a trial: the workspace inside the sealed directory of all
+    // trials' workspaces (which costs a listing of its parent per command).
+    let sealed = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(sealed.path()).unwrap();
+    let strict = Confinement::strict(dir.path()).sealing([sealed.path()]);
     let off = Confinement::off();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
