@@ -20,15 +20,7 @@ fn tack(args: &[&str], disable: Option<&str>) -> Output {
 }
 
 fn exec(workspace: &Path, extra: &[&str], script: &str) -> Output {
-    let mut args = vec![
-        "sandbox",
-        "exec",
-        "--workspace",
-        workspace.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    args.extend(["--", script]);
-    tack(&args, None)
+    exec_words(workspace, extra, &[script])
 }
 
 fn doctor_json(disable: Option<&str>) -> (Value, i32) {
