@@ -6,7 +6,7 @@
 
 mod error;
 mod frame;
-mod stats;
+pub mod stats;
 mod summary;
 mod trace;
 mod trials;
