@@ -3,6 +3,7 @@
 //! recorded to a trace directory.
 
 mod clock;
+mod fingerprint;
 mod plan;
 mod replay;
 mod trial;
@@ -15,7 +16,10 @@ use serde::Serialize;
 use tack_harness::{ModelError, Models};
 use tack_protocol::{RunTotals, StopReason, TrialOutcome};
 use tack_suite::Suite;
-use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError, VariantInfo};
+use tack_trace::{
+    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError,
+    VariantInfo,
+};
 use tokio::sync::Semaphore;
 
 pub use clock::{new_run_id, rfc3339_now};
@@ -110,7 +114,7 @@ pub async fn run(
 ) -> Result<RunResult, RunError> {
     let models = Models::new()?;
     let trials = plan.trials(&models)?;
-    let manifest = manifest_for(&plan, models.price_version())?;
+    let manifest = manifest_for(&plan, models.price_version()).await?;
     let writer = RunWriter::create(&plan.traces_root, &manifest)?;
     let total = trials.len();
     progress(Progress::Started {
@@ -173,7 +177,14 @@ pub async fn run(
     } else {
         RunStatus::Finished
     };
+    // Read back from the spans just written; should that fail, the manifest
+    // is still closed, and the error then reported.
+    let answered = tack_trace::answered_models(writer.dir());
+    if let (Ok(answered), Some(print)) = (&answered, finished.fingerprint.as_mut()) {
+        print.record_models_answered(answered);
+    }
     writer.close(&finished)?;
+    answered?;
     Ok(RunResult {
         run_id: finished.run_id,
         run_dir: writer.dir().to_path_buf(),
@@ -182,9 +193,9 @@ pub async fn run(
     })
 }
 
-fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError> {
+async fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError> {
     let suite: &Suite = &plan.suite;
-    let variants = plan
+    let variants: Vec<VariantInfo> = plan
         .selected_variants()?
         .into_iter()
         .map(|v| VariantInfo {
@@ -195,7 +206,10 @@ fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError>
             config: serde_json::to_value(v).unwrap_or_default(),
         })
         .collect();
+    let tasks = plan.selected_tasks()?;
+    let fingerprint = fingerprint::take(plan, &tasks, &variants).await?;
     Ok(Manifest {
+        schema_version: MANIFEST_SCHEMA_VERSION,
         run_id: plan.run_id.clone(),
         tack_version: env!("CARGO_PKG_VERSION").to_string(),
         suite: SuiteInfo {
@@ -204,11 +218,7 @@ fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError>
             content_hash: tack_suite::content_hash(&suite.root)?,
         },
         variants,
-        tasks: plan
-            .selected_tasks()?
-            .iter()
-            .map(|t| t.id.clone())
-            .collect(),
+        tasks: tasks.iter().map(|t| t.id.clone()).collect(),
         trials_per_task: plan.trials_per_task,
         seed: plan.seed,
         jobs: plan.jobs as u32,
@@ -218,5 +228,6 @@ fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError>
         finished_at: None,
         status: RunStatus::Running,
         price_table: Some(price_table.to_string()),
+        fingerprint: Some(fingerprint),
     })
 }

@@ -17,6 +17,10 @@ pub struct Suite {
     /// Trials per variant and task, unless the command line says otherwise.
     pub trials: u32,
     pub seed: u64,
+    /// Commands whose output pins a toolchain the tasks depend on
+    /// (`python3 --version`); a run records each one's output so that two
+    /// runs on different toolchains are not compared unawares.
+    pub fingerprint: Vec<String>,
     pub variants: Vec<Variant>,
     pub tasks: Vec<Task>,
 }
@@ -191,6 +195,8 @@ pub(crate) struct SuiteSection {
     pub trials: u32,
     #[serde(default)]
     pub seed: u64,
+    #[serde(default)]
+    pub fingerprint: Vec<String>,
 }
 
 fn default_trials() -> u32 {

@@ -20,7 +20,7 @@ pub use error::SuiteError;
 pub use format::{
     Check, DEFAULT_PROTECTED, Environment, Limits, ProviderSettings, Suite, Task, Variant,
 };
-pub use hash::content_hash;
+pub use hash::{TaskHashes, content_hash, json_hash, task_hashes};
 pub use load::load_suite;
 pub use soundness::{TaskSoundness, check_suite, check_task};
 pub use tamper::{Fingerprint, Protected};

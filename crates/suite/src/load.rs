@@ -7,6 +7,7 @@ use crate::format::{DEFAULT_PROTECTED, SuiteFile, TaskFile};
 use crate::{Suite, SuiteError, Task, Variant};
 
 mod files;
+mod fingerprint;
 mod harness;
 mod task;
 
@@ -44,6 +45,7 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
             "must be at least 1",
         ));
     }
+    fingerprint::check_fingerprint(&file, &section.fingerprint)?;
     check_variants(&file, &root, &parsed.variants)?;
     let tasks = files::task_dirs(&root, TASK_FILE)?
         .iter()
@@ -60,6 +62,7 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
         root,
         trials: section.trials,
         seed: section.seed,
+        fingerprint: section.fingerprint,
         variants: parsed.variants,
         tasks,
     })

@@ -8,7 +8,9 @@
 //! most the trials still running, and their journals remain for
 //! [`recover_journals`].
 
+mod drift;
 mod error;
+mod fingerprint;
 mod fsutil;
 mod manifest;
 mod reader;
@@ -17,8 +19,17 @@ mod rows;
 pub mod schema;
 mod writer;
 
+pub use drift::{
+    EnvironmentDrift, EnvironmentKey, RunDrift, Side, TaskDrift, TaskPart, VariantChange,
+    VariantDrift, drift, variant_drift,
+};
 pub use error::TraceError;
-pub use manifest::{HostInfo, Manifest, RunStatus, SuiteInfo, VariantInfo};
+pub use fingerprint::{
+    EnvironmentFingerprint, RunFingerprint, TaskFingerprint, VariantFingerprint, answered_models,
+};
+pub use manifest::{
+    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, SuiteInfo, VariantInfo,
+};
 pub use reader::{count_rows, read_table, table_files};
 pub use recorded::{RecordedAnswers, recorded_answers, trial_identity};
 pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress};

@@ -1,13 +1,24 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-use crate::TraceError;
+use crate::{RunFingerprint, TraceError};
+
+/// The shape of the manifest tack writes now. 1: before fingerprints (such
+/// manifests have no `schema_version`); 2: `fingerprint`.
+pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
+
+fn unversioned() -> u32 {
+    1
+}
 
 /// `traces/<run-id>/manifest.json`: what was run, on what, and when. Written
 /// when the run starts and rewritten when it ends, so an interrupted run still
-/// says what it was.
+/// says what it was. Fields added since the first version read as absent
+/// from older manifests, so every run stays readable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    #[serde(default = "unversioned")]
+    pub schema_version: u32,
     pub run_id: String,
     pub tack_version: String,
     pub suite: SuiteInfo,
@@ -24,6 +35,10 @@ pub struct Manifest {
     /// Version of the price table every call's cost was computed with.
     #[serde(default)]
     pub price_table: Option<String>,
+    /// What the results depend on besides the harness, for drift checks
+    /// ([`crate::drift`]); `None` in manifests of schema version 1.
+    #[serde(default)]
+    pub fingerprint: Option<RunFingerprint>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

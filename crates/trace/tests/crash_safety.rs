@@ -14,6 +14,7 @@ use tack_trace::{HostInfo, Manifest, RunStatus, RunWriter, SuiteInfo};
 
 fn manifest() -> Manifest {
     Manifest {
+        schema_version: tack_trace::MANIFEST_SCHEMA_VERSION,
         run_id: "run-1".to_string(),
         tack_version: "test".to_string(),
         suite: SuiteInfo {
@@ -32,6 +33,7 @@ fn manifest() -> Manifest {
         finished_at: None,
         status: RunStatus::Running,
         price_table: None,
+        fingerprint: None,
     }
 }
 
