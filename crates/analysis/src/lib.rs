@@ -4,8 +4,10 @@
 //! lazy queries over the per-trial Parquet files; results come out as plain
 //! serialisable structs so the CLI (`--json`) and the report need no Polars.
 
+pub mod cost;
 mod error;
 mod frame;
+pub mod query;
 pub mod stats;
 mod summary;
 mod trace;

@@ -7,10 +7,12 @@ mod exec_cmd;
 mod exit;
 mod permissions_cmd;
 mod profile_arg;
+mod query_cmd;
 mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 mod sandbox_cmd;
+mod show_cmd;
 mod suite_cmd;
 mod terminal_approver;
 
@@ -48,8 +50,12 @@ enum Command {
     Exec(exec_cmd::ExecArgs),
     /// Re-run one recorded trial's tool side with the model's recorded answers.
     Replay(replay_cmd::ReplayArgs),
-    /// Build the HTML report of a recorded run.
+    /// Build the HTML report of a recorded run (--cost: print what it cost).
     Report(report_cmd::ReportArgs),
+    /// Print one trial's trajectory: model calls, tool calls, approvals, checks.
+    Show(show_cmd::ShowArgs),
+    /// Run SQL over the trials, spans and messages tables of recorded runs.
+    Query(query_cmd::QueryArgs),
     /// Inspect and validate task suites.
     #[command(subcommand)]
     Suite(SuiteCommand),
@@ -95,6 +101,8 @@ fn main() -> ExitCode {
             Command::Exec(args) => exec_cmd::run(args).await,
             Command::Replay(args) => replay_cmd::run(args).await,
             Command::Report(args) => report_cmd::run(args),
+            Command::Show(args) => show_cmd::run(args),
+            Command::Query(args) => query_cmd::run(args),
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
             Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),
             Command::Permissions(command) => permissions_cmd::run(command),

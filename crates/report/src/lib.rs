@@ -7,6 +7,7 @@
 //! are embedded and rendered with auto-escaping on: tool output and model
 //! text are untrusted and must never become markup.
 
+mod cost_page;
 mod plots;
 mod trial_page;
 mod variants;
@@ -15,6 +16,7 @@ mod view;
 use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, context};
 use std::path::{Path, PathBuf};
+use tack_analysis::cost::CostReport;
 use tack_analysis::{AnalysisError, RunAnalysis, analyze_run, load_trial_trace};
 
 /// The files a report consists of.
@@ -23,6 +25,9 @@ pub struct ReportFiles {
     pub index: PathBuf,
     /// One per non-passed trial, in the order of the failed-trials table.
     pub trial_pages: Vec<PathBuf>,
+    /// `cost.html` and `cost.csv`: cost by variant × model × task.
+    pub cost: PathBuf,
+    pub cost_csv: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,8 +48,9 @@ pub enum ReportError {
     },
 }
 
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 6] = [
     ("base.html", include_str!("../templates/base.html")),
+    ("cost.html", include_str!("../templates/cost.html")),
     ("index.html", include_str!("../templates/index.html")),
     ("summary.html", include_str!("../templates/summary.html")),
     ("trial.html", include_str!("../templates/trial.html")),
@@ -54,6 +60,17 @@ const TEMPLATES: [(&str, &str); 5] = [
 /// Analyses `run_dir` (a `traces/<run-id>/` directory) and writes the report
 /// to `out_dir`, creating it if needed.
 pub fn write_report(run_dir: &Path, out_dir: &Path) -> Result<ReportFiles, ReportError> {
+    write_report_with_prices(run_dir, out_dir, |_| {})
+}
+
+/// [`write_report`], letting the caller list the models' prices on the cost
+/// page (`set_prices`): the price table lives with the providers, which this
+/// crate does not depend on.
+pub fn write_report_with_prices(
+    run_dir: &Path,
+    out_dir: &Path,
+    set_prices: impl FnOnce(&mut CostReport),
+) -> Result<ReportFiles, ReportError> {
     let analysis = analyze_run(run_dir)?;
     let env = environment()?;
     let trials_dir = out_dir.join("trials");
@@ -70,9 +87,22 @@ pub fn write_report(run_dir: &Path, out_dir: &Path) -> Result<ReportFiles, Repor
         write(&path, &html)?;
         trial_pages.push(path);
     }
+    let mut cost = tack_analysis::cost::cost_report(run_dir)?;
+    set_prices(&mut cost);
+    let cost_csv = out_dir.join("cost.csv");
+    write(&cost_csv, &cost.to_csv())?;
+    let cost_view = cost_page::cost_view(&cost);
+    let cost = out_dir.join("cost.html");
+    let html = render(&env, "cost.html", context! { cost => Serde(cost_view) })?;
+    write(&cost, &html)?;
     let index = out_dir.join("index.html");
     write(&index, &render_index(&env, &analysis)?)?;
-    Ok(ReportFiles { index, trial_pages })
+    Ok(ReportFiles {
+        index,
+        trial_pages,
+        cost,
+        cost_csv,
+    })
 }
 
 fn render_index(env: &Environment<'static>, analysis: &RunAnalysis) -> Result<String, ReportError> {

@@ -1,0 +1,514 @@
+//! What a run cost, by variant × model × task: tokens of each kind, dollars,
+//! dollars per success, and how many calls had no known cost.
+//!
+//! A model call's cost is recorded with the call (`cost_usd` on its span),
+//! computed at run time from the price table the manifest names. A call
+//! whose model has no price has a null cost: it is counted as unknown, never
+//! as 0, and any total it belongs to is a lower bound (or unknown when no
+//! call of it was priced).
+
+use crate::frame::{self, Frame};
+use crate::{AnalysisError, read_manifest, trials};
+use polars::prelude::*;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use tack_protocol::{SpanStatus, TrialOutcome};
+use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col, kind};
+
+/// A run's cost table, with what it was priced with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostReport {
+    pub run_id: String,
+    /// The version of the price table the run's costs were computed with
+    /// (`None` for runs recorded before it was written down).
+    pub price_table: Option<String>,
+    /// Variants whose model is built in (simulated): their calls are never
+    /// priced.
+    pub simulated: Vec<String>,
+    /// One row per variant (`task` is `None`), in manifest order.
+    pub by_variant: Vec<CostRow>,
+    /// One row per variant × model × task, in manifest order.
+    pub rows: Vec<CostRow>,
+    /// The whole run.
+    pub total: CostRow,
+    /// The price of each model in `rows`, when the caller supplied them
+    /// ([`CostReport::set_prices`]); otherwise empty, and `prices_note`
+    /// says why.
+    pub prices: Vec<ModelPrice>,
+    pub prices_note: Option<String>,
+}
+
+/// Tokens and dollars of one group of trials. Token counts follow the trace's
+/// conventions: `input_tokens` includes cache reads and writes, and
+/// `reasoning_tokens` are part of `output_tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostRow {
+    pub variant: String,
+    /// The variant's model as the run named it (`openai:gpt-4o`, `sim`).
+    pub model: String,
+    /// `None` on totals over every task.
+    pub task: Option<String>,
+    pub simulated: bool,
+    pub trials: u32,
+    pub successes: u32,
+    /// Answered model calls. Failed attempts (errors, timeouts) carry no
+    /// usage and no cost and are not counted.
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub output_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// Dollars of the calls whose cost is known.
+    pub known_usd: f64,
+    /// Calls whose cost is unknown (the model has no price).
+    pub unknown_cost_calls: u64,
+    pub status: CostStatus,
+    /// `known_usd / successes`; `None` without a success or when the cost is
+    /// unknown. A lower bound when `status` is.
+    pub usd_per_success: Option<f64>,
+}
+
+/// How far a row's dollars can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostStatus {
+    /// Every call was priced (or there were none).
+    Exact,
+    /// Some calls were not priced: the dollars are what the priced ones cost.
+    LowerBound,
+    /// No call was priced.
+    Unknown,
+}
+
+impl CostStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostStatus::Exact => "exact",
+            CostStatus::LowerBound => "lower_bound",
+            CostStatus::Unknown => "unknown",
+        }
+    }
+}
+
+/// The price of one model, in US dollars per million tokens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelPrice {
+    pub model: String,
+    /// The price table's entry that matched; `None` when it has no price for
+    /// the model, whose costs are then unknown.
+    pub entry: Option<String>,
+    pub rates: Option<Rates>,
+}
+
+/// Dollars per million tokens of each kind.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rates {
+    pub input: f64,
+    pub cached_input: f64,
+    pub cache_write: f64,
+    pub output: f64,
+    pub reasoning: f64,
+}
+
+impl CostRow {
+    fn empty(variant: &str, model: &str, task: Option<&str>, simulated: bool) -> CostRow {
+        CostRow {
+            variant: variant.to_string(),
+            model: model.to_string(),
+            task: task.map(str::to_owned),
+            simulated,
+            trials: 0,
+            successes: 0,
+            calls: 0,
+            input_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            output_tokens: 0,
+            reasoning_tokens: 0,
+            known_usd: 0.0,
+            unknown_cost_calls: 0,
+            status: CostStatus::Exact,
+            usd_per_success: None,
+        }
+    }
+
+    fn add(&mut self, other: &CostRow) {
+        self.trials = self.trials.saturating_add(other.trials);
+        self.successes = self.successes.saturating_add(other.successes);
+        self.add_calls(&other.calls_only());
+    }
+
+    fn add_calls(&mut self, calls: &TrialCalls) {
+        self.calls = self.calls.saturating_add(calls.calls);
+        self.input_tokens = self.input_tokens.saturating_add(calls.input);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(calls.cache_read);
+        self.cache_write_tokens = self.cache_write_tokens.saturating_add(calls.cache_write);
+        self.output_tokens = self.output_tokens.saturating_add(calls.output);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(calls.reasoning);
+        self.known_usd += calls.known_usd;
+        self.unknown_cost_calls = self.unknown_cost_calls.saturating_add(calls.unknown);
+    }
+
+    fn calls_only(&self) -> TrialCalls {
+        TrialCalls {
+            calls: self.calls,
+            input: self.input_tokens,
+            cache_read: self.cache_read_tokens,
+            cache_write: self.cache_write_tokens,
+            output: self.output_tokens,
+            reasoning: self.reasoning_tokens,
+            known_usd: self.known_usd,
+            unknown: self.unknown_cost_calls,
+        }
+    }
+
+    /// Sets `status` and `usd_per_success` from the sums.
+    fn finish(mut self) -> CostRow {
+        self.status = if self.unknown_cost_calls == 0 {
+            CostStatus::Exact
+        } else if self.unknown_cost_calls >= self.calls {
+            CostStatus::Unknown
+        } else {
+            CostStatus::LowerBound
+        };
+        self.usd_per_success = (self.successes > 0 && self.status != CostStatus::Unknown)
+            .then(|| self.known_usd / f64::from(self.successes));
+        self
+    }
+
+    /// The row's dollars as people should read them: `$0.0123`,
+    /// `≥ $0.0123` (some calls unpriced) or `unknown`.
+    pub fn usd_text(&self) -> String {
+        self.dollars_text(Some(self.known_usd))
+    }
+
+    /// Dollars per success, labelled as [`CostRow::usd_text`]; `no success`
+    /// when no trial passed.
+    pub fn per_success_text(&self) -> String {
+        if self.successes == 0 {
+            return "no success".to_string();
+        }
+        self.dollars_text(self.usd_per_success)
+    }
+
+    fn dollars_text(&self, usd: Option<f64>) -> String {
+        match (self.status, usd) {
+            (CostStatus::Unknown, _) | (_, None) => "unknown".to_string(),
+            (CostStatus::Exact, Some(usd)) => format_usd(usd),
+            (CostStatus::LowerBound, Some(usd)) => format!("≥ {}", format_usd(usd)),
+        }
+    }
+}
+
+/// Dollars: cents from $1 up, below that at least two significant digits,
+/// so a run of cheap calls does not read as `$0.00`.
+pub fn format_usd(usd: f64) -> String {
+    if usd == 0.0 || !usd.is_finite() {
+        return format!("${usd}");
+    }
+    if usd.abs() >= 1.0 {
+        return format!("${usd:.2}");
+    }
+    let magnitude = -usd.abs().log10().floor();
+    // 0.0425 → 4 decimals, 0.004 → 4, 0.000045 → 6.
+    let decimals = (magnitude as usize + 1).clamp(4, 12);
+    format!("${usd:.decimals$}")
+}
+
+/// The answered model calls of one trial, summed.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct TrialCalls {
+    calls: u64,
+    input: u64,
+    cache_read: u64,
+    cache_write: u64,
+    output: u64,
+    reasoning: u64,
+    known_usd: f64,
+    unknown: u64,
+}
+
+/// Reads `run_dir`'s manifest, trials and spans and builds its cost table.
+/// Prices are not known to the analysis; see [`CostReport::set_prices`].
+pub fn cost_report(run_dir: &Path) -> Result<CostReport, AnalysisError> {
+    let manifest = read_manifest(run_dir)?;
+    let dir = run_dir.join(TRIALS_DIR);
+    let files = frame::parquet_files(&dir)?;
+    if files.is_empty() {
+        return Err(AnalysisError::NoTrials { dir });
+    }
+    let lazy = trials::scan(&dir, &files)?.select([
+        col(col::TRIAL_ID),
+        col(col::VARIANT),
+        col(col::TASK),
+        col(col::MODEL),
+        col(col::OUTCOME),
+    ]);
+    let table = Frame::collect(lazy, &dir, TRIALS_DIR)?;
+    let calls = trial_calls(run_dir)?;
+    let simulated: Vec<String> = manifest
+        .variants
+        .iter()
+        .filter(|v| v.simulated)
+        .map(|v| v.name.clone())
+        .collect();
+    let variant_order: Vec<String> = manifest.variants.iter().map(|v| v.name.clone()).collect();
+    let groups = group_rows(&table, &calls, &simulated)?;
+    let mut rows: Vec<CostRow> = groups.into_values().map(CostRow::finish).collect();
+    sort_rows(&mut rows, &variant_order, &manifest.tasks);
+    let by_variant = variant_totals(&rows);
+    let mut total = CostRow::empty("all variants", "", None, false);
+    for row in &by_variant {
+        total.add(row);
+    }
+    Ok(CostReport {
+        run_id: manifest.run_id.clone(),
+        price_table: manifest.price_table.clone(),
+        simulated,
+        by_variant,
+        rows,
+        total: total.finish(),
+        prices: Vec::new(),
+        prices_note: Some("per-model prices were not supplied with this table".to_string()),
+    })
+}
+
+/// Sums every trial's calls into its variant × model × task group.
+fn group_rows(
+    table: &Frame,
+    calls: &HashMap<String, TrialCalls>,
+    simulated: &[String],
+) -> Result<BTreeMap<(String, String, String), CostRow>, AnalysisError> {
+    let trial_id = table.strs(col::TRIAL_ID)?;
+    let variant = table.strs(col::VARIANT)?;
+    let task = table.strs(col::TASK)?;
+    let model = table.strs(col::MODEL)?;
+    let outcome = table.strs(col::OUTCOME)?;
+    let none = TrialCalls::default();
+    let mut groups: BTreeMap<(String, String, String), CostRow> = BTreeMap::new();
+    for i in 0..table.height() {
+        let key = (variant[i].clone(), model[i].clone(), task[i].clone());
+        let row = groups.entry(key).or_insert_with(|| {
+            let is_sim = simulated.contains(&variant[i]);
+            CostRow::empty(&variant[i], &model[i], Some(&task[i]), is_sim)
+        });
+        row.trials = row.trials.saturating_add(1);
+        if outcome[i] == TrialOutcome::Passed.as_str() {
+            row.successes = row.successes.saturating_add(1);
+        }
+        row.add_calls(calls.get(&trial_id[i]).unwrap_or(&none));
+    }
+    Ok(groups)
+}
+
+/// Per trial id, the sums of its answered model calls. Only the token and
+/// cost columns are read: Polars pushes the projection into the Parquet
+/// reader, so tool output is never decoded.
+fn trial_calls(run_dir: &Path) -> Result<HashMap<String, TrialCalls>, AnalysisError> {
+    let dir = run_dir.join(SPANS_DIR);
+    let files = frame::parquet_files(&dir)?;
+    if files.is_empty() {
+        return Ok(HashMap::new());
+    }
+    const CALLS: &str = "calls";
+    const UNKNOWN: &str = "unknown_cost_calls";
+    let tokens = [
+        col::INPUT_TOKENS,
+        col::CACHE_READ_TOKENS,
+        col::CACHE_WRITE_TOKENS,
+        col::OUTPUT_TOKENS,
+        col::REASONING_TOKENS,
+    ];
+    let mut aggs = vec![
+        len().alias(CALLS),
+        col(col::COST_USD).cast(DataType::Float64).sum(),
+        col(col::COST_USD)
+            .is_null()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(UNKNOWN),
+    ];
+    aggs.extend(
+        tokens
+            .iter()
+            .map(|name| col(*name).cast(DataType::UInt64).sum()),
+    );
+    let lazy = frame::scan(&dir, SPANS_DIR, &files)?
+        .filter(
+            col(col::KIND)
+                .eq(lit(kind::MODEL_CALL))
+                .and(col(col::STATUS).eq(lit(SpanStatus::Ok.as_str()))),
+        )
+        .group_by([col(col::TRIAL_ID)])
+        .agg(aggs);
+    let f = Frame::collect(lazy, &dir, SPANS_DIR)?;
+    let ids = f.strs(col::TRIAL_ID)?;
+    let calls = f.u64s(CALLS)?;
+    let usd = f.opt_f64s(col::COST_USD)?;
+    let unknown = f.u64s(UNKNOWN)?;
+    let [input, read, write, output, reasoning] = [
+        f.u64s(tokens[0])?,
+        f.u64s(tokens[1])?,
+        f.u64s(tokens[2])?,
+        f.u64s(tokens[3])?,
+        f.u64s(tokens[4])?,
+    ];
+    Ok(ids
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let sums = TrialCalls {
+                calls: calls[i],
+                input: input[i],
+                cache_read: read[i],
+                cache_write: write[i],
+                output: output[i],
+                reasoning: reasoning[i],
+                known_usd: usd[i].unwrap_or(0.0),
+                unknown: unknown[i],
+            };
+            (id, sums)
+        })
+        .collect())
+}
+
+/// Manifest order of variants, then of tasks; names it does not know last,
+/// by name.
+fn sort_rows(rows: &mut [CostRow], variants: &[String], tasks: &[String]) {
+    let position = |list: &[String], name: &str| list.iter().position(|n| n == name);
+    rows.sort_by_cached_key(|r| {
+        let task = r.task.clone().unwrap_or_default();
+        (
+            position(variants, &r.variant).unwrap_or(usize::MAX),
+            r.variant.clone(),
+            r.model.clone(),
+            position(tasks, &task).unwrap_or(usize::MAX),
+            task,
+        )
+    });
+}
+
+/// One row per variant and model, over all its tasks, in the order of `rows`.
+fn variant_totals(rows: &[CostRow]) -> Vec<CostRow> {
+    let mut totals: Vec<CostRow> = Vec::new();
+    for row in rows {
+        let same = |t: &&mut CostRow| t.variant == row.variant && t.model == row.model;
+        match totals.iter_mut().find(same) {
+            Some(total) => total.add(row),
+            None => {
+                let mut total = CostRow::empty(&row.variant, &row.model, None, row.simulated);
+                total.add(row);
+                totals.push(total);
+            }
+        }
+    }
+    totals.into_iter().map(CostRow::finish).collect()
+}
+
+impl CostReport {
+    /// The distinct models of the run, in row order.
+    pub fn models(&self) -> Vec<String> {
+        let mut models: Vec<String> = Vec::new();
+        for row in &self.by_variant {
+            if !models.contains(&row.model) {
+                models.push(row.model.clone());
+            }
+        }
+        models
+    }
+
+    /// Lists each model's price from a price table `version`, looked up with
+    /// `lookup`. The run's costs were computed when it ran; listing a table
+    /// of another version next to them would misstate what was charged, so
+    /// then nothing is listed and `prices_note` says why.
+    pub fn set_prices(&mut self, version: &str, lookup: impl Fn(&str) -> ModelPrice) {
+        match self.price_table.as_deref() {
+            Some(recorded) if recorded == version => {
+                self.prices = self.models().iter().map(|m| lookup(m)).collect();
+                self.prices_note = None;
+            }
+            Some(recorded) => {
+                self.prices.clear();
+                self.prices_note = Some(format!(
+                    "the run was priced with price table {recorded}; the table available now is \
+                     {version}, so its prices are not listed"
+                ));
+            }
+            None => {
+                self.prices.clear();
+                self.prices_note = Some(
+                    "the run did not record which price table priced it, so no prices are listed"
+                        .to_string(),
+                );
+            }
+        }
+    }
+
+    /// True when some call's cost is unknown.
+    pub fn any_unknown(&self) -> bool {
+        self.total.unknown_cost_calls > 0
+    }
+
+    /// The detail rows as CSV, one line per variant × model × task. Dollars
+    /// are empty when unknown; `cost_status` says whether they are exact or
+    /// a lower bound.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "run_id,variant,model,task,simulated,trials,successes,model_calls,\
+             input_tokens,cache_read_tokens,cache_write_tokens,output_tokens,reasoning_tokens,\
+             cost_usd,cost_status,usd_per_success,unknown_cost_calls\n",
+        );
+        for r in &self.rows {
+            let usd = match r.status {
+                CostStatus::Unknown => String::new(),
+                _ => plain_usd(r.known_usd),
+            };
+            let per_success = r.usd_per_success.map(plain_usd).unwrap_or_default();
+            let fields = [
+                csv_field(&self.run_id),
+                csv_field(&r.variant),
+                csv_field(&r.model),
+                csv_field(r.task.as_deref().unwrap_or("")),
+                r.simulated.to_string(),
+                r.trials.to_string(),
+                r.successes.to_string(),
+                r.calls.to_string(),
+                r.input_tokens.to_string(),
+                r.cache_read_tokens.to_string(),
+                r.cache_write_tokens.to_string(),
+                r.output_tokens.to_string(),
+                r.reasoning_tokens.to_string(),
+                usd,
+                r.status.as_str().to_string(),
+                per_success,
+                r.unknown_cost_calls.to_string(),
+            ];
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Dollars for machines: rounded to a billionth, so that float sums read
+/// `0.035`, not `0.034999999999999996`.
+fn plain_usd(usd: f64) -> String {
+    let text = format!("{usd:.9}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// A CSV field, quoted when it holds a separator, quote or line break.
+pub fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}

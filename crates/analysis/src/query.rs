@@ -1,0 +1,362 @@
+//! SQL over the trace tables of one or more runs (`tack query`), with Polars'
+//! SQL engine. The result comes out as plain rows so the CLI needs no Polars.
+
+use crate::frame::{self, Frame};
+use crate::{AnalysisError, trials};
+use polars::prelude::*;
+use polars::sql::SQLContext;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col, kind};
+
+/// The tables a query can name, in the order the hint lists them.
+pub const TABLES: [&str; 3] = [TRIALS_DIR, SPANS_DIR, MESSAGES_DIR];
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The query is wrong: bad SQL, an unknown table or column, a type
+    /// mismatch. The user can fix it.
+    #[error("{message}\nhint: {hint}")]
+    Sql { message: String, hint: String },
+
+    #[error("none of the runs has any finished trial to query; run `tack run` first")]
+    NoTables,
+
+    /// The traces could not be read: not the query's fault.
+    #[error(transparent)]
+    Read(#[from] AnalysisError),
+
+    #[error(
+        "could not read the trace files while running the query: {0}; a file may be corrupt or \
+         still being written (a run in progress); retry, or name only finished runs"
+    )]
+    Scan(PolarsError),
+}
+
+impl QueryError {
+    /// True when the query itself is at fault, not the traces.
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, QueryError::Sql { .. } | QueryError::NoTables)
+    }
+}
+
+/// One query's answer: column names and types, then the rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueryResult {
+    pub columns: Vec<String>,
+    /// Polars' name for each column's type (`str`, `u32`, `f64`, …).
+    pub types: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+/// One value. Types without a natural JSON form (dates, lists, structs)
+/// come out as Polars prints them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Cell {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Text(String),
+}
+
+/// The trace tables of a set of runs, registered for SQL.
+pub struct QueryTables {
+    ctx: SQLContext,
+    /// Each registered table's columns, for the hint after a failed query.
+    columns: Vec<(&'static str, Vec<String>)>,
+}
+
+impl std::fmt::Debug for QueryTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryTables")
+            .field("columns", &self.columns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryTables {
+    /// Registers `trials`, `spans` and `messages` over every finished
+    /// Parquet file of `run_dirs` — what the glob
+    /// `<run>/<table>/*.parquet` matches. Each table is one lazy scan over
+    /// the files of all runs, given the union of their columns, so runs
+    /// written by different tack versions query together (a column a file
+    /// lacks reads as null). Every table carries `run_id`. A table no run
+    /// has a file for is not registered.
+    pub fn open(run_dirs: &[PathBuf]) -> Result<QueryTables, QueryError> {
+        let ctx = SQLContext::new();
+        let mut columns = Vec::new();
+        for table in TABLES {
+            let mut files = Vec::new();
+            for run in run_dirs {
+                files.extend(frame::parquet_files(&run.join(table))?);
+            }
+            if files.is_empty() {
+                continue;
+            }
+            let dir = common_dir(run_dirs, table);
+            let mut lazy = if table == TRIALS_DIR {
+                // Fills the columns older traces lack as the analysis does.
+                trials::scan(&dir, &files)?
+            } else {
+                frame::scan(&dir, table, &files)?
+            };
+            let schema = lazy
+                .collect_schema()
+                .map_err(|source| AnalysisError::Polars {
+                    dir: dir.clone(),
+                    table,
+                    source,
+                })?;
+            columns.push((table, schema.iter_names().map(|n| n.to_string()).collect()));
+            ctx.register(table, lazy);
+        }
+        if columns.is_empty() {
+            return Err(QueryError::NoTables);
+        }
+        Ok(QueryTables { ctx, columns })
+    }
+
+    /// The registered tables and their columns.
+    pub fn tables(&self) -> &[(&'static str, Vec<String>)] {
+        &self.columns
+    }
+
+    /// Runs one SQL statement. Errors in the statement (syntax, unknown
+    /// names, types) are [`QueryError::Sql`] with Polars' message and a hint
+    /// listing the tables; an error reading the files is not.
+    pub fn run(&mut self, sql: &str) -> Result<QueryResult, QueryError> {
+        let mut lazy = self.ctx.execute(sql).map_err(|e| self.sql_error(e))?;
+        // Resolving the schema reports unknown columns and type errors before
+        // any file is read.
+        lazy.collect_schema().map_err(|e| self.sql_error(e))?;
+        let df = lazy.collect().map_err(|e| {
+            if is_io_error(&e) {
+                QueryError::Scan(e)
+            } else {
+                self.sql_error(e)
+            }
+        })?;
+        result_rows(&df).map_err(|e| self.sql_error(e))
+    }
+
+    fn sql_error(&self, error: PolarsError) -> QueryError {
+        let tables: Vec<String> = self
+            .columns
+            .iter()
+            .map(|(table, columns)| format!("  {table}: {}", columns.join(", ")))
+            .collect();
+        QueryError::Sql {
+            message: error.to_string(),
+            hint: format!(
+                "the tables are (one row per trial, per span, per message):\n{}",
+                tables.join("\n")
+            ),
+        }
+    }
+}
+
+/// The directory error messages name for a table: the run's own when there
+/// is one run, else the directory holding the runs.
+fn common_dir(run_dirs: &[PathBuf], table: &str) -> PathBuf {
+    match run_dirs {
+        [one] => one.join(table),
+        [first, ..] => first.parent().unwrap_or(first).to_path_buf(),
+        [] => PathBuf::from(table),
+    }
+}
+
+fn is_io_error(error: &PolarsError) -> bool {
+    match error {
+        PolarsError::IO { .. } => true,
+        PolarsError::Context { error, .. } | PolarsError::ExprContext { error, .. } => {
+            is_io_error(error)
+        }
+        _ => false,
+    }
+}
+
+fn result_rows(df: &DataFrame) -> PolarsResult<QueryResult> {
+    let columns = df.columns();
+    let mut rows = vec![Vec::with_capacity(columns.len()); df.height()];
+    for column in columns {
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.push(cell(column.get(i)?));
+        }
+    }
+    Ok(QueryResult {
+        columns: columns.iter().map(|c| c.name().to_string()).collect(),
+        types: columns.iter().map(|c| c.dtype().to_string()).collect(),
+        rows,
+    })
+}
+
+fn cell(value: AnyValue<'_>) -> Cell {
+    match value {
+        AnyValue::Null => Cell::Null,
+        AnyValue::Boolean(b) => Cell::Bool(b),
+        AnyValue::String(s) => Cell::Text(s.to_string()),
+        AnyValue::StringOwned(s) => Cell::Text(s.to_string()),
+        AnyValue::Int8(v) => Cell::Int(v.into()),
+        AnyValue::Int16(v) => Cell::Int(v.into()),
+        AnyValue::Int32(v) => Cell::Int(v.into()),
+        AnyValue::Int64(v) => Cell::Int(v),
+        AnyValue::UInt8(v) => Cell::UInt(v.into()),
+        AnyValue::UInt16(v) => Cell::UInt(v.into()),
+        AnyValue::UInt32(v) => Cell::UInt(v.into()),
+        AnyValue::UInt64(v) => Cell::UInt(v),
+        AnyValue::Float32(v) => Cell::Float(v.into()),
+        AnyValue::Float64(v) => Cell::Float(v),
+        other => Cell::Text(other.to_string()),
+    }
+}
+
+/// What the sandbox refused during each of one trial's tool calls, by span
+/// id: the `sandbox_denials` column of the spans table, one line per denial.
+/// Tool calls without denials are absent; so is everything for traces
+/// written before the column existed.
+pub fn sandbox_denials(
+    run_dir: &Path,
+    trial_id: &str,
+) -> Result<BTreeMap<u32, Vec<String>>, AnalysisError> {
+    crate::trace::check_trial_id(trial_id)?;
+    let dir = run_dir.join(SPANS_DIR);
+    let file = dir.join(format!("{trial_id}.parquet"));
+    if !file.is_file() {
+        return Ok(BTreeMap::new());
+    }
+    let mut lazy = frame::scan(&dir, SPANS_DIR, &[file])?;
+    let schema = lazy
+        .collect_schema()
+        .map_err(|source| AnalysisError::Polars {
+            dir: dir.clone(),
+            table: SPANS_DIR,
+            source,
+        })?;
+    if !schema.contains(col::SANDBOX_DENIALS) {
+        return Ok(BTreeMap::new());
+    }
+    let lazy = lazy
+        .filter(
+            col(col::KIND)
+                .eq(lit(kind::TOOL_CALL))
+                .and(col(col::SANDBOX_DENIALS).is_not_null()),
+        )
+        .select([col(col::SPAN_ID), col(col::SANDBOX_DENIALS)]);
+    let frame = Frame::collect(lazy, &dir, SPANS_DIR)?;
+    let ids = frame.u32s(col::SPAN_ID)?;
+    let denials = frame.strs(col::SANDBOX_DENIALS)?;
+    Ok(ids
+        .into_iter()
+        .zip(denials)
+        .filter(|(_, text)| !text.is_empty())
+        .map(|(id, text)| (id, text.lines().map(str::to_owned).collect()))
+        .collect())
+}
+
+#[cfg(test)]
+#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#[path = "../tests/fixture/mod.rs"]
+mod fixture;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn ints(result: &QueryResult) -> Vec<Vec<Cell>> {
+        result.rows.clone()
+    }
+
+    #[test]
+    fn runs_of_different_tack_versions_query_together() {
+        let tmp = tempfile::tempdir().unwrap();
+        let old = tmp.path().join("old");
+        let new = tmp.path().join("new");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::create_dir_all(&new).unwrap();
+        // Every file of `old` lacks the columns added since the first traces.
+        fixture::write_run_as(&old, |_| true);
+        fixture::write_run(&new);
+        let mut tables = QueryTables::open(&[old, new]).unwrap();
+        let trials = fixture::trials().len() as u64;
+        let result = tables
+            .run("select count(*) as n, sum(feedback_rounds) as f from trials")
+            .unwrap();
+        assert_eq!(result.columns, ["n", "f"]);
+        // The old run's feedback rounds read as 0, as the analysis reads them.
+        assert_eq!(ints(&result), [[Cell::UInt(2 * trials), Cell::UInt(3)]]);
+        let approvals = tables
+            .run("select count(*) from spans where kind = 'approval' and approved is not null")
+            .unwrap();
+        assert_eq!(
+            approvals.rows,
+            [[Cell::UInt(2)]],
+            "only the new run has approvals"
+        );
+    }
+
+    #[test]
+    fn a_bad_query_is_the_users_error_and_lists_every_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        fixture::write_run(tmp.path());
+        let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
+        let names: Vec<&str> = tables.tables().iter().map(|(t, _)| *t).collect();
+        assert_eq!(names, TABLES);
+        for sql in ["select nope from trials", "select * from nowhere", "selec"] {
+            let error = tables.run(sql).unwrap_err();
+            assert!(error.is_user_error(), "{sql}: {error}");
+            let text = error.to_string();
+            assert!(text.contains("spans: run_id, trial_id, span_id"), "{text}");
+            assert!(text.contains("messages: run_id"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_run_without_trials_has_nothing_to_query() {
+        let tmp = tempfile::tempdir().unwrap();
+        let error = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap_err();
+        assert!(matches!(error, QueryError::NoTables), "{error}");
+    }
+
+    #[test]
+    fn values_keep_their_types() {
+        let tmp = tempfile::tempdir().unwrap();
+        fixture::write_run(tmp.path());
+        let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
+        let sql = format!(
+            "select trial_id, tampered, cost_usd, steps, error from trials where trial_id = '{}'",
+            fixture::traced_trial_id()
+        );
+        let result = tables.run(&sql).unwrap();
+        assert_eq!(
+            result.rows,
+            [[
+                Cell::Text(fixture::traced_trial_id()),
+                Cell::Bool(true),
+                Cell::Null,
+                Cell::UInt(3),
+                Cell::Null,
+            ]]
+        );
+        assert_eq!(result.types[1], "bool");
+    }
+
+    #[test]
+    fn sandbox_denials_are_read_per_tool_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        fixture::write_run(tmp.path());
+        let none = sandbox_denials(tmp.path(), &fixture::traced_trial_id()).unwrap();
+        assert!(none.is_empty());
+        assert!(sandbox_denials(tmp.path(), "../x").is_err());
+        assert!(
+            sandbox_denials(tmp.path(), "no-such-trial")
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,565 @@
+//! `tack show RUN TRIAL`: one trial's trajectory in the terminal.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use tack_analysis::{AnalysisError, MessageRow, SpanRow, TrialTrace};
+use tack_protocol::{SpanStatus, TrialOutcome};
+use tack_trace::Manifest;
+use tack_trace::schema::{TRIALS_DIR, kind};
+
+use crate::exit::{Classify, CommandError, CommandResult, Failure};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Prints a header (variant, task, model, outcome, stop reason, steps, tokens, cost), then, in \
+order, every model call (step, tokens, finish reason) with the assistant's text, every tool call (arguments \
+shortened, the result the model was shown, exit code, error kind, sandbox denials), every approval, and the \
+checks (command, pass or fail, the tail of their output).\n\n\
+Colour is used only when stdout is a terminal and NO_COLOR is unset; otherwise the text is plain. \
+--json prints the trial's row, spans and messages as one JSON object instead.\n\n\
+Exit codes: 0 shown, 2 no such run or trial (the error lists some trial ids), 3 the traces could not be read."
+)]
+pub struct ShowArgs {
+    /// The run: traces/<run-id>, or just the run id (looked up under --traces).
+    run: String,
+    /// The trial id, e.g. sim-full--median-even--1 (the report lists them).
+    trial: String,
+    /// Where run ids are looked up.
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
+    /// Print the trial as JSON (row, spans with their sandbox denials, messages).
+    #[arg(long)]
+    json: bool,
+    /// Print tool results, assistant text and check output whole instead of shortened.
+    #[arg(long)]
+    full: bool,
+}
+
+pub fn run(args: ShowArgs) -> CommandResult {
+    let run_dir = resolve_run(&args.run, &args.traces)?;
+    let trace = match tack_analysis::load_trial_trace(&run_dir, &args.trial) {
+        Ok(trace) => trace,
+        Err(AnalysisError::TrialNotFound { .. } | AnalysisError::InvalidTrialId { .. }) => {
+            return Err(unknown_trial(&run_dir, &args.trial));
+        }
+        Err(error) => return Err(error).or_fail(Failure::Internal),
+    };
+    let denials =
+        tack_analysis::query::sandbox_denials(&run_dir, &args.trial).or_fail(Failure::Internal)?;
+    let manifest = Manifest::read(&run_dir).or_fail(Failure::Internal)?;
+    if args.json {
+        let json = trial_json(&manifest.run_id, &trace, &denials).or_fail(Failure::Internal)?;
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let simulated = manifest
+        .variants
+        .iter()
+        .any(|v| v.name == trace.trial.variant && v.simulated);
+    let style = Style {
+        color: std::io::stdout().is_terminal()
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        full: args.full,
+    };
+    let mut out = header(&manifest.run_id, &trace, simulated, &denials, style);
+    out.push_str(&timeline(&trace, &denials, style));
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// RUN as a path holding a manifest, else as a run id under `traces`.
+pub(crate) fn resolve_run(run: &str, traces: &Path) -> Result<PathBuf, CommandError> {
+    let candidates = [PathBuf::from(run), traces.join(run)];
+    if let Some(found) = candidates
+        .iter()
+        .find(|dir| dir.join(Manifest::FILE_NAME).is_file())
+    {
+        return Ok(found.clone());
+    }
+    let runs = run_ids(traces);
+    let listing = if runs.is_empty() {
+        format!("there are no runs under {}", traces.display())
+    } else {
+        let newest: Vec<&str> = runs.iter().rev().take(5).map(String::as_str).collect();
+        format!(
+            "runs under {} (newest first): {}",
+            traces.display(),
+            newest.join(", ")
+        )
+    };
+    Err(CommandError {
+        kind: Failure::Usage,
+        error: anyhow::anyhow!(
+            "no run `{run}`: neither {} nor {} holds a manifest.json; {listing}",
+            candidates[0].display(),
+            candidates[1].display()
+        ),
+    })
+}
+
+/// The ids of the runs under `traces` (directories with a manifest), sorted:
+/// ids start with their start time, so oldest first.
+pub(crate) fn run_ids(traces: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(traces) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().join(Manifest::FILE_NAME).is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn unknown_trial(run_dir: &Path, trial: &str) -> CommandError {
+    let mut ids: Vec<String> = std::fs::read_dir(run_dir.join(TRIALS_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_owned();
+            let id = name.strip_suffix(".parquet")?;
+            (!id.starts_with('.')).then(|| id.to_owned())
+        })
+        .collect();
+    let total = ids.len();
+    // The ids sharing the longest prefix with what was typed come first.
+    let shared = |id: &String| {
+        id.chars()
+            .zip(trial.chars())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    ids.sort_by(|a, b| shared(b).cmp(&shared(a)).then_with(|| a.cmp(b)));
+    ids.truncate(5);
+    let listing = if ids.is_empty() {
+        "the run has no finished trials".to_string()
+    } else {
+        format!("{total} trials, e.g. {}", ids.join(", "))
+    };
+    CommandError {
+        kind: Failure::Usage,
+        error: anyhow::anyhow!(
+            "no trial `{trial}` in {}: {listing}; `tack query \"select trial_id, outcome from trials\" {}` lists them all",
+            run_dir.display(),
+            run_dir.display()
+        ),
+    }
+}
+
+fn trial_json(
+    run_id: &str,
+    trace: &TrialTrace,
+    denials: &BTreeMap<u32, Vec<String>>,
+) -> serde_json::Result<serde_json::Value> {
+    let mut json = serde_json::to_value(trace)?;
+    if let Some(spans) = json.get_mut("spans").and_then(|s| s.as_array_mut()) {
+        for span in spans {
+            let id = span.get("span_id").and_then(|v| v.as_u64());
+            let found = id.and_then(|id| denials.get(&u32::try_from(id).ok()?));
+            if let Some(object) = span.as_object_mut() {
+                object.insert(
+                    "sandbox_denials".to_string(),
+                    serde_json::to_value(found.cloned().unwrap_or_default())?,
+                );
+            }
+        }
+    }
+    if let Some(object) = json.as_object_mut() {
+        object.insert("run_id".to_string(), run_id.into());
+    }
+    Ok(json)
+}
+
+/// How to print: ANSI colours or not, whole texts or shortened.
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    color: bool,
+    full: bool,
+}
+
+impl Style {
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+    fn bold(self, text: &str) -> String {
+        self.paint("1", text)
+    }
+    fn dim(self, text: &str) -> String {
+        self.paint("2", text)
+    }
+    fn red(self, text: &str) -> String {
+        self.paint("31", text)
+    }
+    fn green(self, text: &str) -> String {
+        self.paint("32", text)
+    }
+    fn yellow(self, text: &str) -> String {
+        self.paint("33", text)
+    }
+    fn blue(self, text: &str) -> String {
+        self.paint("34", text)
+    }
+}
+
+fn header(
+    run_id: &str,
+    trace: &TrialTrace,
+    simulated: bool,
+    denials: &BTreeMap<u32, Vec<String>>,
+    s: Style,
+) -> String {
+    let t = &trace.trial;
+    let mut out = String::new();
+    let outcome = if t.outcome == TrialOutcome::Passed.as_str() {
+        s.green(&t.outcome)
+    } else {
+        s.red(&t.outcome)
+    };
+    let model = if simulated {
+        format!("{} (simulated: a built-in model, not an LLM)", t.model)
+    } else {
+        t.model.clone()
+    };
+    let cost = cost_text(trace);
+    let checks = match t.checks_passed {
+        Some(true) => s.green("passed"),
+        Some(false) => s.red("failed"),
+        None => "did not run".to_string(),
+    };
+    let _ = writeln!(out, "{} {}", s.bold("trial"), s.bold(&t.trial_id));
+    let rows = [
+        ("run", run_id.to_string()),
+        ("variant", t.variant.clone()),
+        ("task", format!("{} (trial {})", t.task, t.trial_index)),
+        ("model", model),
+        (
+            "outcome",
+            format!("{outcome}, stop reason {}", t.stop_reason),
+        ),
+        ("checks", checks),
+        (
+            "steps",
+            format!(
+                "{} · {} tool calls ({} errors) · {} retries · {} interventions · {} denied · {} with sandbox denials · {} feedback rounds",
+                t.steps,
+                t.tool_calls,
+                t.tool_errors,
+                t.retries,
+                t.interventions,
+                t.denied_calls,
+                denials.len(),
+                t.feedback_rounds
+            ),
+        ),
+        (
+            "tokens",
+            format!(
+                "{} (input {} · output {})",
+                t.total_tokens, t.input_tokens, t.output_tokens
+            ),
+        ),
+        ("cost", cost),
+        ("duration", seconds(t.duration_ms)),
+    ];
+    for (label, value) in rows {
+        let _ = writeln!(out, "  {:<9} {value}", s.dim(label));
+    }
+    if t.tampered {
+        let _ = writeln!(
+            out,
+            "  {}",
+            s.red("tampered: the agent changed files the checks depend on")
+        );
+    }
+    if let Some(error) = &t.error {
+        let _ = writeln!(out, "  {:<9} {}", s.dim("error"), s.red(error));
+    }
+    out
+}
+
+/// The trial's dollars; a lower bound, or unknown, when some answered model
+/// call had no price (never 0 for those).
+fn cost_text(trace: &TrialTrace) -> String {
+    let unpriced = trace
+        .spans
+        .iter()
+        .filter(|sp| {
+            sp.kind == kind::MODEL_CALL
+                && sp.status == SpanStatus::Ok.as_str()
+                && sp.cost_usd.is_none()
+        })
+        .count();
+    match (trace.trial.cost_usd, unpriced) {
+        (Some(usd), 0) => tack_analysis::cost::format_usd(usd),
+        (Some(usd), n) => format!(
+            "≥ {} ({n} model calls of unknown cost)",
+            tack_analysis::cost::format_usd(usd)
+        ),
+        (None, 0) => "unknown".to_string(),
+        (None, n) => format!("unknown ({n} model calls, none priced)"),
+    }
+}
+
+/// Spans and assistant messages, merged in recording order.
+fn timeline(trace: &TrialTrace, denials: &BTreeMap<u32, Vec<String>>, s: Style) -> String {
+    enum Item<'a> {
+        Span(&'a SpanRow),
+        Said(&'a MessageRow),
+    }
+    let mut items: Vec<(u64, Item<'_>)> = trace
+        .spans
+        .iter()
+        .map(|sp| (sp.seq, Item::Span(sp)))
+        .collect();
+    items.extend(
+        trace
+            .messages
+            .iter()
+            .filter(|m| m.role == "assistant" && !m.content.trim().is_empty())
+            .map(|m| (m.seq, Item::Said(m))),
+    );
+    items.sort_by_key(|(seq, _)| *seq);
+    let mut out = String::from("\n");
+    for (_, item) in items {
+        match item {
+            Item::Said(message) => {
+                let text = if s.full {
+                    message.content.trim().to_string()
+                } else {
+                    one_line(&message.content, 160)
+                };
+                let _ = writeln!(out, "      {} {}", s.dim("says:"), text);
+            }
+            Item::Span(span) => out.push_str(&span_lines(span, denials, s)),
+        }
+    }
+    if trace.spans.is_empty() {
+        out.push_str("(no spans: the trial ended before its first model call)\n");
+    }
+    out
+}
+
+fn span_lines(span: &SpanRow, denials: &BTreeMap<u32, Vec<String>>, s: Style) -> String {
+    match span.kind.as_str() {
+        kind::MODEL_CALL => model_call(span, s),
+        kind::TOOL_CALL => tool_call(span, denials.get(&span.span_id), s),
+        kind::APPROVAL => approval(span, s),
+        kind::CHECK => check(span, s),
+        other => format!("{} {other} {}\n", s.dim("?"), span.name),
+    }
+}
+
+fn step(span: &SpanRow) -> String {
+    span.step
+        .map_or_else(|| "     ".to_string(), |n| format!("{n:>4} "))
+}
+
+fn model_call(span: &SpanRow, s: Style) -> String {
+    let mut parts = vec![format!(
+        "in {} · out {}",
+        span.input_tokens.unwrap_or(0),
+        span.output_tokens.unwrap_or(0)
+    )];
+    if let Some(cached) = span.cache_read_tokens.filter(|n| *n > 0) {
+        parts.push(format!("cached {cached}"));
+    }
+    if let Some(reasoning) = span.reasoning_tokens.filter(|n| *n > 0) {
+        parts.push(format!("reasoning {reasoning}"));
+    }
+    if let Some(finish) = &span.finish_reason {
+        parts.push(format!("finish {finish}"));
+    }
+    if let Some(usd) = span.cost_usd {
+        parts.push(tack_analysis::cost::format_usd(usd));
+    }
+    if let Some(attempt) = span.attempt.filter(|a| *a > 1) {
+        let wait = span.retry_wait_ms.unwrap_or(0);
+        parts.push(s.yellow(&format!("attempt {attempt} after {}", seconds(wait))));
+    }
+    if let Some(fault) = &span.fault {
+        parts.push(s.yellow(&format!("injected fault: {fault}")));
+    }
+    let mut out = format!(
+        "{}{} {}\n",
+        s.dim(&step(span)),
+        s.blue("model call"),
+        parts.join(" · ")
+    );
+    if let Some(error) = &span.error {
+        let _ = writeln!(out, "      {}", s.red(&format!("error: {error}")));
+    }
+    out
+}
+
+fn tool_call(span: &SpanRow, denials: Option<&Vec<String>>, s: Style) -> String {
+    let name = span.tool_name.as_deref().unwrap_or(&span.name);
+    let arguments = span.tool_arguments.as_deref().unwrap_or("");
+    let mut status = Vec::new();
+    if let Some(code) = span.exit_code {
+        let text = format!("exit {code}");
+        status.push(if code == 0 { text } else { s.red(&text) });
+    }
+    if let Some(kind) = &span.error_kind {
+        status.push(s.red(&format!("error {kind}")));
+    }
+    if span.truncated == Some(true) {
+        status.push(s.yellow("output cut at the cap"));
+    }
+    // An `ask` has its approval span just before; only a refusal by a rule
+    // needs its rule here.
+    if span.permission.as_deref() == Some("deny") {
+        let rule = span.permission_rule.as_deref().unwrap_or("");
+        status.push(s.red(&format!("denied by rule {}", one_line(rule, 80))));
+    }
+    let status = if status.is_empty() {
+        String::new()
+    } else {
+        format!(" → {}", status.join(" · "))
+    };
+    let mut out = format!(
+        "{}{} {}{status}\n",
+        s.dim(&step(span)),
+        s.bold(name),
+        one_line(arguments, 120),
+    );
+    for denial in denials.into_iter().flatten() {
+        let _ = writeln!(out, "      {} {denial}", s.red("sandbox denied:"));
+    }
+    if let Some(result) = &span.tool_result {
+        out.push_str(&block(result, 12, s));
+    }
+    out
+}
+
+fn approval(span: &SpanRow, s: Style) -> String {
+    let name = span.tool_name.as_deref().unwrap_or(&span.name);
+    let approver = span.approver.as_deref().unwrap_or("?");
+    let verdict = match span.approved {
+        Some(true) => s.green(&format!("approved by {approver}")),
+        Some(false) => s.red(&format!("denied by {approver}")),
+        None => format!("undecided ({approver})"),
+    };
+    let part = span
+        .permission_part
+        .as_deref()
+        .map(|part| format!(" `{}`", one_line(part, 80)))
+        .unwrap_or_default();
+    let mut out = format!(
+        "{}{} {name}{part}: {verdict} after {}\n",
+        s.dim(&step(span)),
+        s.yellow("approval"),
+        seconds(span.duration_ms),
+    );
+    if let Some(rule) = &span.permission_rule {
+        let _ = writeln!(out, "      {} {}", s.dim("asked by:"), one_line(rule, 160));
+    }
+    if let Some(reason) = &span.error {
+        let _ = writeln!(out, "      {} {}", s.dim("reason:"), one_line(reason, 160));
+    }
+    out
+}
+
+fn check(span: &SpanRow, s: Style) -> String {
+    let verdict = match span.check_passed {
+        Some(true) => s.green("PASS"),
+        _ => s.red("FAIL"),
+    };
+    let command = span.check_command.as_deref().unwrap_or("");
+    let exit = span
+        .exit_code
+        .map(|c| format!(" (exit {c})"))
+        .unwrap_or_default();
+    let mut out = format!(
+        "      {} {} {verdict}{exit} {}\n",
+        s.bold("check"),
+        span.name,
+        s.dim(&format!("$ {}", one_line(command, 100)))
+    );
+    if let Some(output) = &span.check_output {
+        out.push_str(&tail(output, 10, s));
+    }
+    out
+}
+
+/// `text` indented, its first and last lines when longer than `max` lines.
+fn block(text: &str, max: usize, s: Style) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let bar = s.dim("│");
+    let mut out = String::new();
+    if s.full || lines.len() <= max {
+        for line in &lines {
+            let _ = writeln!(out, "      {bar} {line}");
+        }
+        return out;
+    }
+    let head = max / 2;
+    let tail_start = lines.len() - (max - head);
+    for line in &lines[..head] {
+        let _ = writeln!(out, "      {bar} {line}");
+    }
+    let hidden = tail_start - head;
+    let _ = writeln!(
+        out,
+        "      {bar} {}",
+        s.dim(&format!("… {hidden} more lines (--full shows all)"))
+    );
+    for line in &lines[tail_start..] {
+        let _ = writeln!(out, "      {bar} {line}");
+    }
+    out
+}
+
+/// The last `max` lines of `text`, indented.
+fn tail(text: &str, max: usize, s: Style) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let bar = s.dim("│");
+    let start = if s.full {
+        0
+    } else {
+        lines.len().saturating_sub(max)
+    };
+    let mut out = String::new();
+    if start > 0 {
+        let _ = writeln!(
+            out,
+            "      {bar} {}",
+            s.dim(&format!("… {start} earlier lines (--full shows all)"))
+        );
+    }
+    for line in &lines[start..] {
+        let _ = writeln!(out, "      {bar} {line}");
+    }
+    out
+}
+
+/// `text` on one line, cut to `max` characters with an ellipsis.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+fn seconds(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}

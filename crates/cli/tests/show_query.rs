@@ -1,0 +1,383 @@
+//! `tack show`, `tack query` and `tack report --cost` on a small run of the
+//! demo suite.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(args)
+        .current_dir(repo())
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "tack failed ({:?}): {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+struct Run {
+    traces: PathBuf,
+    reports: PathBuf,
+    run_dir: PathBuf,
+    run_id: String,
+    json: Value,
+}
+
+/// oracle, sim-full and sim-approvals (whose tests and edits wait for an
+/// approver) × 2 tasks × 2 trials.
+fn shared_run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("show-query-run");
+        let _ = std::fs::remove_dir_all(&base);
+        let traces = base.join("traces");
+        let reports = base.join("reports");
+        let output = tack(&[
+            "run",
+            "suites/demo",
+            "--variant",
+            "oracle,sim-full,sim-approvals",
+            "--task",
+            "median-even,total-missing-file",
+            "--trials",
+            "2",
+            "--jobs",
+            "2",
+            "--traces",
+            traces.to_str().unwrap(),
+            "--reports",
+            reports.to_str().unwrap(),
+            "--json",
+        ]);
+        let json: Value = serde_json::from_str(&stdout(&output)).unwrap();
+        let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+        let run_id = json["run"]["run_id"].as_str().unwrap().to_string();
+        Run {
+            traces,
+            reports,
+            run_dir,
+            run_id,
+            json,
+        }
+    })
+}
+
+fn trial_ids(run: &Run, variant: &str) -> Vec<String> {
+    run.json["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["variant"] == variant)
+        .map(|t| t["trial_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A sim-approvals trial that waited for an approver.
+fn approved_trial(run: &Run) -> String {
+    run.json["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["variant"] == "sim-approvals" && t["interventions"].as_u64() > Some(0))
+        .map(|t| t["trial_id"].as_str().unwrap().to_string())
+        .expect("a sim-approvals trial with an intervention")
+}
+
+fn position(text: &str, needle: &str) -> usize {
+    text.find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` not in:\n{text}"))
+}
+
+#[test]
+fn show_prints_the_header_then_calls_approvals_and_checks_in_order() {
+    let run = shared_run();
+    let trial = approved_trial(run);
+    let text = stdout(&tack(&["show", run.run_dir.to_str().unwrap(), &trial]));
+    for field in [
+        "variant", "task", "model", "outcome", "steps", "tokens", "cost",
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(field)),
+            "no {field}:\n{text}"
+        );
+    }
+    assert!(text.contains("sim (simulated"), "{text}");
+    assert!(
+        text.contains("cost      unknown"),
+        "built-in models are unpriced:\n{text}"
+    );
+    let first_call = position(&text, "model call");
+    let approval = position(&text, " approval ");
+    let check = position(&text, "      check ");
+    assert!(first_call < approval && approval < check, "{text}");
+    assert!(text.contains("approved by rules"), "{text}");
+    assert!(
+        text.contains("→ exit "),
+        "tool calls show exit codes:\n{text}"
+    );
+    assert!(text.contains("│ "), "tool results are shown:\n{text}");
+    // Not a terminal: no colour codes.
+    assert!(!text.contains('\x1b'), "{text}");
+}
+
+#[test]
+fn show_takes_a_run_id_looked_up_under_traces() {
+    let run = shared_run();
+    let trial = &trial_ids(run, "oracle")[0];
+    let traces = run.traces.to_str().unwrap();
+    let by_id = stdout(&tack(&["show", &run.run_id, trial, "--traces", traces]));
+    let by_path = stdout(&tack(&["show", run.run_dir.to_str().unwrap(), trial]));
+    assert_eq!(by_id, by_path);
+}
+
+#[test]
+fn show_json_holds_the_row_every_span_and_every_message() {
+    let run = shared_run();
+    let trial = approved_trial(run);
+    let text = stdout(&tack(&[
+        "show",
+        run.run_dir.to_str().unwrap(),
+        &trial,
+        "--json",
+    ]));
+    let json: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["trial"]["trial_id"], trial.as_str());
+    assert_eq!(json["run_id"], run.run_id.as_str());
+    let count = |table: &str| {
+        let sql = format!("select count(*) as n from {table} where trial_id = '{trial}'");
+        let out = stdout(&tack(&[
+            "query",
+            &sql,
+            run.run_dir.to_str().unwrap(),
+            "--csv",
+        ]));
+        out.lines().nth(1).unwrap().parse::<usize>().unwrap()
+    };
+    let spans = json["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), count("spans"));
+    assert_eq!(
+        json["messages"].as_array().unwrap().len(),
+        count("messages")
+    );
+    assert!(spans.iter().all(|s| s["sandbox_denials"].is_array()));
+    assert!(spans.iter().any(|s| s["kind"] == "approval"));
+}
+
+#[test]
+fn an_unknown_trial_or_run_exits_2_and_lists_what_there_is() {
+    let run = shared_run();
+    let output = tack(&[
+        "show",
+        run.run_dir.to_str().unwrap(),
+        "sim-full--median-evn--0",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no trial `sim-full--median-evn--0`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("sim-full--median-even--0"), "{stderr}");
+
+    let output = tack(&[
+        "show",
+        "no-such-run",
+        "x",
+        "--traces",
+        run.traces.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&run.run_id), "{stderr}");
+}
+
+/// (variant, count) pairs from `tack query --json`.
+fn variant_counts(json: &str) -> BTreeMap<String, u64> {
+    let rows: Vec<Value> = serde_json::from_str(json).unwrap();
+    rows.iter()
+        .map(|r| {
+            (
+                r["variant"].as_str().unwrap().to_string(),
+                r["n"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn query_groups_trials_as_the_run_recorded_them() {
+    let run = shared_run();
+    let sql = "select variant, count(*) as n from trials group by 1";
+    let json = stdout(&tack(&[
+        "query",
+        sql,
+        "--traces",
+        run.traces.to_str().unwrap(),
+        "--json",
+    ]));
+    let counts = variant_counts(&json);
+    let expected: BTreeMap<String, u64> = ["oracle", "sim-full", "sim-approvals"]
+        .iter()
+        .map(|v| (v.to_string(), 4))
+        .collect();
+    assert_eq!(counts, expected);
+}
+
+/// DuckDB reading the same files with a plain glob must agree with `tack
+/// query`. CI installs DuckDB (.ci/run) and sets TACK_REQUIRE_PYTHON_READERS;
+/// elsewhere the test says it skipped when DuckDB is missing.
+#[test]
+fn query_agrees_with_duckdb_on_the_same_files() {
+    let run = shared_run();
+    let python = std::env::var("TACK_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let probe = Command::new(&python).args(["-c", "import duckdb"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        assert!(
+            std::env::var_os("TACK_REQUIRE_PYTHON_READERS").is_none(),
+            "duckdb is required here but `{python}` cannot import it"
+        );
+        eprintln!("skipped: {python} cannot import duckdb (CI installs it)");
+        return;
+    }
+    let script = r#"
+import sys, json, duckdb
+traces = sys.argv[1]
+rows = duckdb.sql(f"select variant, count(*) from '{traces}/*/trials/*.parquet' group by 1").fetchall()
+calls = duckdb.sql(f"select count(*) from '{traces}/*/spans/*.parquet' where kind = 'model_call'").fetchall()[0][0]
+print(json.dumps({"variants": {v: n for v, n in rows}, "model_calls": calls}))
+"#;
+    let output = Command::new(&python)
+        .args(["-c", script, run.traces.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let duck: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let duck_counts: BTreeMap<String, u64> = duck["variants"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    let traces = run.traces.to_str().unwrap();
+    let sql = "select variant, count(*) as n from trials group by 1";
+    let ours = variant_counts(&stdout(&tack(&[
+        "query", sql, "--traces", traces, "--json",
+    ])));
+    assert_eq!(ours, duck_counts);
+    let sql = "select count(*) from spans where kind = 'model_call'";
+    let csv = stdout(&tack(&["query", sql, "--traces", traces, "--csv"]));
+    assert_eq!(
+        csv.lines().nth(1).unwrap().parse::<u64>().unwrap(),
+        duck["model_calls"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn every_table_carries_the_run_id_and_the_formats_differ_as_documented() {
+    let run = shared_run();
+    let traces = run.traces.to_str().unwrap();
+    for table in ["trials", "spans", "messages"] {
+        let sql = format!("select run_id, count(*) as n from {table} group by run_id");
+        let text = stdout(&tack(&["query", &sql, "--traces", traces]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("run_id") && lines[0].ends_with(" n"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("---"), "{text}");
+        assert!(lines[2].starts_with(&run.run_id), "{table}: {text}");
+        assert_eq!(lines.last(), Some(&"(1 row)"), "{text}");
+    }
+    let sql = "select trial_id, outcome from trials order by trial_id";
+    let csv = stdout(&tack(&["query", sql, "--traces", traces, "--csv"]));
+    assert!(csv.starts_with("trial_id,outcome\n"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 12, "{csv}");
+}
+
+#[test]
+fn a_bad_query_exits_2_with_polars_message_and_the_tables() {
+    let run = shared_run();
+    let traces = run.traces.to_str().unwrap();
+    for sql in [
+        "select no_such_column from trials",
+        "selec 1",
+        "select * from nope",
+    ] {
+        let output = tack(&["query", sql, "--traces", traces]);
+        assert_eq!(output.status.code(), Some(2), "{sql}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("the query failed"), "{stderr}");
+        for table in ["trials: run_id", "spans: run_id", "messages: run_id"] {
+            assert!(stderr.contains(table), "{sql}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn report_cost_says_built_in_models_are_unpriced_not_free() {
+    let run = shared_run();
+    let dir = run.run_dir.to_str().unwrap();
+    let text = stdout(&tack(&["report", dir, "--cost"]));
+    assert!(text.contains("unknown"), "{text}");
+    assert!(!text.contains("$0 "), "{text}");
+    assert!(
+        text.contains("price of sim: none (built-in model"),
+        "{text}"
+    );
+    assert!(text.contains("cost is unknown, not 0"), "{text}");
+
+    let json: Value =
+        serde_json::from_str(&stdout(&tack(&["report", dir, "--cost", "--json"]))).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 2, "variants × tasks");
+    assert!(rows.iter().all(|r| r["status"] == "unknown"), "{json}");
+    let calls: u64 = rows.iter().map(|r| r["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls, json["total"]["unknown_cost_calls"].as_u64().unwrap());
+
+    // `tack run` wrote the HTML report: cost.html and cost.csv beside index.html.
+    let report = run.reports.join(&run.run_id);
+    let index = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(index.contains("href=\"cost.html\""));
+    let page = std::fs::read_to_string(report.join("cost.html")).unwrap();
+    assert!(page.contains("simulated-banner"), "the page says simulated");
+    assert!(page.contains("Unknown costs are not zero"));
+    assert!(!page.contains("<script"));
+    let csv = std::fs::read_to_string(report.join("cost.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + rows.len());
+}
+
+#[test]
+fn query_without_runs_is_a_usage_error() {
+    let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-traces-here");
+    let _ = std::fs::create_dir_all(&empty);
+    let output = tack(&[
+        "query",
+        "select 1",
+        "--traces",
+        Path::new(&empty).to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no runs"));
+}
