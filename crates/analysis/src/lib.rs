@@ -4,6 +4,7 @@
 //! lazy queries over the per-trial Parquet files; results come out as plain
 //! serialisable structs so the CLI (`--json`) and the report need no Polars.
 
+pub mod compare;
 pub mod cost;
 mod error;
 mod frame;

@@ -2,9 +2,12 @@
 //! every call into Parquet traces, and report on them.
 
 mod argv;
+mod compare_cmd;
+mod compare_table;
 mod doctor_cmd;
 mod exec_cmd;
 mod exit;
+mod gate_cmd;
 mod permissions_cmd;
 mod profile_arg;
 mod query_cmd;
@@ -56,6 +59,10 @@ enum Command {
     Show(show_cmd::ShowArgs),
     /// Run SQL over the trials, spans and messages tables of recorded runs.
     Query(query_cmd::QueryArgs),
+    /// Compare two runs (or two variants of one run): is the candidate better, how sure, at what cost?
+    Compare(compare_cmd::CompareArgs),
+    /// Pass or fail a candidate run against a baseline, for CI (exit 1 on a regression).
+    Gate(gate_cmd::GateArgs),
     /// Inspect and validate task suites.
     #[command(subcommand)]
     Suite(SuiteCommand),
@@ -103,6 +110,8 @@ fn main() -> ExitCode {
             Command::Report(args) => report_cmd::run(args),
             Command::Show(args) => show_cmd::run(args),
             Command::Query(args) => query_cmd::run(args),
+            Command::Compare(args) => compare_cmd::run(args),
+            Command::Gate(args) => gate_cmd::run(args),
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
             Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),
             Command::Permissions(command) => permissions_cmd::run(command),

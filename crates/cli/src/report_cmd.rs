@@ -76,7 +76,7 @@ pub fn run(args: ReportArgs) -> CommandResult {
 /// run` uses (the built-in one with `$TACK_PRICES` over it); the table is
 /// left without prices, saying why, when that is not the table that priced
 /// the run.
-fn set_prices(cost: &mut CostReport) {
+pub fn set_prices(cost: &mut CostReport) {
     match tack_harness::price_table() {
         Ok(table) => cost.set_prices(table.version(), |model| model_price(&table, model)),
         Err(error) => {

@@ -106,7 +106,12 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         None
     } else {
         let out = args.reports.join(&result.run_id);
-        let files = tack_report::write_report(&result.run_dir, &out).or_fail(Failure::Internal)?;
+        let files = tack_report::write_report_with_prices(
+            &result.run_dir,
+            &out,
+            crate::report_cmd::set_prices,
+        )
+        .or_fail(Failure::Internal)?;
         Some(files.index)
     };
     if args.json {

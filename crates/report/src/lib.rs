@@ -7,6 +7,7 @@
 //! are embedded and rendered with auto-escaping on: tool output and model
 //! text are untrusted and must never become markup.
 
+mod compare_page;
 mod cost_page;
 mod plots;
 mod trial_page;
@@ -48,8 +49,15 @@ pub enum ReportError {
     },
 }
 
-const TEMPLATES: [(&str, &str); 6] = [
+pub use compare_page::write_compare_report;
+
+const TEMPLATES: [(&str, &str); 8] = [
     ("base.html", include_str!("../templates/base.html")),
+    ("compare.html", include_str!("../templates/compare.html")),
+    (
+        "compare_task.html",
+        include_str!("../templates/compare_task.html"),
+    ),
     ("cost.html", include_str!("../templates/cost.html")),
     ("index.html", include_str!("../templates/index.html")),
     ("summary.html", include_str!("../templates/summary.html")),

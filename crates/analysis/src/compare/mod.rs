@@ -1,0 +1,497 @@
+//! Two sides — a variant of one run against a variant of another run (or
+//! the same run) — paired by task and by trial index: per-task flips, the
+//! paired difference in success rate with its interval and test, pass@k and
+//! pass^k, deltas of cost and effort, and the power of the comparison. The
+//! numbers come out as plain serialisable structs for the terminal, `--json`
+//! and the compare report.
+
+mod divergence;
+mod gate;
+mod metrics;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use tack_protocol::TrialOutcome;
+
+use crate::stats;
+use crate::{RunAnalysis, TrialRow, wilson_interval};
+
+pub use divergence::first_divergence;
+pub use gate::{GateError, GateOptions, GateVerdict, gate};
+pub use metrics::MetricDelta;
+
+/// One side of a comparison: a variant's trials in an analysed run.
+#[derive(Debug, Clone, Copy)]
+pub struct Side<'a> {
+    pub run: &'a RunAnalysis,
+    pub variant: &'a str,
+}
+
+/// How the comparison is computed.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// Bootstrap resamples for every interval.
+    pub bootstrap_reps: usize,
+    /// Seed of the bootstrap, so a comparison is reproducible.
+    pub seed: u64,
+    /// An effect (difference in success rate) to size the trials for.
+    pub effect: Option<f64>,
+    /// Tasks left out of the pairing, with why (drifted between the runs).
+    pub excluded: BTreeMap<String, String>,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            bootstrap_reps: 10_000,
+            seed: 0,
+            effect: None,
+            excluded: BTreeMap::new(),
+        }
+    }
+}
+
+/// What one side is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideInfo {
+    pub run_id: String,
+    pub variant: String,
+    pub model: String,
+    /// The model is built in: these are not LLM results.
+    pub simulated: bool,
+    /// Trials of the paired tasks.
+    pub trials: u64,
+    pub passed: u64,
+    pub success_rate: f64,
+    /// Wilson 95% interval.
+    pub ci_low: f64,
+    pub ci_high: f64,
+}
+
+/// How a task's outcome moved from base to candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flip {
+    /// Every base trial failed, every candidate trial passed.
+    Fixed,
+    /// Every base trial passed, every candidate trial failed.
+    Broken,
+    StablePass,
+    StableFail,
+    /// Mixed outcomes on at least one side.
+    Flaky,
+}
+
+impl Flip {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flip::Fixed => "fixed",
+            Flip::Broken => "broken",
+            Flip::StablePass => "stable pass",
+            Flip::StableFail => "stable fail",
+            Flip::Flaky => "flaky",
+        }
+    }
+
+    fn of(base: (u64, u64), candidate: (u64, u64)) -> Flip {
+        let all = |(passed, trials): (u64, u64)| passed == trials;
+        let none = |(passed, _): (u64, u64)| passed == 0;
+        match (all(base), none(base), all(candidate), none(candidate)) {
+            (true, _, true, _) => Flip::StablePass,
+            (_, true, _, true) => Flip::StableFail,
+            (_, true, true, _) => Flip::Fixed,
+            (true, _, _, true) => Flip::Broken,
+            _ => Flip::Flaky,
+        }
+    }
+}
+
+/// One task on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskComparison {
+    pub task: String,
+    pub base_trials: u64,
+    pub base_passed: u64,
+    pub candidate_trials: u64,
+    pub candidate_passed: u64,
+    pub flip: Flip,
+    /// Trial ids, by trial index, for opening them side by side.
+    pub base_trial_ids: Vec<String>,
+    pub candidate_trial_ids: Vec<String>,
+}
+
+/// A task that was not paired, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnpairedTask {
+    pub task: String,
+    pub reason: String,
+}
+
+/// The paired difference in success rate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SuccessDelta {
+    /// candidate − base.
+    pub delta: f64,
+    /// 95% cluster bootstrap interval (tasks resampled).
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// `mcnemar_exact` over the trial pairs (same task, same trial index).
+    /// Conditional on the tasks, each discordant pair is a fair coin under
+    /// "same per-task success probabilities", however the tasks differ, so
+    /// the test is exact for "did it change on these tasks?" — the question
+    /// a gate on a fixed suite asks.
+    pub test: String,
+    pub p_value: f64,
+    /// With several trials per task: the task-level test on per-task
+    /// differences, for "would it change on tasks like these?" (tasks as
+    /// the sample); less powerful with few tasks.
+    pub task_test: Option<String>,
+    pub task_p_value: Option<f64>,
+    /// Pairs (same task, same trial index) the base passed and the
+    /// candidate failed, and the other way round.
+    pub base_only: u64,
+    pub candidate_only: u64,
+    pub pairs: u64,
+}
+
+/// pass@k and pass^k at one k, averaged over the paired tasks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassAtK {
+    pub k: u64,
+    pub base_pass_at_k: f64,
+    pub candidate_pass_at_k: f64,
+    pub base_pass_hat_k: f64,
+    pub candidate_pass_hat_k: f64,
+}
+
+/// How much this comparison can tell apart.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Power {
+    pub tasks: u64,
+    pub trials_per_task: u64,
+    /// The smallest difference in success rate detected with 80% power at
+    /// alpha 0.05 (`None`: no change is detectable with these trials).
+    pub min_detectable_effect: Option<f64>,
+    /// `--effect`, and the trials per task that would detect it.
+    pub effect: Option<f64>,
+    pub trials_needed: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub base: SideInfo,
+    pub candidate: SideInfo,
+    pub tasks: Vec<TaskComparison>,
+    pub unpaired: Vec<UnpairedTask>,
+    pub success: SuccessDelta,
+    pub pass_at_k: Vec<PassAtK>,
+    pub metrics: Vec<MetricDelta>,
+    pub power: Power,
+}
+
+impl Comparison {
+    /// Either side's results come from a built-in model.
+    pub fn simulated(&self) -> bool {
+        self.base.simulated || self.candidate.simulated
+    }
+
+    pub fn flipped(&self) -> impl Iterator<Item = &TaskComparison> {
+        self.tasks
+            .iter()
+            .filter(|t| matches!(t.flip, Flip::Fixed | Flip::Broken))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("run {run_id} has no variant `{variant}`; its variants are: {known}")]
+    UnknownVariant {
+        run_id: String,
+        variant: String,
+        known: String,
+    },
+    #[error(
+        "no task has finished trials on both sides ({base} and {candidate}); compare runs of the same suite"
+    )]
+    NothingPaired { base: String, candidate: String },
+}
+
+/// A task's trials on one side, by trial index.
+type ByTask<'a> = BTreeMap<&'a str, Vec<&'a TrialRow>>;
+
+fn trials_of<'a>(side: Side<'a>) -> Result<ByTask<'a>, CompareError> {
+    let known: Vec<&str> = side
+        .run
+        .manifest
+        .variants
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    if !known.contains(&side.variant) {
+        return Err(CompareError::UnknownVariant {
+            run_id: side.run.manifest.run_id.clone(),
+            variant: side.variant.to_string(),
+            known: known.join(", "),
+        });
+    }
+    let mut by_task: ByTask = BTreeMap::new();
+    for trial in side.run.trials.iter().filter(|t| t.variant == side.variant) {
+        by_task.entry(trial.task.as_str()).or_default().push(trial);
+    }
+    for trials in by_task.values_mut() {
+        trials.sort_by_key(|t| t.trial_index);
+    }
+    Ok(by_task)
+}
+
+fn passed(trial: &TrialRow) -> bool {
+    trial.outcome == TrialOutcome::Passed.as_str()
+}
+
+/// Pairs the two sides by task and computes everything.
+pub fn compare(
+    base: Side<'_>,
+    candidate: Side<'_>,
+    options: &CompareOptions,
+) -> Result<Comparison, CompareError> {
+    let base_trials = trials_of(base)?;
+    let candidate_trials = trials_of(candidate)?;
+    let (paired, unpaired) = pair(&base_trials, &candidate_trials, &options.excluded);
+    if paired.is_empty() {
+        return Err(CompareError::NothingPaired {
+            base: label(base),
+            candidate: label(candidate),
+        });
+    }
+    let tasks: Vec<TaskComparison> = paired.iter().map(task_comparison).collect();
+    let success = success_delta(&paired, options);
+    let trials_per_task = paired
+        .iter()
+        .map(|(_, b, c)| b.len().min(c.len()) as u64)
+        .min()
+        .unwrap_or(0);
+    let base_info = side_info(base, paired.iter().flat_map(|(_, b, _)| b.iter().copied()));
+    let power = power(&tasks, trials_per_task, base_info.success_rate, options);
+    Ok(Comparison {
+        base: base_info,
+        candidate: side_info(
+            candidate,
+            paired.iter().flat_map(|(_, _, c)| c.iter().copied()),
+        ),
+        pass_at_k: pass_at_k(&tasks),
+        metrics: metrics::deltas(&paired, options),
+        tasks,
+        unpaired,
+        success,
+        power,
+    })
+}
+
+fn label(side: Side<'_>) -> String {
+    format!("{}:{}", side.run.manifest.run_id, side.variant)
+}
+
+/// A task with its base and candidate trials.
+pub(crate) type Paired<'a> = (&'a str, Vec<&'a TrialRow>, Vec<&'a TrialRow>);
+
+fn pair<'a>(
+    base: &ByTask<'a>,
+    candidate: &ByTask<'a>,
+    excluded: &BTreeMap<String, String>,
+) -> (Vec<Paired<'a>>, Vec<UnpairedTask>) {
+    let mut paired = Vec::new();
+    let mut unpaired = Vec::new();
+    let tasks: std::collections::BTreeSet<&str> =
+        base.keys().chain(candidate.keys()).copied().collect();
+    for task in tasks {
+        let reason = match (base.get(task), candidate.get(task), excluded.get(task)) {
+            (_, _, Some(why)) => why.clone(),
+            (Some(b), Some(c), None) => {
+                paired.push((task, b.clone(), c.clone()));
+                continue;
+            }
+            (None, _, None) => "no trials on the base side".to_string(),
+            (_, None, None) => "no trials on the candidate side".to_string(),
+        };
+        unpaired.push(UnpairedTask {
+            task: task.to_string(),
+            reason,
+        });
+    }
+    (paired, unpaired)
+}
+
+fn task_comparison(paired: &Paired<'_>) -> TaskComparison {
+    let (task, base, candidate) = paired;
+    let count = |trials: &[&TrialRow]| {
+        (
+            trials.iter().filter(|t| passed(t)).count() as u64,
+            trials.len() as u64,
+        )
+    };
+    let (b, c) = (count(base), count(candidate));
+    let ids = |trials: &[&TrialRow]| trials.iter().map(|t| t.trial_id.clone()).collect();
+    TaskComparison {
+        task: task.to_string(),
+        base_trials: b.1,
+        base_passed: b.0,
+        candidate_trials: c.1,
+        candidate_passed: c.0,
+        flip: Flip::of(b, c),
+        base_trial_ids: ids(base),
+        candidate_trial_ids: ids(candidate),
+    }
+}
+
+fn side_info<'a>(side: Side<'_>, trials: impl Iterator<Item = &'a TrialRow>) -> SideInfo {
+    let trials: Vec<&TrialRow> = trials.collect();
+    let passed_count = trials.iter().filter(|t| passed(t)).count() as u64;
+    let total = trials.len() as u64;
+    let (ci_low, ci_high) = wilson_interval(passed_count, total);
+    let info = side
+        .run
+        .manifest
+        .variants
+        .iter()
+        .find(|v| v.name == side.variant);
+    SideInfo {
+        run_id: side.run.manifest.run_id.clone(),
+        variant: side.variant.to_string(),
+        model: info.map(|v| v.model.clone()).unwrap_or_default(),
+        simulated: info.is_some_and(|v| v.simulated),
+        trials: total,
+        passed: passed_count,
+        success_rate: if total == 0 {
+            0.0
+        } else {
+            passed_count as f64 / total as f64
+        },
+        ci_low,
+        ci_high,
+    }
+}
+
+/// The paired difference: McNemar on the trial pairs, and with several
+/// trials per task also the task-level test (see [`SuccessDelta`]).
+fn success_delta(paired: &[Paired<'_>], options: &CompareOptions) -> SuccessDelta {
+    let (mut base_only, mut candidate_only, mut pairs) = (0u64, 0u64, 0u64);
+    for (_, base, candidate) in paired {
+        for b in base {
+            if let Some(c) = candidate.iter().find(|c| c.trial_index == b.trial_index) {
+                pairs += 1;
+                match (passed(b), passed(c)) {
+                    (true, false) => base_only += 1,
+                    (false, true) => candidate_only += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    let outcomes: Vec<(Vec<bool>, Vec<bool>)> = paired
+        .iter()
+        .map(|(_, b, c)| {
+            (
+                b.iter().map(|t| passed(t)).collect(),
+                c.iter().map(|t| passed(t)).collect(),
+            )
+        })
+        .collect();
+    let rate =
+        |trials: &[bool]| trials.iter().filter(|p| **p).count() as f64 / trials.len().max(1) as f64;
+    let single = paired.iter().all(|(_, b, c)| b.len() == 1 && c.len() == 1);
+    let (task_test, task_p_value) = if single {
+        (None, None)
+    } else {
+        let diffs: Vec<f64> = outcomes.iter().map(|(b, c)| rate(c) - rate(b)).collect();
+        let (test, p) = stats::task_level_test(&diffs);
+        (Some(test), Some(p))
+    };
+    let interval = stats::success_rate_bootstrap(&outcomes, options.bootstrap_reps, options.seed);
+    let (base_total, candidate_total) = outcomes.iter().fold((0.0, 0.0), |acc, (b, c)| {
+        (
+            acc.0 + b.iter().filter(|p| **p).count() as f64,
+            acc.1 + c.iter().filter(|p| **p).count() as f64,
+        )
+    });
+    let (base_n, candidate_n) = outcomes.iter().fold((0usize, 0usize), |acc, (b, c)| {
+        (acc.0 + b.len(), acc.1 + c.len())
+    });
+    SuccessDelta {
+        delta: candidate_total / candidate_n.max(1) as f64 - base_total / base_n.max(1) as f64,
+        ci_low: interval.map(|i| i.low),
+        ci_high: interval.map(|i| i.high),
+        test: "mcnemar_exact".to_string(),
+        p_value: stats::mcnemar_exact(base_only, candidate_only),
+        task_test,
+        task_p_value,
+        base_only,
+        candidate_only,
+        pairs,
+    }
+}
+
+/// pass@k and pass^k for k = 1..the fewest trials any paired task has on
+/// either side, averaged over tasks.
+fn pass_at_k(tasks: &[TaskComparison]) -> Vec<PassAtK> {
+    let max_k = tasks
+        .iter()
+        .map(|t| t.base_trials.min(t.candidate_trials))
+        .min()
+        .unwrap_or(0);
+    let mean = |f: &dyn Fn(&TaskComparison) -> f64| {
+        tasks.iter().map(f).sum::<f64>() / tasks.len().max(1) as f64
+    };
+    (1..=max_k)
+        .map(|k| PassAtK {
+            k,
+            base_pass_at_k: mean(&|t| stats::pass_at_k(t.base_trials, t.base_passed, k)),
+            candidate_pass_at_k: mean(&|t| {
+                stats::pass_at_k(t.candidate_trials, t.candidate_passed, k)
+            }),
+            base_pass_hat_k: mean(&|t| stats::pass_hat_k(t.base_trials, t.base_passed, k)),
+            candidate_pass_hat_k: mean(&|t| {
+                stats::pass_hat_k(t.candidate_trials, t.candidate_passed, k)
+            }),
+        })
+        .collect()
+}
+
+fn power(
+    tasks: &[TaskComparison],
+    trials_per_task: u64,
+    base_rate: f64,
+    options: &CompareOptions,
+) -> Power {
+    let task_count = tasks.len() as u64;
+    Power {
+        tasks: task_count,
+        trials_per_task,
+        min_detectable_effect: stats::min_detectable_effect(
+            task_count,
+            trials_per_task,
+            base_rate,
+            0.05,
+            0.8,
+        ),
+        effect: options.effect,
+        trials_needed: options
+            .effect
+            .and_then(|effect| stats::trials_needed(effect, task_count, base_rate, 0.05, 0.8)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flips_are_classified_from_both_sides_counts() {
+        assert_eq!(Flip::of((0, 3), (3, 3)), Flip::Fixed);
+        assert_eq!(Flip::of((3, 3), (0, 3)), Flip::Broken);
+        assert_eq!(Flip::of((3, 3), (3, 3)), Flip::StablePass);
+        assert_eq!(Flip::of((0, 3), (0, 3)), Flip::StableFail);
+        assert_eq!(Flip::of((1, 3), (3, 3)), Flip::Flaky);
+        assert_eq!(Flip::of((0, 1), (1, 1)), Flip::Fixed);
+    }
+}

@@ -1,0 +1,261 @@
+//! `tack compare`: is the candidate better than the base, how sure are we,
+//! and what did it cost? Also the loading that `tack gate` shares.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use clap::Args;
+use tack_analysis::compare::{CompareOptions, Comparison, Side, compare};
+use tack_analysis::{RunAnalysis, analyze_run};
+use tack_trace::TaskDrift;
+
+use crate::exit::{Classify, CommandError, CommandResult, Failure};
+
+const AFTER_HELP: &str = "\
+Pairs trials by task (and by trial index where both sides have it) and shows, per task and
+overall: pass rates and each task's flip (fixed, broken, stable pass, stable fail, flaky); the
+difference in success rate with a 95% interval from a bootstrap that resamples tasks, and an exact
+McNemar test on the discordant pairs (a task-level sign-flip permutation test when tasks have
+several trials); pass@k and pass^k; deltas of tokens and cost per success, steps, retries,
+interventions and wall time with bootstrap intervals; and the smallest difference this many trials
+can detect.
+
+Tasks whose definition (task.toml, fixture, checks, solution) changed between the runs are not
+paired: compare exits 2 naming each, unless --allow-drift, which compares the rest and lists them.
+
+Examples:
+  tack compare traces/<run> --variants sim-full,sim-stdout
+  tack compare traces/<base-run> traces/<candidate-run> --json
+  tack compare <base-run-id> <candidate-run-id> --effect 0.05
+
+Exit codes: 0 compared, 2 usage error or drift, 3 tack failed (traces unreadable, report unwritable).";
+
+/// Which two sides to compare; shared with `tack gate`.
+#[derive(Debug, Args)]
+pub struct SidesArgs {
+    /// The base run: traces/<run-id>, or a run id under --traces.
+    pub base: PathBuf,
+    /// The candidate run. Without it, --variants names two variants of BASE.
+    pub candidate: Option<PathBuf>,
+    /// `BASE_VARIANT,CANDIDATE_VARIANT` (or one name for both). Needed when a run has several variants.
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+    /// Compare the tasks that did not change and list those that did, instead of exiting 2.
+    #[arg(long)]
+    pub allow_drift: bool,
+    /// Where run ids are looked up.
+    #[arg(long, default_value = "traces")]
+    pub traces: PathBuf,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = 10_000)]
+    pub reps: usize,
+    /// Seed of the bootstrap (the same seed gives the same intervals).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub sides: SidesArgs,
+    /// A difference in success rate (e.g. 0.05) to size the trials for.
+    #[arg(long)]
+    pub effect: Option<f64>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where to write the HTML compare report [default: reports/compare-<base>-vs-<candidate>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Do not write the HTML report.
+    #[arg(long)]
+    pub no_report: bool,
+}
+
+/// Both runs, analysed, and the comparison.
+pub struct Loaded {
+    pub base_dir: PathBuf,
+    pub candidate_dir: PathBuf,
+    pub comparison: Comparison,
+    /// What changed between the runs (tasks and environment), for people.
+    pub drift: Vec<String>,
+}
+
+pub fn run(args: CompareArgs) -> CommandResult {
+    if let Some(effect) = args.effect
+        && !(effect > 0.0 && effect < 1.0)
+    {
+        return Err(usage(
+            "--effect is a difference in success rate between 0 and 1, e.g. 0.05",
+        ));
+    }
+    let loaded = load(&args.sides, args.effect)?;
+    let report = if args.no_report {
+        None
+    } else {
+        let out = args.out.clone().unwrap_or_else(|| default_out(&loaded));
+        tack_report::write_compare_report(
+            &loaded.comparison,
+            &loaded.base_dir,
+            &loaded.candidate_dir,
+            &loaded.drift,
+            &out,
+        )
+        .or_fail(Failure::Internal)?;
+        Some(out.join("index.html"))
+    };
+    if args.json {
+        let json = serde_json::json!({
+            "comparison": loaded.comparison,
+            "drift": loaded.drift,
+            "report": report,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
+        );
+    } else {
+        print!(
+            "{}",
+            crate::compare_table::render(&loaded.comparison, &loaded.drift)
+        );
+        if let Some(report) = report {
+            println!("report: {}", report.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn default_out(loaded: &Loaded) -> PathBuf {
+    let c = &loaded.comparison;
+    let side = |run: &str, variant: &str| format!("{run}-{variant}");
+    PathBuf::from("reports").join(format!(
+        "compare-{}-vs-{}",
+        side(&c.base.run_id, &c.base.variant),
+        side(&c.candidate.run_id, &c.candidate.variant)
+    ))
+}
+
+/// Reads both runs, checks they ran the same tasks, and compares.
+pub fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, CommandError> {
+    let base_dir = resolve(&sides.base, &sides.traces)?;
+    let candidate_dir = match &sides.candidate {
+        Some(candidate) => resolve(candidate, &sides.traces)?,
+        None => base_dir.clone(),
+    };
+    let base = analyze_run(&base_dir).or_fail(Failure::Usage)?;
+    let candidate = if candidate_dir == base_dir {
+        base.clone()
+    } else {
+        analyze_run(&candidate_dir).or_fail(Failure::Usage)?
+    };
+    let (base_variant, candidate_variant) = variants(sides, &base, &candidate)?;
+    let drift = tack_trace::drift(&base.manifest, &candidate.manifest);
+    // A task one run did not run is simply unpaired; a task whose
+    // definition changed must not be paired without saying so.
+    let changed: Vec<(&String, &TaskDrift)> = drift
+        .tasks
+        .iter()
+        .filter(|(_, what)| matches!(what, TaskDrift::Changed(_)))
+        .collect();
+    if !changed.is_empty() && !sides.allow_drift {
+        let list: Vec<String> = changed
+            .iter()
+            .map(|(task, what)| format!("  task `{task}`: {what}"))
+            .collect();
+        return Err(usage(format!(
+            "the runs did not run the same tasks, so these cannot be paired:\n{}\n\
+             Re-run both sides on the same suite, or pass --allow-drift to compare the other tasks.",
+            list.join("\n")
+        )));
+    }
+    let options = CompareOptions {
+        bootstrap_reps: sides.reps.max(100),
+        seed: sides.seed,
+        effect,
+        excluded: changed
+            .iter()
+            .map(|(task, what)| (task.to_string(), what.to_string()))
+            .collect(),
+    };
+    let comparison = compare(
+        Side {
+            run: &base,
+            variant: &base_variant,
+        },
+        Side {
+            run: &candidate,
+            variant: &candidate_variant,
+        },
+        &options,
+    )
+    .or_fail(Failure::Usage)?;
+    Ok(Loaded {
+        base_dir,
+        candidate_dir,
+        comparison,
+        drift: drift.describe(),
+    })
+}
+
+/// `traces/<id>` as given, or `<id>` under the traces directory.
+fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, CommandError> {
+    if run.join("manifest.json").is_file() {
+        return Ok(run.to_path_buf());
+    }
+    let under = traces.join(run);
+    if under.join("manifest.json").is_file() {
+        return Ok(under);
+    }
+    Err(usage(format!(
+        "{} is not a run: expected traces/<run-id>/ with a manifest.json (or a run id under {})",
+        run.display(),
+        traces.display()
+    )))
+}
+
+fn variants(
+    sides: &SidesArgs,
+    base: &RunAnalysis,
+    candidate: &RunAnalysis,
+) -> Result<(String, String), CommandError> {
+    let names = |run: &RunAnalysis| -> Vec<String> {
+        run.manifest
+            .variants
+            .iter()
+            .map(|v| v.name.clone())
+            .collect()
+    };
+    let same_run = sides.candidate.is_none();
+    match sides.variants.as_slice() {
+        [a, b] => Ok((a.clone(), b.clone())),
+        [one] if !same_run => Ok((one.clone(), one.clone())),
+        [] if !same_run => {
+            let (b, c) = (names(base), names(candidate));
+            match (b.as_slice(), c.as_slice()) {
+                ([b], [c]) => Ok((b.clone(), c.clone())),
+                _ => Err(usage(format!(
+                    "a run has several variants ({} / {}): say which with --variants BASE,CANDIDATE",
+                    b.join(", "),
+                    c.join(", ")
+                ))),
+            }
+        }
+        _ if same_run => Err(usage(format!(
+            "with one run, name two of its variants: --variants BASE,CANDIDATE (its variants: {})",
+            names(base).join(", ")
+        ))),
+        _ => Err(usage(
+            "--variants takes BASE,CANDIDATE or one name for both sides",
+        )),
+    }
+}
+
+pub fn usage(message: impl Into<String>) -> CommandError {
+    CommandError {
+        kind: Failure::Usage,
+        error: anyhow!(message.into()),
+    }
+}

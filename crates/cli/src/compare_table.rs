@@ -1,0 +1,141 @@
+//! The terminal view of a comparison.
+
+use std::fmt::Write;
+
+use tack_analysis::compare::{Comparison, Flip, MetricDelta};
+
+pub fn render(c: &Comparison, drift: &[String]) -> String {
+    let mut out = String::new();
+    let side = |name: &str, s: &tack_analysis::compare::SideInfo| {
+        format!(
+            "{name:<10} {:<28} {:<16} {:>3}/{:<3} {:>5.1}%  [{:.0}–{:.0}%]\n",
+            s.run_id,
+            s.variant,
+            s.passed,
+            s.trials,
+            s.success_rate * 100.0,
+            s.ci_low * 100.0,
+            s.ci_high * 100.0
+        )
+    };
+    out.push_str(&side("base", &c.base));
+    out.push_str(&side("candidate", &c.candidate));
+    let s = &c.success;
+    let interval = match (s.ci_low, s.ci_high) {
+        (Some(low), Some(high)) => format!(
+            ", 95% CI [{:+.1}, {:+.1}] (bootstrap over tasks)",
+            low * 100.0,
+            high * 100.0
+        ),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "difference {:+.1} points{interval}; {} p = {:.4} ({} pairs: {} base only, {} candidate only)",
+        s.delta * 100.0,
+        s.test,
+        s.p_value,
+        s.pairs,
+        s.base_only,
+        s.candidate_only
+    );
+    if let (Some(test), Some(p)) = (&s.task_test, s.task_p_value) {
+        let _ = writeln!(
+            out,
+            "           tasks as the sample: {test} p = {p:.4} (over {} tasks)",
+            c.tasks.len()
+        );
+    }
+    if c.simulated() {
+        out.push_str("note: results from a simulated (built-in) model, not an LLM\n");
+    }
+    out.push_str("\ntask                           base   cand   flip\n");
+    for t in &c.tasks {
+        let marker = match t.flip {
+            Flip::Fixed => "  +",
+            Flip::Broken => "  -",
+            _ => "",
+        };
+        let _ = writeln!(
+            out,
+            "{:<30} {:>2}/{:<3} {:>2}/{:<3} {}{marker}",
+            t.task,
+            t.base_passed,
+            t.base_trials,
+            t.candidate_passed,
+            t.candidate_trials,
+            t.flip.as_str()
+        );
+    }
+    for u in &c.unpaired {
+        let _ = writeln!(out, "{:<30} not paired: {}", u.task, u.reason);
+    }
+    if !c.pass_at_k.is_empty() {
+        out.push_str("\nk   pass@k base  cand    pass^k base  cand\n");
+        for p in &c.pass_at_k {
+            let _ = writeln!(
+                out,
+                "{:<3} {:>10.1}% {:>5.1}%  {:>10.1}% {:>5.1}%",
+                p.k,
+                p.base_pass_at_k * 100.0,
+                p.candidate_pass_at_k * 100.0,
+                p.base_pass_hat_k * 100.0,
+                p.candidate_pass_hat_k * 100.0
+            );
+        }
+    }
+    out.push_str("\nmetric               base        cand        delta (95% CI)\n");
+    for m in &c.metrics {
+        let _ = writeln!(out, "{}", metric_line(m));
+    }
+    let p = &c.power;
+    let _ = match p.min_detectable_effect {
+        Some(effect) => writeln!(
+            out,
+            "\npower: {} tasks × {} trials detect a difference of {:.1} points with 80% power (alpha 0.05)",
+            p.tasks,
+            p.trials_per_task,
+            effect * 100.0
+        ),
+        None => writeln!(
+            out,
+            "\npower: {} tasks × {} trials cannot detect any difference with 80% power",
+            p.tasks, p.trials_per_task
+        ),
+    };
+    if let (Some(effect), Some(needed)) = (p.effect, p.trials_needed) {
+        let _ = writeln!(
+            out,
+            "       {:.1} points would need {needed} trials per task",
+            effect * 100.0
+        );
+    }
+    for d in drift {
+        let _ = writeln!(out, "drift: {d}");
+    }
+    out
+}
+
+fn metric_line(m: &MetricDelta) -> String {
+    let value = |v: Option<f64>| match v {
+        Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.3}"),
+        None => "unknown".to_string(),
+    };
+    let interval = match (m.ci_low, m.ci_high) {
+        (Some(low), Some(high)) => format!(" [{}, {}]", value(Some(low)), value(Some(high))),
+        _ => String::new(),
+    };
+    let relative = m
+        .relative
+        .map(|r| format!(" ({:+.1}%)", r * 100.0))
+        .unwrap_or_default();
+    format!(
+        "{:<20} {:>10}  {:>10}  {}{relative}{interval}  {}",
+        m.name,
+        value(m.base),
+        value(m.candidate),
+        value(m.delta),
+        m.unit
+    )
+}

@@ -1,0 +1,111 @@
+//! `tack gate`: a regression verdict a CI job can act on.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use tack_analysis::compare::{GateOptions, gate};
+
+use crate::compare_cmd::{SidesArgs, load, usage};
+use crate::exit::{Classify, CommandResult, Failure};
+
+const AFTER_HELP: &str = "\
+Fails when the candidate's success rate is lower than the base's by more than --max-drop AND the
+paired test finds the drop significant at --alpha (so noise alone does not fail a build), or when
+a budget is exceeded. The test is exact McNemar on trial pairs (same task, same trial index): it
+asks whether the candidate does worse on this suite's tasks. With several trials per task,
+--per-task uses the task-level permutation test instead, which treats the tasks as a sample and asks
+whether it would do worse on tasks like these; with few tasks it needs a large drop. A budget that cannot be measured (an unpriced model) is a usage error, never
+a silent pass. Tasks that changed between the runs make it exit 2 unless --allow-drift.
+
+Exit codes: 0 passed, 1 regression, 2 usage error or drift, 3 tack failed.
+
+Examples:
+  tack gate traces/<baseline-run> traces/<pr-run> --max-drop 0.02
+  tack gate baseline pr --max-cost-increase 10% --json";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct GateArgs {
+    #[command(flatten)]
+    pub sides: SidesArgs,
+    /// Largest tolerated drop in success rate (0.02 = two points).
+    #[arg(long, default_value_t = 0.02)]
+    pub max_drop: f64,
+    /// Significance level of the paired test.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Largest tolerated increase in cost per success: `10%` or `0.1`.
+    #[arg(long, value_parser = parse_fraction)]
+    pub max_cost_increase: Option<f64>,
+    /// Largest tolerated increase in tokens per success: `10%` or `0.1`.
+    #[arg(long, value_parser = parse_fraction)]
+    pub max_tokens_increase: Option<f64>,
+    /// Judge significance by the task-level test (tasks as the sample: "would it drop on tasks
+    /// like these?") instead of McNemar on the trial pairs ("did it drop on these tasks?").
+    #[arg(long)]
+    pub per_task: bool,
+    /// Print the verdict and the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let (number, scale) = match text.strip_suffix('%') {
+        Some(percent) => (percent, 100.0),
+        None => (text, 1.0),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number or a percentage (e.g. 10% or 0.1)"))?;
+    let value = value / scale;
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("`{text}` must be zero or more"))
+    }
+}
+
+pub fn run(args: GateArgs) -> CommandResult {
+    if !(0.0..1.0).contains(&args.max_drop) {
+        return Err(usage(
+            "--max-drop is a difference in success rate from 0 to 1, e.g. 0.02",
+        ));
+    }
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(usage("--alpha is between 0 and 1, e.g. 0.05"));
+    }
+    let loaded = load(&args.sides, None)?;
+    let options = GateOptions {
+        max_drop: args.max_drop,
+        alpha: args.alpha,
+        max_cost_increase: args.max_cost_increase,
+        max_tokens_increase: args.max_tokens_increase,
+        per_task: args.per_task,
+    };
+    let verdict = gate(&loaded.comparison, &options).or_fail(Failure::Usage)?;
+    if args.json {
+        let json = serde_json::json!({
+            "verdict": verdict,
+            "comparison": loaded.comparison,
+            "drift": loaded.drift,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
+        );
+    } else {
+        println!("{}", verdict.line);
+        if loaded.comparison.simulated() {
+            println!("note: results from a simulated (built-in) model, not an LLM");
+        }
+        for drift in &loaded.drift {
+            println!("drift: {drift}");
+        }
+    }
+    Ok(if verdict.passed {
+        ExitCode::SUCCESS
+    } else {
+        Failure::Found.into()
+    })
+}

@@ -1,0 +1,248 @@
+//! `tack compare` and `tack gate` through the binary: verdicts on demo runs,
+//! drift between runs, and a simulation of the gate's error rates with the
+//! simulated agent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tack(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs a suite and returns the run directory.
+fn run(dir: &Path, suite: &Path, extra: &[&str]) -> PathBuf {
+    let mut args = vec![
+        "run",
+        suite.to_str().unwrap(),
+        "--json",
+        "--no-report",
+        "--traces",
+        "traces",
+    ];
+    args.extend(extra);
+    let output = tack(dir, &args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    dir.join(json["run"]["run_dir"].as_str().unwrap())
+}
+
+fn gate(dir: &Path, args: &[&str]) -> (Option<i32>, Value) {
+    let mut all = vec!["gate", "--json"];
+    all.extend(args);
+    let output = tack(dir, &all);
+    let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (output.status.code(), json)
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn the_gate_passes_two_seeds_of_one_variant_and_fails_a_worse_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = repo().join("suites/demo");
+    let first = run(
+        dir.path(),
+        &demo,
+        &["-v", "sim-full,sim-stdout", "--seed", "1"],
+    );
+    let second = run(dir.path(), &demo, &["-v", "sim-full", "--seed", "2"]);
+
+    let (code, json) = gate(
+        dir.path(),
+        &[path(&first), path(&second), "--variants", "sim-full"],
+    );
+    assert_eq!(code, Some(0), "{json:#}");
+    assert_eq!(json["verdict"]["passed"], true);
+
+    let (code, json) = gate(
+        dir.path(),
+        &[path(&first), "--variants", "sim-full,sim-stdout"],
+    );
+    assert_eq!(code, Some(1), "{json:#}");
+    let failures = json["verdict"]["failures"].to_string();
+    assert!(failures.contains("success rate dropped"), "{failures}");
+
+    // The same through `compare`, as a person reads it.
+    let output = tack(
+        dir.path(),
+        &[
+            "compare",
+            path(&first),
+            "--variants",
+            "sim-full,sim-stdout",
+            "--out",
+            "cmp",
+        ],
+    );
+    let shown = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    for part in [
+        "difference",
+        "broken",
+        "pass@k",
+        "tokens per success",
+        "power:",
+        "simulated",
+    ] {
+        assert!(shown.contains(part), "`{part}` missing from:\n{shown}");
+    }
+    let report = std::fs::read_to_string(dir.path().join("cmp/index.html")).unwrap();
+    assert!(report.contains("<svg") && report.contains("simulated-banner"));
+    assert!(
+        !report.contains("<script"),
+        "the compare report runs no scripts"
+    );
+    let flipped = std::fs::read_dir(dir.path().join("cmp/tasks"))
+        .unwrap()
+        .count();
+    assert!(flipped > 0, "every flipped task has a side-by-side page");
+}
+
+#[test]
+fn a_task_that_changed_between_runs_is_not_paired() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    copy_dir(&repo().join("suites/demo"), &suite);
+    let only = ["-v", "oracle", "-t", "median-even,leap-year-400"];
+    let before = run(dir.path(), &suite, &only);
+    let fixture = suite.join("tasks/median-even/fixture/stats.py");
+    let mut source = std::fs::read_to_string(&fixture).unwrap();
+    source.push_str("\n# edited between the runs\n");
+    std::fs::write(&fixture, source).unwrap();
+    let after = run(dir.path(), &suite, &only);
+
+    let output = tack(
+        dir.path(),
+        &["compare", path(&before), path(&after), "--no-report"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+    let error = text(&output.stderr);
+    assert!(
+        error.contains("median-even") && error.contains("fixture"),
+        "{error}"
+    );
+    assert!(!error.contains("leap-year-400"), "{error}");
+
+    let output = tack(
+        dir.path(),
+        &[
+            "compare",
+            path(&before),
+            path(&after),
+            "--allow-drift",
+            "--no-report",
+            "--json",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let tasks: Vec<&str> = json["comparison"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(tasks, ["leap-year-400"]);
+    assert!(json["drift"].to_string().contains("median-even"));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A quick suite for many repetitions: `tasks` one-line shell fixes, each
+/// with a plausible wrong fix, and sim variants whose one fix attempt is
+/// right with probability `skill`.
+fn quick_suite(root: &Path, tasks: usize, variants: &[(&str, f64)]) -> PathBuf {
+    let suite = root.join("quick");
+    let mut toml = String::from("[suite]\nname = \"quick\"\ntrials = 3\n");
+    for (name, skill) in variants {
+        toml.push_str(&format!(
+            "\n[[variants]]\nname = \"{name}\"\nmodel = \"sim\"\n[variants.harness]\nsandbox = \"off\"\n\
+             [variants.sim]\nskill = {skill}\nmalformed_rate = 0.0\nmax_attempts = 1\n"
+        ));
+    }
+    std::fs::create_dir_all(&suite).unwrap();
+    std::fs::write(suite.join("suite.toml"), toml).unwrap();
+    for i in 0..tasks {
+        let task = suite.join(format!("tasks/t{i:02}"));
+        std::fs::create_dir_all(task.join("fixture")).unwrap();
+        std::fs::create_dir_all(task.join("checks")).unwrap();
+        std::fs::write(task.join("fixture/value.txt"), format!("value {i} = bug\n")).unwrap();
+        std::fs::write(task.join("fixture/test.sh"), "grep -q fixed value.txt\n").unwrap();
+        std::fs::write(task.join("checks/check.sh"), "grep -q fixed value.txt\n").unwrap();
+        std::fs::write(
+            task.join("task.toml"),
+            format!(
+                "instruction = \"value.txt says bug; make it say fixed.\"\ntest_command = \"bash test.sh\"\n\n\
+                 [[checks]]\nname = \"fixed\"\nrun = 'bash \"$TACK_CHECKS/check.sh\"'\n\n\
+                 [[solution.edits]]\npath = \"value.txt\"\nold = \"value {i} = bug\"\nnew = \"value {i} = fixed\"\n\n\
+                 [[solution.decoys]]\npath = \"value.txt\"\nold = \"value {i} = bug\"\nnew = \"value {i} = fxied\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    suite
+}
+
+/// Two identically configured sim variants, over many seeds: the gate
+/// (max drop 2 points, alpha 0.05) must pass at least 95% of the time — a
+/// gate that fails on noise would be switched off. Each seed is fixed, so
+/// the count is the same on every run of this test.
+#[test]
+fn identical_sim_variants_pass_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = quick_suite(dir.path(), 12, &[("a", 0.7), ("b", 0.7)]);
+    let repetitions = 20;
+    let mut passed = 0;
+    for seed in 1..=repetitions {
+        let run_dir = run(
+            dir.path(),
+            &suite,
+            &["--seed", &seed.to_string(), "-j", "2"],
+        );
+        let (code, json) = gate(dir.path(), &[path(&run_dir), "--variants", "a,b"]);
+        assert!(matches!(code, Some(0 | 1)), "{json:#}");
+        passed += usize::from(code == Some(0));
+    }
+    assert!(
+        passed * 100 >= repetitions * 95,
+        "the gate passed {passed} of {repetitions} comparisons of identical variants"
+    );
+}
+
+#[test]
+fn a_much_weaker_sim_variant_fails_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = quick_suite(dir.path(), 12, &[("strong", 0.9), ("weak", 0.5)]);
+    let run_dir = run(dir.path(), &suite, &["--seed", "7", "-j", "2"]);
+    let (code, json) = gate(dir.path(), &[path(&run_dir), "--variants", "strong,weak"]);
+    assert_eq!(code, Some(1), "{json:#}");
+}
