@@ -152,7 +152,12 @@ pub fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, CommandErr
         analyze_run(&candidate_dir).or_fail(Failure::Usage)?
     };
     let (base_variant, candidate_variant) = variants(sides, &base, &candidate)?;
-    let drift = tack_trace::drift(&base.manifest, &candidate.manifest);
+    let mut drift = tack_trace::drift(&base.manifest, &candidate.manifest);
+    // Only the compared variants matter, and only when it is the same
+    // variant on both sides: two differently named variants differ on purpose.
+    drift
+        .variants
+        .retain(|name, _| base_variant == candidate_variant && *name == base_variant);
     // A task one run did not run is simply unpaired; a task whose
     // definition changed must not be paired without saying so.
     let changed: Vec<(&String, &TaskDrift)> = drift
