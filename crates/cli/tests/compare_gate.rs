@@ -80,6 +80,21 @@ fn the_gate_passes_two_seeds_of_one_variant_and_fails_a_worse_one() {
     let failures = json["verdict"]["failures"].to_string();
     assert!(failures.contains("success rate dropped"), "{failures}");
 
+    // A budget that cannot be measured (built-in models have no price) is a
+    // usage error, never a silent pass.
+    let (code, _) = gate(
+        dir.path(),
+        &[
+            path(&first),
+            path(&second),
+            "--variants",
+            "sim-full",
+            "--max-cost-increase",
+            "10%",
+        ],
+    );
+    assert_eq!(code, Some(2));
+
     // The same through `compare`, as a person reads it.
     let output = tack(
         dir.path(),
