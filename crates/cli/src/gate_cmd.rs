@@ -14,8 +14,9 @@ paired test finds the drop significant at --alpha (so noise alone does not fail 
 a budget is exceeded. The test is exact McNemar on trial pairs (same task, same trial index): it
 asks whether the candidate does worse on this suite's tasks. With several trials per task,
 --per-task uses the task-level permutation test instead, which treats the tasks as a sample and asks
-whether it would do worse on tasks like these; with few tasks it needs a large drop. A budget that cannot be measured (an unpriced model) is a usage error, never
-a silent pass. Tasks that changed between the runs make it exit 2 unless --allow-drift.
+whether it would do worse on tasks like these; with few tasks it needs a large drop. A budget that
+cannot be measured (an unpriced model) is a usage error, never a silent pass. Tasks that changed
+between the runs make it exit 2 unless --allow-drift.
 
 Exit codes: 0 passed, 1 regression, 2 usage error or drift, 3 tack failed.
 
