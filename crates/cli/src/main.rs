@@ -8,6 +8,7 @@ mod doctor_cmd;
 mod exec_cmd;
 mod exit;
 mod gate_cmd;
+mod merge_cmd;
 mod permissions_cmd;
 mod profile_arg;
 mod query_cmd;
@@ -15,6 +16,7 @@ mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 mod sandbox_cmd;
+mod shard_arg;
 mod show_cmd;
 mod suite_cmd;
 mod terminal_approver;
@@ -53,6 +55,8 @@ enum Command {
     Exec(exec_cmd::ExecArgs),
     /// Re-run one recorded trial's tool side with the model's recorded answers.
     Replay(replay_cmd::ReplayArgs),
+    /// Combine the shard runs of one plan (`tack run --shard`) into one run.
+    Merge(merge_cmd::MergeArgs),
     /// Build the HTML report of a recorded run (--cost: print what it cost).
     Report(report_cmd::ReportArgs),
     /// Print one trial's trajectory: model calls, tool calls, approvals, checks.
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run_cmd::run(args).await,
             Command::Exec(args) => exec_cmd::run(args).await,
             Command::Replay(args) => replay_cmd::run(args).await,
+            Command::Merge(args) => merge_cmd::run(args),
             Command::Report(args) => report_cmd::run(args),
             Command::Show(args) => show_cmd::run(args),
             Command::Query(args) => query_cmd::run(args),

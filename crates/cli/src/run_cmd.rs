@@ -57,12 +57,36 @@ pub struct RunArgs {
     /// Print one JSON object with every trial's result instead of text.
     #[arg(long)]
     json: bool,
+    /// Run only slice INDEX of COUNT (1-based, e.g. 2/3) of the trials; combine the slices with
+    /// `tack merge`. Without it, the slice comes from JOB_COMPLETION_INDEX (Kubernetes Indexed
+    /// Job, with --shards or TACK_SHARDS) or SLURM_ARRAY_TASK_ID (Slurm job array), if set.
+    #[arg(long, value_name = "INDEX/COUNT")]
+    shard: Option<String>,
+    /// The shard count for JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID [default: TACK_SHARDS or
+    /// SLURM_ARRAY_TASK_COUNT].
+    #[arg(long, value_name = "COUNT")]
+    shards: Option<u32>,
+}
+
+fn shard_of(
+    args: &RunArgs,
+) -> Result<Option<tack_runner::ShardSpec>, crate::shard_arg::ShardError> {
+    match &args.shard {
+        Some(text) => crate::shard_arg::parse_flag(text).map(Some),
+        None => crate::shard_arg::from_env(args.shards, |name| std::env::var(name).ok()),
+    }
 }
 
 pub async fn run(args: RunArgs) -> CommandResult {
+    let shard = shard_of(&args).or_fail(Failure::Usage)?;
     let suite = tack_suite::load_suite(&args.suite).or_fail(Failure::Usage)?;
+    let mut run_id = tack_runner::new_run_id(&suite.name);
+    if let Some(shard) = shard {
+        // Shards on a shared traces volume each get their own directory.
+        run_id = format!("{run_id}-shard{}of{}", shard.index, shard.count);
+    }
     let plan = RunPlan {
-        run_id: tack_runner::new_run_id(&suite.name),
+        run_id,
         trials_per_task: args.trials.unwrap_or(suite.trials),
         seed: args.seed.unwrap_or(suite.seed),
         variants: args.variants.clone(),
@@ -74,6 +98,7 @@ pub async fn run(args: RunArgs) -> CommandResult {
         replay: None,
         hidden: vec![args.reports.clone()],
         interactive: Some(crate::terminal_approver::shared()),
+        shard,
         suite,
     };
     // Check the selection before anything is written.

@@ -17,13 +17,13 @@ use tack_harness::{ModelError, Models};
 use tack_protocol::{RunTotals, StopReason, TrialOutcome};
 use tack_suite::Suite;
 use tack_trace::{
-    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, RunWriter, SuiteInfo, TraceError,
-    VariantInfo,
+    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, RunWriter, Shard, SuiteInfo,
+    TraceError, VariantInfo,
 };
 use tokio::sync::Semaphore;
 
 pub use clock::{new_run_id, rfc3339_now};
-pub use plan::{PlanError, RunPlan, TrialSpec};
+pub use plan::{PlanError, RunPlan, ShardSpec, TrialSpec, plan_identity};
 pub use replay::replay_plan;
 
 /// What the runner reports as it goes.
@@ -113,8 +113,15 @@ pub async fn run(
     cancel: CancelFlag,
 ) -> Result<RunResult, RunError> {
     let models = Models::new()?;
-    let trials = plan.trials(&models)?;
-    let manifest = manifest_for(&plan, models.price_version()).await?;
+    let all = plan.trials(&models)?;
+    let shard = plan.shard.map(|s| Shard {
+        index: s.index,
+        count: s.count,
+        plan: plan_identity(&all),
+    });
+    let trials = plan.shard_trials(&models)?;
+    let mut manifest = manifest_for(&plan, models.price_version()).await?;
+    manifest.shard = shard;
     let writer = RunWriter::create(&plan.traces_root, &manifest)?;
     let total = trials.len();
     progress(Progress::Started {
@@ -229,5 +236,7 @@ async fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, Run
         status: RunStatus::Running,
         price_table: Some(price_table.to_string()),
         fingerprint: Some(fingerprint),
+        shard: None,
+        merged_from: Vec::new(),
     })
 }

@@ -32,6 +32,27 @@ pub struct RunPlan {
     pub hidden: Vec<PathBuf>,
     /// Answers `approver.policy = "interactive"` (the CLI's terminal prompt).
     pub interactive: Option<Arc<dyn tack_agent::Approver>>,
+    /// Run only this slice of the trials (`tack run --shard`).
+    pub shard: Option<ShardSpec>,
+}
+
+/// Slice `index` (1-based) of `count` of a plan's trials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl ShardSpec {
+    /// Whether the trial at `position` in plan order belongs to this shard.
+    /// Round-robin over plan order rather than a hash of the trial id: the
+    /// plan order is already a pure function of the suite and the flags, so
+    /// it is as machine-independent as a hash, and round-robin keeps shards
+    /// within one trial of each other in size (and mixes variants and tasks
+    /// into every shard) where a hash could leave one shard empty.
+    pub fn owns(&self, position: usize) -> bool {
+        self.count > 0 && position % self.count as usize == (self.index as usize).wrapping_sub(1)
+    }
 }
 
 /// One trial to run.
@@ -64,6 +85,8 @@ pub enum PlanError {
     Variant { variant: String, message: String },
     #[error("nothing to run: --trials must be at least 1")]
     NoTrials,
+    #[error("shard {index}/{count} is out of range: the index must be between 1 and the count")]
+    BadShard { index: u32, count: u32 },
 }
 
 impl std::fmt::Debug for RunPlan {
@@ -75,6 +98,7 @@ impl std::fmt::Debug for RunPlan {
             .field("trials_per_task", &self.trials_per_task)
             .field("run_id", &self.run_id)
             .field("interactive", &self.interactive.is_some())
+            .field("shard", &self.shard)
             .finish_non_exhaustive()
     }
 }
@@ -99,7 +123,30 @@ impl RunPlan {
     /// every variant can run here.
     pub fn validate(&self) -> Result<(), crate::RunError> {
         self.trials(&Models::new()?)?;
+        if let Some(shard) = self.shard
+            && (shard.index == 0 || shard.index > shard.count)
+        {
+            return Err(PlanError::BadShard {
+                index: shard.index,
+                count: shard.count,
+            }
+            .into());
+        }
         Ok(())
+    }
+
+    /// This run's trials: the whole plan, or this shard's slice of it.
+    pub fn shard_trials(&self, models: &Models) -> Result<Vec<TrialSpec>, PlanError> {
+        let all = self.trials(models)?;
+        Ok(match self.shard {
+            None => all,
+            Some(shard) => all
+                .into_iter()
+                .enumerate()
+                .filter(|(position, _)| shard.owns(*position))
+                .map(|(_, spec)| spec)
+                .collect(),
+        })
     }
 
     pub fn selected_variants(&self) -> Result<Vec<&Variant>, PlanError> {
@@ -210,4 +257,55 @@ pub fn trial_seed(run_seed: u64, variant: &str, task: &str, index: u32) -> u64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);
     u64::from_le_bytes(bytes)
+}
+
+/// The identity of a whole plan: sha256 over its sorted trial ids. Shards
+/// of one plan share it whichever slice each ran.
+pub fn plan_identity(trials: &[TrialSpec]) -> String {
+    let mut ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    ids.sort_unstable();
+    let mut hasher = Sha256::new();
+    for id in ids {
+        hasher.update(id.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShardSpec;
+
+    #[test]
+    fn every_unit_falls_in_exactly_one_shard() {
+        for count in 1..=7u32 {
+            for units in [0usize, 1, 5, 12, 50] {
+                for position in 0..units {
+                    let owners = (1..=count)
+                        .filter(|&index| ShardSpec { index, count }.owns(position))
+                        .count();
+                    assert_eq!(owners, 1, "unit {position} with {count} shards");
+                }
+                let sizes: Vec<usize> = (1..=count)
+                    .map(|index| {
+                        (0..units)
+                            .filter(|&p| ShardSpec { index, count }.owns(p))
+                            .count()
+                    })
+                    .collect();
+                let (min, max) = (sizes.iter().min(), sizes.iter().max());
+                assert!(max.zip(min).is_some_and(|(max, min)| max - min <= 1));
+            }
+        }
+    }
+
+    #[test]
+    fn an_index_outside_the_count_owns_nothing() {
+        assert!(!(0..10).any(|p| ShardSpec { index: 0, count: 3 }.owns(p)));
+        assert!(!(0..10).any(|p| ShardSpec { index: 4, count: 3 }.owns(p)));
+    }
 }

@@ -43,6 +43,7 @@ pub fn replay_plan(
         replay: Some(Arc::new(answers)),
         hidden: Vec::new(),
         interactive: None,
+        shard: None,
         suite,
     };
     Ok((plan, warning))

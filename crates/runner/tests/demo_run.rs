@@ -29,6 +29,7 @@ fn plan(traces: &std::path::Path, variants: &[&str], tasks: &[&str], trials: u32
         replay: None,
         hidden: Vec::new(),
         interactive: None,
+        shard: None,
     }
 }
 

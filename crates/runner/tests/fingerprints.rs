@@ -65,6 +65,7 @@ async fn run_once(suite: &Path, traces: &Path, run_id: &str) -> Manifest {
         replay: None,
         hidden: Vec::new(),
         interactive: None,
+        shard: None,
     };
     let result = run(plan, Arc::new(|_| {}), CancelFlag::default())
         .await

@@ -28,7 +28,7 @@ pub use fingerprint::{
     EnvironmentFingerprint, RunFingerprint, TaskFingerprint, VariantFingerprint, answered_models,
 };
 pub use manifest::{
-    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, SuiteInfo, VariantInfo,
+    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
 pub use reader::{count_rows, read_table, table_files};
 pub use recorded::{RecordedAnswers, recorded_answers, trial_identity};

@@ -39,6 +39,24 @@ pub struct Manifest {
     /// ([`crate::drift`]); `None` in manifests of schema version 1.
     #[serde(default)]
     pub fingerprint: Option<RunFingerprint>,
+    /// The slice of the plan this run ran (`tack run --shard`); `None` for a
+    /// whole or merged run.
+    #[serde(default)]
+    pub shard: Option<Shard>,
+    /// The shard runs `tack merge` combined into this one, by run id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
+}
+
+/// One slice of a plan split across machines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// 1-based: `1..=count`.
+    pub index: u32,
+    pub count: u32,
+    /// sha256 of the whole plan's sorted trial ids, so `tack merge` can
+    /// tell shards of one plan from shards of another.
+    pub plan: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

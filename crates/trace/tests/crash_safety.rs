@@ -34,6 +34,8 @@ fn manifest() -> Manifest {
         status: RunStatus::Running,
         price_table: None,
         fingerprint: None,
+        shard: None,
+        merged_from: Vec::new(),
     }
 }
 

@@ -78,6 +78,8 @@ fn manifest() -> Manifest {
         status: RunStatus::Finished,
         price_table: Some("2026-11-01".to_string()),
         fingerprint: Some(fingerprint),
+        shard: None,
+        merged_from: Vec::new(),
     }
 }
 

@@ -1,0 +1,266 @@
+//! `tack merge`: the shard runs of one plan (`tack run --shard`) combined
+//! into one run that `tack report`, `compare` and `query` read like any
+//! other.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow, bail};
+use clap::Args;
+use tack_trace::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
+use tack_trace::{Manifest, RunStatus};
+
+use crate::exit::{Classify, CommandResult, Failure};
+
+const AFTER_HELP: &str = "\
+Every run must be a shard (`tack run --shard`) of the same plan: the same suite content, variants
+and their configuration, tasks, trials per task, seed and shard count, with no task or environment
+drift between them, each shard index once, and no trial twice.
+
+Exit codes:
+  0  merged
+  2  the runs do not belong together (the message names the run and what differs), a shard is
+     missing (see --allow-partial) or still running, or OUT already exists
+  3  the merged run could not be written";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct MergeArgs {
+    /// The shard runs' trace directories (traces/<run-id>).
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// The merged run's directory, traces/<run-id>; must not exist yet.
+    #[arg(long)]
+    out: PathBuf,
+    /// Merge although some shards are missing; the merged run is then marked interrupted.
+    #[arg(long)]
+    allow_partial: bool,
+}
+
+pub fn run(args: MergeArgs) -> CommandResult {
+    let shards = read_shards(&args.runs).or_fail(Failure::Usage)?;
+    let complete = check_together(&shards, args.allow_partial).or_fail(Failure::Usage)?;
+    let trials = trial_files(&shards).or_fail(Failure::Usage)?;
+    let run_id = args
+        .out
+        .file_name()
+        .and_then(|name| name.to_str())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            anyhow!(
+                "--out {}: name the run directory, e.g. traces/<run-id>",
+                args.out.display()
+            )
+        })
+        .or_fail(Failure::Usage)?;
+    if args.out.exists() {
+        return Err(anyhow!(
+            "--out {} already exists; choose a new run directory",
+            args.out.display()
+        ))
+        .or_fail(Failure::Usage);
+    }
+    copy_tables(&shards, &args.out).or_fail(Failure::Internal)?;
+    let manifest = merged_manifest(&shards, run_id, complete);
+    manifest.write(&args.out).or_fail(Failure::Internal)?;
+    println!(
+        "merged {} shard runs ({} trials) into {}",
+        shards.len(),
+        trials,
+        args.out.display()
+    );
+    if !complete {
+        eprintln!("note: shards are missing; the merged run is marked interrupted");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+struct ShardRun {
+    dir: PathBuf,
+    manifest: Manifest,
+}
+
+fn read_shards(runs: &[PathBuf]) -> anyhow::Result<Vec<ShardRun>> {
+    runs.iter()
+        .map(|dir| {
+            let manifest = Manifest::read(dir)
+                .with_context(|| format!("{} is not a run's trace directory", dir.display()))?;
+            if manifest.shard.is_none() {
+                bail!(
+                    "run {} is not a shard (it was not run with --shard); only shards of one plan can be merged",
+                    manifest.run_id
+                );
+            }
+            if tack_trace::run_in_progress(dir) {
+                bail!("run {} is still running; merge it once it has finished", manifest.run_id);
+            }
+            Ok(ShardRun {
+                dir: dir.clone(),
+                manifest,
+            })
+        })
+        .collect()
+}
+
+/// Checks that the shards are slices of one plan measured on one setup, and
+/// says whether every shard is there.
+fn check_together(shards: &[ShardRun], allow_partial: bool) -> anyhow::Result<bool> {
+    let Some(first) = shards.first() else {
+        bail!("no runs to merge");
+    };
+    let base = &first.manifest;
+    let mut seen = BTreeSet::new();
+    for shard in shards {
+        let m = &shard.manifest;
+        if let Some(what) = plan_difference(base, m) {
+            bail!(
+                "run {} does not belong with run {}: {what} differs; shards must come from one plan",
+                m.run_id,
+                base.run_id
+            );
+        }
+        let drift = tack_trace::drift(base, m);
+        if !drift.tasks.is_empty() || !drift.environment.is_empty() {
+            bail!(
+                "run {} drifted from run {}: {}",
+                m.run_id,
+                base.run_id,
+                drift.describe().join("; ")
+            );
+        }
+        if let Some(index) = m.shard.as_ref().map(|s| s.index)
+            && !seen.insert(index)
+        {
+            bail!(
+                "run {} is shard {index}, which another run already is",
+                m.run_id
+            );
+        }
+    }
+    let count = base.shard.as_ref().map_or(0, |s| s.count);
+    let missing: Vec<String> = (1..=count)
+        .filter(|index| !seen.contains(index))
+        .map(|index| format!("{index}/{count}"))
+        .collect();
+    if !missing.is_empty() && !allow_partial {
+        bail!(
+            "shard(s) {} missing; pass every shard's run, or --allow-partial to merge without them",
+            missing.join(", ")
+        );
+    }
+    Ok(missing.is_empty())
+}
+
+/// What defines the plan, first difference found.
+fn plan_difference(base: &Manifest, other: &Manifest) -> Option<&'static str> {
+    let variants = |m: &Manifest| -> Vec<(String, String, serde_json::Value)> {
+        m.variants
+            .iter()
+            .map(|v| (v.name.clone(), v.model.clone(), v.config.clone()))
+            .collect()
+    };
+    let plan = |m: &Manifest| m.shard.as_ref().map(|s| (s.count, s.plan.clone()));
+    [
+        (
+            base.suite.content_hash != other.suite.content_hash,
+            "the suite's content",
+        ),
+        (
+            variants(base) != variants(other),
+            "the variants or their configuration",
+        ),
+        (base.tasks != other.tasks, "the tasks"),
+        (
+            base.trials_per_task != other.trials_per_task,
+            "the trials per task",
+        ),
+        (base.seed != other.seed, "the seed"),
+        (
+            plan(base) != plan(other),
+            "the plan (its trial ids) or the shard count",
+        ),
+    ]
+    .into_iter()
+    .find_map(|(differs, what)| differs.then_some(what))
+}
+
+/// Counts the trials, refusing a trial id recorded by two shards.
+fn trial_files(shards: &[ShardRun]) -> anyhow::Result<usize> {
+    let mut owner: BTreeMap<String, &str> = BTreeMap::new();
+    for shard in shards {
+        for file in tack_trace::table_files(&shard.dir, TRIALS_DIR)? {
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+            let Some(name) = name else { continue };
+            if let Some(other) = owner.insert(name.clone(), &shard.manifest.run_id) {
+                bail!(
+                    "trial {} is in both run {other} and run {}; each trial must come from one shard",
+                    name.trim_end_matches(".parquet"),
+                    shard.manifest.run_id
+                );
+            }
+        }
+    }
+    Ok(owner.len())
+}
+
+/// Copies every shard's per-trial files, and the journals of trials a shard
+/// was interrupted in, so `tack report` can recover them as for any run.
+fn copy_tables(shards: &[ShardRun], out: &Path) -> anyhow::Result<()> {
+    for table in [TRIALS_DIR, SPANS_DIR, MESSAGES_DIR, JOURNAL_DIR] {
+        let to = out.join(table);
+        std::fs::create_dir_all(&to)
+            .with_context(|| format!("could not create {}", to.display()))?;
+        for shard in shards {
+            let from = shard.dir.join(table);
+            let Ok(entries) = std::fs::read_dir(&from) else {
+                continue;
+            };
+            for entry in entries {
+                let entry = entry.with_context(|| format!("could not list {}", from.display()))?;
+                let target = to.join(entry.file_name());
+                std::fs::copy(entry.path(), &target).with_context(|| {
+                    format!(
+                        "could not copy {} to {}",
+                        entry.path().display(),
+                        target.display()
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn merged_manifest(shards: &[ShardRun], run_id: String, complete: bool) -> Manifest {
+    let manifests: Vec<&Manifest> = shards.iter().map(|s| &s.manifest).collect();
+    let mut merged = manifests[0].clone();
+    merged.run_id = run_id;
+    merged.shard = None;
+    merged.merged_from = manifests.iter().map(|m| m.run_id.clone()).collect();
+    merged.command_line = std::env::args().collect();
+    merged.started_at = manifests
+        .iter()
+        .map(|m| m.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    // RFC 3339 times in UTC sort as text.
+    merged.finished_at = manifests.iter().filter_map(|m| m.finished_at.clone()).max();
+    let all_finished = manifests.iter().all(|m| m.status == RunStatus::Finished);
+    merged.status = if complete && all_finished {
+        RunStatus::Finished
+    } else {
+        RunStatus::Interrupted
+    };
+    if let Some(print) = merged.fingerprint.as_mut() {
+        for (variant, fingerprint) in &mut print.variants {
+            let answered: BTreeSet<String> = manifests
+                .iter()
+                .filter_map(|m| m.fingerprint.as_ref()?.variants.get(variant))
+                .flat_map(|v| v.models_answered.iter().cloned())
+                .collect();
+            fingerprint.models_answered = answered.into_iter().collect();
+        }
+    }
+    merged
+}
