@@ -154,6 +154,17 @@ fn three_shards_merge_into_the_trials_of_one_run() {
         manifest(&dir.path().join("traces/partial"))["status"],
         "interrupted"
     );
+
+    // A trial recorded by two shards is refused.
+    let trial = format!("{}.parquet", trial_ids(&first)[0]);
+    std::fs::copy(
+        first.join("trials").join(&trial),
+        second.join("trials").join(&trial),
+    )
+    .unwrap();
+    let output = merge(dir.path(), &[&first, &second, &third], "traces/dup");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("is in both run"));
 }
 
 #[test]
