@@ -5,16 +5,13 @@
 //! paired.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow_array::{Array, RecordBatch, StringArray};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::schema::{SPANS_DIR, TRIALS_DIR, col, kind};
-use crate::{TraceError, table_files};
+use crate::{TraceError, read_table_files};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunFingerprint {
@@ -89,7 +86,9 @@ pub struct VariantFingerprint {
 /// calls all failed before an answer are absent.
 pub fn answered_models(run_dir: &Path) -> Result<BTreeMap<String, BTreeSet<String>>, TraceError> {
     let mut variant_of: BTreeMap<String, String> = BTreeMap::new();
-    for (path, batch) in read_columns(run_dir, TRIALS_DIR, &[col::TRIAL_ID, col::VARIANT])? {
+    for (path, batch) in
+        read_table_files(run_dir, TRIALS_DIR, Some(&[col::TRIAL_ID, col::VARIANT]))?
+    {
         let trials = text(&path, &batch, col::TRIAL_ID)?;
         let variants = text(&path, &batch, col::VARIANT)?;
         for i in 0..batch.num_rows() {
@@ -98,7 +97,7 @@ pub fn answered_models(run_dir: &Path) -> Result<BTreeMap<String, BTreeSet<Strin
     }
     let mut answered: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let columns = [col::TRIAL_ID, col::KIND, col::RESPONSE_MODEL];
-    for (path, batch) in read_columns(run_dir, SPANS_DIR, &columns)? {
+    for (path, batch) in read_table_files(run_dir, SPANS_DIR, Some(&columns))? {
         let trials = text(&path, &batch, col::TRIAL_ID)?;
         let kinds = text(&path, &batch, col::KIND)?;
         let models = text(&path, &batch, col::RESPONSE_MODEL)?;
@@ -116,37 +115,6 @@ pub fn answered_models(run_dir: &Path) -> Result<BTreeMap<String, BTreeSet<Strin
         }
     }
     Ok(answered)
-}
-
-/// Only `columns` of a table: the spans table carries every command's output,
-/// which a scan for model names has no need to decode.
-fn read_columns(
-    run_dir: &Path,
-    table: &str,
-    columns: &[&str],
-) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
-    let mut batches = Vec::new();
-    for path in table_files(run_dir, table)? {
-        let parquet_error = |source| TraceError::Parquet {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_error)?;
-        let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-        let reader = builder
-            .with_projection(mask)
-            .build()
-            .map_err(parquet_error)?;
-        for batch in reader {
-            let batch = batch.map_err(|e| TraceError::Format {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            batches.push((path.clone(), batch));
-        }
-    }
-    Ok(batches)
 }
 
 fn text<'b>(

@@ -30,6 +30,6 @@ pub use fingerprint::{
 pub use manifest::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
-pub use reader::{count_rows, read_table, table_files};
+pub use reader::{count_rows, read_table, read_table_files, table_files};
 pub use recorded::{RecordedAnswers, recorded_answers, trial_identity};
 pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress};
