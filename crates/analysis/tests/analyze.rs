@@ -518,6 +518,7 @@ fn reads_what_the_trace_writer_writes() {
             variant: "baseline".into(),
             task: "fix-bug".into(),
             trial_index: 0,
+            attempt: 0,
             seed: 1,
             model: "sim".into(),
             started_at_ms: 0,

@@ -93,6 +93,7 @@ fn write_trial(
             variant: variant.to_string(),
             task: task.to_string(),
             trial_index: index,
+            attempt: 0,
             seed: 1,
             model: model.to_string(),
             started_at_ms: 0,

@@ -33,6 +33,11 @@ pub struct TrialStarted {
     pub variant: String,
     pub task: String,
     pub trial_index: u32,
+    /// 0 for a trial's first run; each rerun of the same (variant, task,
+    /// trial index), after an infrastructure failure or an interrupted run,
+    /// is the next attempt under its own `trial_id`.
+    #[serde(default)]
+    pub attempt: u32,
     pub seed: u64,
     /// The model id the variant names, e.g. `sim` or `openai:gpt-4o`.
     pub model: String,

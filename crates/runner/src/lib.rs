@@ -238,5 +238,6 @@ async fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, Run
         fingerprint: Some(fingerprint),
         shard: None,
         merged_from: Vec::new(),
+        resumes: Vec::new(),
     })
 }

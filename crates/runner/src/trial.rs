@@ -38,6 +38,7 @@ pub(crate) async fn run_trial(
         variant: variant.name.clone(),
         task: task.id.clone(),
         trial_index: spec.trial_index,
+        attempt: 0,
         seed: spec.seed,
         model: variant.model.to_string(),
         started_at_ms: now_ms(),

@@ -28,7 +28,7 @@ pub use fingerprint::{
     EnvironmentFingerprint, RunFingerprint, TaskFingerprint, VariantFingerprint, answered_models,
 };
 pub use manifest::{
-    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, Shard, SuiteInfo, VariantInfo,
+    HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, Resume, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
 pub use reader::{count_rows, read_table, read_table_files, table_files};
 pub use recorded::{RecordedAnswers, recorded_answers, trial_identity};

@@ -3,9 +3,10 @@ use std::path::Path;
 
 use crate::{RunFingerprint, TraceError};
 
-/// The shape of the manifest tack writes now. 1: before fingerprints (such
-/// manifests have no `schema_version`); 2: `fingerprint`.
-pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
+/// The shape of the run tack writes now. 1: before fingerprints (such
+/// manifests have no `schema_version`); 2: `fingerprint`; 3: tables as part
+/// files, content-addressed messages, trial attempts and `resumes`.
+pub const MANIFEST_SCHEMA_VERSION: u32 = 3;
 
 fn unversioned() -> u32 {
     1
@@ -46,6 +47,23 @@ pub struct Manifest {
     /// The shard runs `tack merge` combined into this one, by run id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<String>,
+    /// Every `tack run --resume` of this run, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumes: Vec<Resume>,
+}
+
+/// One `tack run --resume`: when, how, and what it found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    pub at: String,
+    pub command_line: Vec<String>,
+    /// Trials already finished, kept as they were.
+    pub trials_kept: u32,
+    /// Trials that were running when the run stopped: kept as `cancelled`
+    /// attempts and run again.
+    pub trials_interrupted: u32,
+    /// Trials this resume set out to run.
+    pub trials_to_run: u32,
 }
 
 /// One slice of a plan split across machines.

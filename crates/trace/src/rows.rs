@@ -68,6 +68,7 @@ pub(crate) fn trial_batch(
             strings(&s, |(t, _)| Some(&t.variant)),
             strings(&s, |(t, _)| Some(&t.task)),
             u32s(&s, |(t, _)| Some(t.trial_index)),
+            u32s(&s, |(t, _)| Some(t.attempt)),
             u64s(&s, |(t, _)| Some(t.seed)),
             strings(&s, |(t, _)| Some(&t.model)),
             strings(&s, |(_, f)| Some(f.outcome.as_str())),

@@ -21,6 +21,7 @@ pub mod col {
     pub const VARIANT: &str = "variant";
     pub const TASK: &str = "task";
     pub const TRIAL_INDEX: &str = "trial_index";
+    pub const TRIAL_ATTEMPT: &str = "trial_attempt";
     pub const SEED: &str = "seed";
     pub const MODEL: &str = "model";
     pub const OUTCOME: &str = "outcome";
@@ -112,6 +113,7 @@ pub fn trials_schema() -> SchemaRef {
                 field(col::VARIANT, Utf8, false),
                 field(col::TASK, Utf8, false),
                 field(col::TRIAL_INDEX, UInt32, false),
+                field(col::TRIAL_ATTEMPT, UInt32, false),
                 field(col::SEED, UInt64, false),
                 field(col::MODEL, Utf8, false),
                 field(col::OUTCOME, Utf8, false),

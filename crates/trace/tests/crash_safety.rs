@@ -36,6 +36,7 @@ fn manifest() -> Manifest {
         fingerprint: None,
         shard: None,
         merged_from: Vec::new(),
+        resumes: Vec::new(),
     }
 }
 
@@ -46,6 +47,7 @@ fn started(id: &str) -> TrialStarted {
         variant: "v".to_string(),
         task: "t".to_string(),
         trial_index: 0,
+        attempt: 0,
         seed: 9,
         model: "sim".to_string(),
         started_at_ms: 1,

@@ -80,6 +80,7 @@ fn manifest() -> Manifest {
         fingerprint: Some(fingerprint),
         shard: None,
         merged_from: Vec::new(),
+        resumes: Vec::new(),
     }
 }
 
