@@ -221,9 +221,15 @@ impl<'a> Session<'a> {
                     record.status = SpanStatus::Error;
                     record.error = Some(error.to_string());
                     self.recorder.model_call(record)?;
-                    if !error.is_transient() || attempt == attempts {
+                    if !error.is_transient() {
                         self.run.error = Some(format!("after {attempt} attempt(s): {error}"));
                         return Err(StopReason::ModelError);
+                    }
+                    if attempt == attempts {
+                        self.run.error = Some(format!(
+                            "the provider was unavailable through {attempt} attempt(s): {error}"
+                        ));
+                        return Err(StopReason::ProviderUnavailable);
                     }
                     retry_after = error.retry_after();
                 }

@@ -231,7 +231,7 @@ async fn transient_failures_are_retried_honouring_retry_after() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn permanent_failures_and_exhausted_retries_stop_with_a_model_error() {
+async fn a_permanent_failure_is_a_model_error_and_exhausted_retries_an_outage() {
     let bad_request = tack_model::ModelError::Api {
         status: 400,
         message: "bad".to_string(),
@@ -255,7 +255,18 @@ async fn permanent_failures_and_exhausted_retries_stop_with_a_model_error() {
     };
     let mut sink = VecSink::default();
     let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
-    assert_eq!(run.stop_reason, StopReason::ModelError);
+    // Still rate limited after every retry: the provider's outage, which the
+    // runner records as an infra_error and may run again.
+    assert_eq!(run.stop_reason, StopReason::ProviderUnavailable);
+    assert_eq!(
+        tack_protocol::TrialOutcome::decide(run.stop_reason, None),
+        tack_protocol::TrialOutcome::InfraError
+    );
+    assert!(
+        run.error
+            .unwrap()
+            .contains("unavailable through 3 attempt(s)")
+    );
     assert_eq!((run.totals.retries, attempts(&sink).len()), (2, 3));
 }
 

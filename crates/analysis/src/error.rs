@@ -45,7 +45,17 @@ pub enum AnalysisError {
         problem: String,
     },
 
-    #[error("trial `{trial_id}` is not in {dir}; trial ids are the file names in that directory")]
+    #[error(
+        "could not read the trace of a trial in {run_dir}: {source}; the run may be incomplete (try `tack report` to recover its journals)"
+    )]
+    Trace {
+        run_dir: PathBuf,
+        source: tack_trace::TraceError,
+    },
+
+    #[error(
+        "trial `{trial_id}` is not in {dir}; `tack report` lists the run's trials with their ids"
+    )]
     TrialNotFound { dir: PathBuf, trial_id: String },
 
     #[error("`{trial_id}` is not a trial id: ids never contain path separators or `..`")]

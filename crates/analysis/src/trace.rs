@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use tack_protocol::ToolErrorKind;
-use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, col, kind};
+use tack_trace::schema::{SPANS_DIR, col, kind};
 
 /// Everything recorded about one trial.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -16,8 +16,8 @@ pub struct TrialTrace {
     pub trial: TrialRow,
     /// Model calls, tool calls, approvals and checks in `seq` order.
     pub spans: Vec<SpanRow>,
-    /// The conversation, in `message_index` order. Each message appears once;
-    /// a model call's `messages_from..messages_to` says which it was sent.
+    /// The conversation, in the order it grew. Each message appears once; a
+    /// model call's `message_ids` says which it was sent.
     pub messages: Vec<MessageRow>,
 }
 
@@ -66,8 +66,8 @@ pub struct SpanRow {
     /// `unknown_tool`, `wrong_types` or `truncated` on a successful call
     /// whose answer was corrupted.
     pub fault: Option<String>,
-    pub messages_from: Option<u32>,
-    pub messages_to: Option<u32>,
+    /// On a model call: the ids of the messages it sent, in order.
+    pub message_ids: Option<Vec<String>>,
     // Tool calls.
     pub tool_name: Option<String>,
     pub tool_call_id: Option<String>,
@@ -98,7 +98,11 @@ pub struct SpanRow {
 /// One conversation message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MessageRow {
+    /// Its position in the trial's conversation.
     pub message_index: u32,
+    /// Its content address in the run (`#<position>` in runs written
+    /// before messages had one).
+    pub message_id: String,
     pub seq: u64,
     /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
@@ -124,10 +128,11 @@ pub(crate) fn check_trial_id(trial_id: &str) -> Result<(), AnalysisError> {
     Ok(())
 }
 
-/// The rows of `<run_dir>/<table>/<trial_id>.parquet`, sorted by `sort_by`
-/// and filtered to the trial. A missing file reads as no rows: a trial that
-/// failed before its first event has nothing to show, and that is not an
-/// error of the trace.
+/// The rows of one trial in `table`, sorted by `sort_by`. Parts hold many
+/// trials; Polars pushes the filter down to the row groups' statistics.
+/// Runs before schema version 3 have the trial's own file, read alone. No
+/// rows is not an error: a trial that failed before its first event has
+/// nothing to show.
 fn read_trial_table(
     run_dir: &Path,
     table: &'static str,
@@ -136,11 +141,16 @@ fn read_trial_table(
     added: &[(&str, DataType, Expr)],
 ) -> Result<Option<Frame>, AnalysisError> {
     let dir = run_dir.join(table);
-    let file = dir.join(format!("{trial_id}.parquet"));
-    if !file.is_file() {
+    let own_file = dir.join(format!("{trial_id}.parquet"));
+    let files = if own_file.is_file() {
+        vec![own_file]
+    } else {
+        parquet_files(&dir)?
+    };
+    if files.is_empty() {
         return Ok(None);
     }
-    let lazy = frame::with_columns(scan(&dir, table, &[file])?, added, &dir, table)?
+    let lazy = frame::with_columns(scan(&dir, table, &files)?, added, &dir, table)?
         .filter(col(col::TRIAL_ID).eq(lit(trial_id)))
         .sort([sort_by], SortMultipleOptions::default());
     Frame::collect(lazy, &dir, table).map(Some)
@@ -148,8 +158,15 @@ fn read_trial_table(
 
 /// Span columns added after the first traces were written, with their types:
 /// older files read as nulls there.
-fn added_span_columns() -> [(&'static str, DataType, Expr); 8] {
+fn added_span_columns() -> [(&'static str, DataType, Expr); 11] {
     [
+        (
+            col::MESSAGE_IDS,
+            DataType::List(Box::new(DataType::String)),
+            lit(NULL),
+        ),
+        (col::MESSAGES_FROM, DataType::UInt32, lit(NULL)),
+        (col::MESSAGES_TO, DataType::UInt32, lit(NULL)),
         (col::RETRY_WAIT_MS, DataType::UInt64, lit(NULL)),
         (col::RATE_LIMIT_WAIT_MS, DataType::UInt64, lit(NULL)),
         (col::FAULT, DataType::String, lit(NULL)),
@@ -288,26 +305,35 @@ pub(crate) fn read_messages(
     run_dir: &Path,
     trial_id: &str,
 ) -> Result<Vec<MessageRow>, AnalysisError> {
-    let Some(f) = read_trial_table(run_dir, MESSAGES_DIR, trial_id, col::MESSAGE_INDEX, &[])?
-    else {
-        return Ok(Vec::new());
-    };
-    let index = f.u32s(col::MESSAGE_INDEX)?;
-    let seq = f.u64s(col::SEQ)?;
-    let role = f.strs(col::ROLE)?;
-    let content = f.strs(col::CONTENT)?;
-    let tool_calls_json = f.opt_strs(col::TOOL_CALLS_JSON)?;
-    let tool_call_id = f.opt_strs(col::TOOL_CALL_ID)?;
-    Ok((0..f.height())
-        .map(|i| MessageRow {
-            message_index: index[i],
-            seq: seq[i],
-            role: role[i].clone(),
-            content: content[i].clone(),
-            tool_calls_json: tool_calls_json[i].clone(),
-            tool_call_id: tool_call_id[i].clone(),
+    let transcript =
+        tack_trace::trial_transcript(run_dir, trial_id).map_err(|source| AnalysisError::Trace {
+            run_dir: run_dir.to_path_buf(),
+            source,
+        })?;
+    Ok(transcript
+        .into_iter()
+        .enumerate()
+        .map(|(index, entry)| MessageRow {
+            message_index: index as u32,
+            message_id: entry.id,
+            seq: entry.seq,
+            role: entry.message.role.as_str().to_string(),
+            content: entry.message.content,
+            tool_calls_json: (!entry.message.tool_calls.is_empty())
+                .then(|| serde_json::to_string(&entry.message.tool_calls).unwrap_or_default()),
+            tool_call_id: entry.message.tool_call_id,
         })
         .collect())
+}
+
+/// The ids a model call sent: listed in current runs; a position range in
+/// runs before schema version 3.
+fn sent_ids(
+    listed: Option<Vec<String>>,
+    from: Option<u32>,
+    to: Option<u32>,
+) -> Option<Vec<String>> {
+    listed.or_else(|| Some((from?..to?).map(tack_trace::legacy_message_id).collect()))
 }
 
 fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
@@ -336,6 +362,7 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
     let retry_wait_ms = f.opt_u64s(col::RETRY_WAIT_MS)?;
     let rate_limit_wait_ms = f.opt_u64s(col::RATE_LIMIT_WAIT_MS)?;
     let fault = f.opt_strs(col::FAULT)?;
+    let mut message_ids = f.opt_str_lists(col::MESSAGE_IDS)?;
     let messages_from = f.opt_u32s(col::MESSAGES_FROM)?;
     let messages_to = f.opt_u32s(col::MESSAGES_TO)?;
     let tool_name = f.opt_strs(col::TOOL_NAME)?;
@@ -381,8 +408,7 @@ fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
             retry_wait_ms: retry_wait_ms[i],
             rate_limit_wait_ms: rate_limit_wait_ms[i],
             fault: fault[i].clone(),
-            messages_from: messages_from[i],
-            messages_to: messages_to[i],
+            message_ids: sent_ids(message_ids[i].take(), messages_from[i], messages_to[i]),
             tool_name: tool_name[i].clone(),
             tool_call_id: tool_call_id[i].clone(),
             tool_arguments: arguments[i].clone(),

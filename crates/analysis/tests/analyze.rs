@@ -267,7 +267,11 @@ fn trial_trace_is_in_sequence_order() {
             kind::CHECK,
         ]
     );
-    assert_eq!(trace.spans[0].messages_to, Some(2));
+    // A run before schema version 3 named the positions a call sent.
+    assert_eq!(
+        trace.spans[0].message_ids,
+        Some(vec!["#0".to_string(), "#1".to_string()])
+    );
     let tool = &trace.spans[2];
     assert_eq!(tool.tool_name.as_deref(), Some("bash"));
     assert_eq!(tool.tool_result.as_deref(), Some(fixture::HOSTILE));
@@ -279,6 +283,7 @@ fn trial_trace_is_in_sequence_order() {
     assert_eq!(check.exit_code, Some(101));
     let indexes: Vec<u32> = trace.messages.iter().map(|m| m.message_index).collect();
     assert_eq!(indexes, [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(trace.messages[1].message_id, "#1");
     assert_eq!(trace.messages[0].role, "system");
     assert!(trace.messages[2].tool_calls_json.is_some());
 }

@@ -24,7 +24,7 @@ Exit codes:
   2    usage error (bad flags, missing workspace, bad rules file)
   3    harness error (tack failed, e.g. could not write the event stream)
   4    a limit stopped the agent (--max-steps, --max-wall-secs, --max-tokens)
-  5    the model failed (after retries)
+  5    the model failed, or its provider stayed unavailable (after retries)
   130  cancelled (Ctrl-C)
 
 With --json, stdout carries one JSON object per event, in order: {\"seq\": N, \"event\": {\"type\": …}}
@@ -184,6 +184,11 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         .await;
     let outcome = run.outcome();
     sink.finish(outcome, &run);
+    // An outage is an infra_error in a benchmark (it says nothing about the
+    // agent); to someone running one task it is still "the model failed".
+    if run.agent.stop_reason == tack_protocol::StopReason::ProviderUnavailable {
+        return Ok(ExitCode::from(5));
+    }
     Ok(exit_code(outcome))
 }
 

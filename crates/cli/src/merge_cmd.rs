@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
-use tack_trace::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
 use tack_trace::{Manifest, RunStatus};
 
 use crate::exit::{Classify, CommandResult, Failure};
@@ -113,9 +112,9 @@ fn check_together(shards: &[ShardRun], allow_partial: bool) -> anyhow::Result<bo
     let mut seen = BTreeSet::new();
     for shard in shards {
         let m = &shard.manifest;
-        if let Some(what) = plan_difference(base, m) {
+        if let Some(what) = base.plan_difference(m) {
             bail!(
-                "run {} does not belong with run {}: {what} differs; shards must come from one plan",
+                "run {} does not belong with run {}: {what}; shards must come from one plan",
                 m.run_id,
                 base.run_id
             );
@@ -152,50 +151,14 @@ fn check_together(shards: &[ShardRun], allow_partial: bool) -> anyhow::Result<bo
     Ok(missing.is_empty())
 }
 
-/// What defines the plan, first difference found.
-fn plan_difference(base: &Manifest, other: &Manifest) -> Option<&'static str> {
-    let variants = |m: &Manifest| -> Vec<(String, String, serde_json::Value)> {
-        m.variants
-            .iter()
-            .map(|v| (v.name.clone(), v.model.clone(), v.config.clone()))
-            .collect()
-    };
-    let plan = |m: &Manifest| m.shard.as_ref().map(|s| (s.count, s.plan.clone()));
-    [
-        (
-            base.suite.content_hash != other.suite.content_hash,
-            "the suite's content",
-        ),
-        (
-            variants(base) != variants(other),
-            "the variants or their configuration",
-        ),
-        (base.tasks != other.tasks, "the tasks"),
-        (
-            base.trials_per_task != other.trials_per_task,
-            "the trials per task",
-        ),
-        (base.seed != other.seed, "the seed"),
-        (
-            plan(base) != plan(other),
-            "the plan (its trial ids) or the shard count",
-        ),
-    ]
-    .into_iter()
-    .find_map(|(differs, what)| differs.then_some(what))
-}
-
 /// Counts the trials, refusing a trial id recorded by two shards.
 fn trial_files(shards: &[ShardRun]) -> anyhow::Result<usize> {
     let mut owner: BTreeMap<String, &str> = BTreeMap::new();
     for shard in shards {
-        for file in tack_trace::table_files(&shard.dir, TRIALS_DIR)? {
-            let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-            let Some(name) = name else { continue };
-            if let Some(other) = owner.insert(name.clone(), &shard.manifest.run_id) {
+        for trial_id in tack_trace::stored_trial_ids(&shard.dir)? {
+            if let Some(other) = owner.insert(trial_id.clone(), &shard.manifest.run_id) {
                 bail!(
-                    "trial {} is in both run {other} and run {}; each trial must come from one shard",
-                    name.trim_end_matches(".parquet"),
+                    "trial {trial_id} is in both run {other} and run {}; each trial must come from one shard",
                     shard.manifest.run_id
                 );
             }
@@ -204,31 +167,22 @@ fn trial_files(shards: &[ShardRun]) -> anyhow::Result<usize> {
     Ok(owner.len())
 }
 
-/// Copies every shard's per-trial files, and the journals of trials a shard
-/// was interrupted in, so `tack report` can recover them as for any run.
+/// Copies every shard's parts, and the journals of trials a shard was
+/// interrupted in (so `tack report` can recover them as for any run), then
+/// compacts: the merged run has as few parts as a single run would, and a
+/// message that several shards stored is kept once.
 fn copy_tables(shards: &[ShardRun], out: &Path) -> anyhow::Result<()> {
-    for table in [TRIALS_DIR, SPANS_DIR, MESSAGES_DIR, JOURNAL_DIR] {
-        let to = out.join(table);
-        std::fs::create_dir_all(&to)
-            .with_context(|| format!("could not create {}", to.display()))?;
-        for shard in shards {
-            let from = shard.dir.join(table);
-            let Ok(entries) = std::fs::read_dir(&from) else {
-                continue;
-            };
-            for entry in entries {
-                let entry = entry.with_context(|| format!("could not list {}", from.display()))?;
-                let target = to.join(entry.file_name());
-                std::fs::copy(entry.path(), &target).with_context(|| {
-                    format!(
-                        "could not copy {} to {}",
-                        entry.path().display(),
-                        target.display()
-                    )
-                })?;
-            }
-        }
+    for shard in shards {
+        tack_trace::adopt_parts(&shard.dir, out).with_context(|| {
+            format!(
+                "could not copy run {} into {}",
+                shard.manifest.run_id,
+                out.display()
+            )
+        })?;
     }
+    tack_trace::compact(out, tack_trace::PartLimits::default())
+        .with_context(|| format!("could not compact {}", out.display()))?;
     Ok(())
 }
 

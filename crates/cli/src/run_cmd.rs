@@ -20,13 +20,20 @@ Exit codes:
        and the error), or the traces or the report could not be written
   130  interrupted (Ctrl-C): the trials that ran are recorded and reported
 
+A run that stopped (Ctrl-C, kill -9, a machine restart) continues with `tack run --resume
+traces/<run-id>`: finished trials are kept, trials that were cut off are kept as `cancelled`
+attempts and run again, and the manifest records the resume. The suite, variants, tasks, trials,
+seed and shard default to the run's own; anything that would change the plan exits 2 and names
+the difference.
+
 With --json, stdout carries the run's JSON object whenever trials ran, with exit 3 or 130 too.";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct RunArgs {
-    /// The suite directory (holding suite.toml).
-    suite: PathBuf,
+    /// The suite directory (holding suite.toml) [default with --resume: the run's suite].
+    #[arg(required_unless_present = "resume")]
+    suite: Option<PathBuf>,
     /// Run only these variants (repeat or separate with commas).
     #[arg(long = "variant", short = 'v', value_delimiter = ',')]
     variants: Vec<String>,
@@ -66,6 +73,15 @@ pub struct RunArgs {
     /// SLURM_ARRAY_TASK_COUNT].
     #[arg(long, value_name = "COUNT")]
     shards: Option<u32>,
+    /// Continue the stopped run in this directory (traces/<run-id>): keep its finished trials,
+    /// run the rest.
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<PathBuf>,
+    /// Run a trial again when it ends in infra_error (sandbox setup, workspace I/O, a provider
+    /// down through every call retry), up to N times; every attempt is recorded, reports count
+    /// the last.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    infra_retries: u32,
 }
 
 fn shard_of(
@@ -78,27 +94,60 @@ fn shard_of(
 }
 
 pub async fn run(args: RunArgs) -> CommandResult {
-    let shard = shard_of(&args).or_fail(Failure::Usage)?;
-    let suite = tack_suite::load_suite(&args.suite).or_fail(Failure::Usage)?;
-    let mut run_id = tack_runner::new_run_id(&suite.name);
-    if let Some(shard) = shard {
-        // Shards on a shared traces volume each get their own directory.
-        run_id = format!("{run_id}-shard{}of{}", shard.index, shard.count);
-    }
+    let resumed = match &args.resume {
+        Some(dir) => Some(ResumedRun::read(dir).or_fail(Failure::Usage)?),
+        None => None,
+    };
+    let shard = match (shard_of(&args).or_fail(Failure::Usage)?, &resumed) {
+        (None, Some(resumed)) => resumed.shard,
+        (shard, _) => shard,
+    };
+    let suite_dir = match (&args.suite, &resumed) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(resumed)) => PathBuf::from(&resumed.manifest.suite.path),
+        (None, None) => unreachable_suite()?,
+    };
+    let suite = tack_suite::load_suite(&suite_dir).or_fail(Failure::Usage)?;
+    let recorded = resumed.as_ref().map(|r| &r.manifest);
+    let run_id = match &resumed {
+        Some(resumed) => resumed.manifest.run_id.clone(),
+        None => {
+            let run_id = tack_runner::new_run_id(&suite.name);
+            match shard {
+                // Shards on a shared traces volume each get their own directory.
+                Some(shard) => format!("{run_id}-shard{}of{}", shard.index, shard.count),
+                None => run_id,
+            }
+        }
+    };
+    let or_recorded = |given: &Vec<String>, recorded: Option<Vec<String>>| match recorded {
+        Some(recorded) if given.is_empty() => recorded,
+        _ => given.clone(),
+    };
     let plan = RunPlan {
         run_id,
-        trials_per_task: args.trials.unwrap_or(suite.trials),
-        seed: args.seed.unwrap_or(suite.seed),
-        variants: args.variants.clone(),
-        tasks: args.tasks.clone(),
+        trials_per_task: args
+            .trials
+            .or(recorded.map(|m| m.trials_per_task))
+            .unwrap_or(suite.trials),
+        seed: args.seed.or(recorded.map(|m| m.seed)).unwrap_or(suite.seed),
+        variants: or_recorded(
+            &args.variants,
+            recorded.map(|m| m.variants.iter().map(|v| v.name.clone()).collect()),
+        ),
+        tasks: or_recorded(&args.tasks, recorded.map(|m| m.tasks.clone())),
         jobs: args.jobs.max(1),
-        traces_root: args.traces.clone(),
+        traces_root: resumed
+            .as_ref()
+            .map_or(args.traces.clone(), |r| r.traces_root.clone()),
         command_line: std::env::args().collect(),
         keep_failed_workspaces: args.keep_workspaces,
         replay: None,
         hidden: vec![args.reports.clone()],
         interactive: Some(crate::terminal_approver::shared()),
         shard,
+        infra_retries: args.infra_retries,
+        resume: resumed.is_some(),
         suite,
     };
     // Check the selection before anything is written.
@@ -109,6 +158,60 @@ pub async fn run(args: RunArgs) -> CommandResult {
         json: args.json,
     };
     execute(plan, &output).await
+}
+
+/// clap requires SUITE unless --resume is given.
+fn unreachable_suite() -> Result<PathBuf, crate::exit::CommandError> {
+    Err(anyhow::anyhow!(
+        "name the suite directory, or a run to --resume"
+    ))
+    .or_fail(Failure::Usage)
+}
+
+/// The run `--resume` names.
+struct ResumedRun {
+    manifest: tack_trace::Manifest,
+    traces_root: PathBuf,
+    shard: Option<tack_runner::ShardSpec>,
+}
+
+impl ResumedRun {
+    fn read(dir: &std::path::Path) -> anyhow::Result<ResumedRun> {
+        use anyhow::Context;
+        let manifest = tack_trace::Manifest::read(dir).with_context(|| {
+            format!(
+                "--resume {}: not a run's trace directory (traces/<run-id>)",
+                dir.display()
+            )
+        })?;
+        let name = dir.file_name().and_then(|n| n.to_str());
+        if name != Some(manifest.run_id.as_str()) {
+            anyhow::bail!(
+                "--resume {}: the directory must be named after its run id, {}; rename it back",
+                dir.display(),
+                manifest.run_id
+            );
+        }
+        if !manifest.merged_from.is_empty() {
+            anyhow::bail!(
+                "--resume {}: a merged run cannot be resumed; resume its shards, then merge again",
+                dir.display()
+            );
+        }
+        let traces_root = dir
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let shard = manifest.shard.as_ref().map(|s| tack_runner::ShardSpec {
+            index: s.index,
+            count: s.count,
+        });
+        Ok(ResumedRun {
+            manifest,
+            traces_root,
+            shard,
+        })
+    }
 }
 
 /// Where and how a run's results are shown.
@@ -125,7 +228,15 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     stop_on_ctrl_c(cancel.clone());
     let result = tack_runner::run(plan, progress.callback(), cancel).await;
     progress.finish();
-    let result = result.or_fail(Failure::Internal)?;
+    let result = match result {
+        Err(error) if error.is_usage() => {
+            return Err(crate::exit::CommandError {
+                kind: Failure::Usage,
+                error: error.into(),
+            });
+        }
+        result => result.or_fail(Failure::Internal)?,
+    };
 
     let report = if args.no_report {
         None

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use arrow_array::{Array, StringArray, UInt32Array};
+use arrow_array::{Array, ListArray, StringArray, UInt32Array};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -75,6 +75,21 @@ fn column_sum(run_dir: &Path, table: &str, column: &str) -> u64 {
         .sum()
 }
 
+/// The messages in all trials' transcripts, counting repeats.
+fn transcript_lengths(run_dir: &Path) -> u64 {
+    tack_trace::read_table(run_dir, "trials")
+        .unwrap()
+        .iter()
+        .map(|batch| {
+            let lists = batch.column_by_name("message_ids").unwrap();
+            let lists = lists.as_any().downcast_ref::<ListArray>().unwrap();
+            (0..lists.len())
+                .map(|i| lists.value_length(i) as u64)
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 fn count_kind(run_dir: &Path, kind: &str) -> usize {
     tack_trace::read_table(run_dir, "spans")
         .unwrap()
@@ -119,12 +134,19 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
         count_kind(run_dir, "check") as u64,
         trials.len() as u64 + feedback
     );
-    // System prompt and instruction, one message per model answer, per tool
-    // result and per feedback round: each stored once.
-    let messages = tack_trace::count_rows(run_dir, "messages").unwrap() as u64;
+    // Each transcript: system prompt and instruction, one message per model
+    // answer, per tool result and per feedback round. The run stores each
+    // distinct message once, so the shared system prompt and the repeated
+    // instructions and answers make the table far smaller than the sum.
+    let transcripts = transcript_lengths(run_dir);
     assert_eq!(
-        messages,
+        transcripts,
         2 * trials.len() as u64 + steps + tool_calls + feedback
+    );
+    let messages = tack_trace::count_rows(run_dir, "messages").unwrap() as u64;
+    assert!(
+        messages * 2 < transcripts,
+        "{messages} stored messages for {transcripts} in transcripts"
     );
     assert_eq!(
         std::fs::read_dir(run_dir.join("journal")).unwrap().count(),
@@ -202,7 +224,15 @@ trials = one(f"select count(*) from '{run}/trials/*.parquet'")
 steps = one(f"select sum(steps) from '{run}/trials/*.parquet'")
 calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call' and status = 'ok'")
 messages = ds.dataset(f"{run}/messages", format="parquet").to_table().num_rows
-print(trials, steps, calls, messages)
+sent = one(f"select sum(len(message_ids)) from '{run}/trials/*.parquet'")
+# Every id a transcript or a model call lists is in the messages table.
+dangling = one(f"""
+  select count(*) from (
+    select unnest(message_ids) as id from '{run}/trials/*.parquet'
+    union all
+    select unnest(message_ids) from '{run}/spans/*.parquet' where message_ids is not null
+  ) listed anti join '{run}/messages/*.parquet' m on listed.id = m.message_id""")
+print(trials, steps, calls, messages, sent, dangling)
 "#;
     let output = Command::new(&python)
         .args(["-c", script, run_dir.to_str().unwrap()])
@@ -226,6 +256,8 @@ print(trials, steps, calls, messages)
         numbers[3],
         tack_trace::count_rows(run_dir, "messages").unwrap() as u64
     );
+    assert_eq!(numbers[4], transcript_lengths(run_dir));
+    assert_eq!(numbers[5], 0, "message ids with no message");
 }
 
 #[test]

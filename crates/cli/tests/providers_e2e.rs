@@ -220,6 +220,9 @@ fn a_model_that_keeps_failing_makes_tack_exec_exit_5() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(last["event"]["outcome"], "model_error");
+    // A provider down through every retry is an outage, not the model's
+    // doing: infra_error in the trace, exit 5 for someone running one task.
+    assert_eq!(last["event"]["outcome"], "infra_error");
+    assert_eq!(last["event"]["stop_reason"], "provider_unavailable");
     assert_eq!(last["event"]["retries"], 3);
 }

@@ -65,10 +65,9 @@ fn run(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> PathBuf {
 }
 
 fn trial_ids(run_dir: &Path) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(run_dir.join("trials"))
+    let mut ids: Vec<String> = tack_trace::stored_trial_ids(run_dir)
         .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .filter_map(|name| name.strip_suffix(".parquet").map(str::to_string))
+        .into_iter()
         .collect();
     ids.sort();
     ids
@@ -113,6 +112,13 @@ fn three_shards_merge_into_the_trials_of_one_run() {
     let ids = trial_ids(&merged);
     assert_eq!(ids, trial_ids(&whole));
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 12);
+    // Compacted: the merged run is one part per table, as a single run is,
+    // and the messages the shards share are stored once.
+    for table in ["trials", "spans", "messages"] {
+        assert_eq!(tack_trace::table_files(&merged, table).unwrap().len(), 1);
+    }
+    let stored = |run: &Path| tack_trace::count_rows(run, "messages").unwrap();
+    assert!(stored(&merged) < stored(&first) + stored(&second) + stored(&third));
     let m = manifest(&merged);
     assert_eq!(m["status"], "finished");
     assert!(m["shard"].is_null());
@@ -156,12 +162,8 @@ fn three_shards_merge_into_the_trials_of_one_run() {
     );
 
     // A trial recorded by two shards is refused.
-    let trial = format!("{}.parquet", trial_ids(&first)[0]);
-    std::fs::copy(
-        first.join("trials").join(&trial),
-        second.join("trials").join(&trial),
-    )
-    .unwrap();
+    let part = &tack_trace::table_files(&first, "trials").unwrap()[0];
+    std::fs::copy(part, second.join("trials/part-900-00000.parquet")).unwrap();
     let output = merge(dir.path(), &[&first, &second, &third], "traces/dup");
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("is in both run"));

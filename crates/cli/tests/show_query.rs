@@ -175,7 +175,9 @@ fn show_json_holds_the_row_every_span_and_every_message() {
     assert_eq!(spans.len(), count("spans"));
     assert_eq!(
         json["messages"].as_array().unwrap().len(),
-        count("messages")
+        tack_trace::trial_transcript(&run.run_dir, &trial)
+            .unwrap()
+            .len()
     );
     assert!(spans.iter().all(|s| s["sandbox_denials"].is_array()));
     assert!(spans.iter().any(|s| s["kind"] == "approval"));

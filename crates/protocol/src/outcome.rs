@@ -12,21 +12,26 @@ pub enum StopReason {
     TimeLimit,
     TokenLimit,
     CostLimit,
-    /// The model could not be called (provider error after retries).
+    /// The model refused the request or answered unusably (a client error,
+    /// a context-length error, garbage after retries).
     ModelError,
+    /// The provider stayed unreachable or overloaded (transport errors, 5xx,
+    /// 429) through every retry: an outage, not the model's doing.
+    ProviderUnavailable,
     /// tack itself failed (could not record, could not run a tool at all).
     HarnessError,
     Cancelled,
 }
 
 impl StopReason {
-    pub const ALL: [StopReason; 8] = [
+    pub const ALL: [StopReason; 9] = [
         StopReason::Completed,
         StopReason::StepLimit,
         StopReason::TimeLimit,
         StopReason::TokenLimit,
         StopReason::CostLimit,
         StopReason::ModelError,
+        StopReason::ProviderUnavailable,
         StopReason::HarnessError,
         StopReason::Cancelled,
     ];
@@ -39,6 +44,7 @@ impl StopReason {
             StopReason::TokenLimit => "token_limit",
             StopReason::CostLimit => "cost_limit",
             StopReason::ModelError => "model_error",
+            StopReason::ProviderUnavailable => "provider_unavailable",
             StopReason::HarnessError => "harness_error",
             StopReason::Cancelled => "cancelled",
         }
@@ -77,7 +83,10 @@ pub enum TrialOutcome {
     Limit,
     ModelError,
     HarnessError,
-    /// The task's environment could not be prepared or checked.
+    /// Not the agent's doing nor tack's: the task's environment could not be
+    /// prepared or checked (sandbox setup, workspace I/O), or the provider
+    /// was down through every retry. `--infra-retries` runs such a trial
+    /// again.
     InfraError,
     Cancelled,
 }
@@ -123,6 +132,7 @@ impl TrialOutcome {
             | StopReason::TokenLimit
             | StopReason::CostLimit => TrialOutcome::Limit,
             StopReason::ModelError => TrialOutcome::ModelError,
+            StopReason::ProviderUnavailable => TrialOutcome::InfraError,
             StopReason::HarnessError => TrialOutcome::HarnessError,
             StopReason::Cancelled => TrialOutcome::Cancelled,
         }

@@ -132,6 +132,10 @@ pub(crate) struct Permission {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct MessageView {
     pub index: u32,
+    /// The sequence number of the event that added it: messages sit
+    /// between spans by it.
+    #[serde(skip)]
+    pub seq: u64,
     pub role: String,
     pub content: String,
     pub tool_calls: Vec<ToolCallView>,
@@ -208,22 +212,24 @@ fn model_call(
     shown_upto: &mut u32,
     responses_shown: &mut BTreeSet<u32>,
 ) -> Item {
-    let from = span.messages_from.unwrap_or(0);
-    let to = span.messages_to.unwrap_or(from);
-    let new_messages = messages
-        .iter()
-        .filter(|m| m.index >= from.max(*shown_upto) && m.index < to)
+    // What the call was sent that no earlier call showed: the messages
+    // added before it.
+    let before = messages.iter().take_while(|m| m.seq < span.seq);
+    let new_messages = before
+        .clone()
+        .filter(|m| m.index >= *shown_upto)
         .filter(|m| m.role == "system" || m.role == "user")
         .cloned()
         .collect();
-    *shown_upto = (*shown_upto).max(to);
-    // The answer is the message appended right after what was sent; a failed
+    *shown_upto = (*shown_upto).max(before.count() as u32);
+    // The answer is the message added right after the call; a failed
     // attempt has none, and a retry must not show the same answer twice.
     let response = (span.status == "ok")
         .then(|| {
             messages
                 .iter()
-                .find(|m| m.index == to && m.role == "assistant")
+                .find(|m| m.seq > span.seq)
+                .filter(|m| m.role == "assistant")
         })
         .flatten()
         .filter(|m| responses_shown.insert(m.index))
@@ -251,7 +257,11 @@ fn model_call(
         cache_read: span.cache_read_tokens.filter(|&n| n > 0),
         finish_reason: span.finish_reason.clone(),
         duration_ms: span.duration_ms,
-        sent: format!("messages {from}–{}", to.saturating_sub(1)),
+        sent: match span.message_ids.as_ref().map(Vec::len) {
+            Some(1) => "1 message".to_string(),
+            Some(count) => format!("{count} messages"),
+            None => "—".to_string(),
+        },
         new_messages,
         response,
     }
@@ -363,6 +373,7 @@ fn message_view(m: &MessageRow) -> MessageView {
         .unwrap_or_default();
     MessageView {
         index: m.message_index,
+        seq: m.seq,
         role: m.role.clone(),
         content: m.content.clone(),
         tool_calls,

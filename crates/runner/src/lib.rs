@@ -6,6 +6,7 @@ mod clock;
 mod fingerprint;
 mod plan;
 mod replay;
+mod resume;
 mod trial;
 
 use std::path::PathBuf;
@@ -48,6 +49,8 @@ pub struct TrialSummary {
     pub variant: String,
     pub task: String,
     pub trial_index: u32,
+    /// 0 for the first attempt; more after `--infra-retries` or a resume.
+    pub attempt: u32,
     pub outcome: TrialOutcome,
     pub stop_reason: StopReason,
     #[serde(flatten)]
@@ -77,6 +80,26 @@ pub enum RunError {
     Suite(#[from] tack_suite::SuiteError),
     #[error(transparent)]
     Models(#[from] ModelError),
+    #[error(
+        "cannot resume {run_dir}: {difference}; resume with the suite and flags the run started with (see command_line in its manifest.json), or start a new run"
+    )]
+    PlanMismatch {
+        run_dir: PathBuf,
+        difference: String,
+    },
+    #[error("cannot resume {run_dir}: {reason}")]
+    NotResumable { run_dir: PathBuf, reason: String },
+}
+
+impl RunError {
+    /// Whether the error is in what the user asked for (exit 2) rather than
+    /// in running it.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            RunError::Plan(_) | RunError::PlanMismatch { .. } | RunError::NotResumable { .. }
+        )
+    }
 }
 
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
@@ -106,7 +129,7 @@ impl CancelFlag {
 }
 
 /// Runs the plan and returns the summary of every trial that ran, in plan
-/// order.
+/// order (the last attempt of each).
 pub async fn run(
     plan: RunPlan,
     progress: ProgressFn,
@@ -119,25 +142,63 @@ pub async fn run(
         count: s.count,
         plan: plan_identity(&all),
     });
-    let trials = plan.shard_trials(&models)?;
+    let planned = plan.shard_trials(&models)?;
     let mut manifest = manifest_for(&plan, models.price_version()).await?;
     manifest.shard = shard;
-    let writer = RunWriter::create(&plan.traces_root, &manifest)?;
+    let (writer, manifest, trials) = if plan.resume {
+        let resumed = resume::prepare(&plan, manifest, planned)?;
+        (resumed.writer, resumed.manifest, resumed.to_run)
+    } else {
+        let writer = RunWriter::create(&plan.traces_root, &manifest)?;
+        (writer, manifest, planned)
+    };
     let total = trials.len();
     progress(Progress::Started {
         run_id: manifest.run_id.clone(),
         run_dir: writer.dir().to_path_buf(),
         total,
     });
-
-    let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
-    let done = Arc::new(AtomicUsize::new(0));
     let context = Arc::new(RunContext {
         hidden: plan.hidden_paths(),
         suite: plan.suite.clone(),
         models,
         interactive: plan.interactive.clone(),
     });
+    let summaries = run_trials(
+        &context,
+        trials,
+        &plan,
+        &manifest.run_id,
+        &writer,
+        progress,
+        cancel,
+    )
+    .await?;
+    let interrupted = summaries.len() < total;
+    let run_id = manifest.run_id.clone();
+    close(&writer, manifest, interrupted)?;
+    Ok(RunResult {
+        run_id,
+        run_dir: writer.dir().to_path_buf(),
+        trials: summaries,
+        interrupted,
+    })
+}
+
+/// Runs every trial, `plan.jobs` at a time, each again after an infra error
+/// up to `plan.infra_retries` times.
+async fn run_trials(
+    context: &Arc<RunContext>,
+    trials: Vec<TrialSpec>,
+    plan: &RunPlan,
+    run_id: &str,
+    writer: &RunWriter,
+    progress: ProgressFn,
+    cancel: CancelFlag,
+) -> Result<Vec<TrialSummary>, RunError> {
+    let total = trials.len();
+    let semaphore = Arc::new(Semaphore::new(plan.jobs.max(1)));
+    let done = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::with_capacity(total);
     for spec in trials {
         let (semaphore, done, context, writer, progress, cancel) = (
@@ -148,13 +209,21 @@ pub async fn run(
             progress.clone(),
             cancel.clone(),
         );
-        let run_id = manifest.run_id.clone();
+        let run_id = run_id.to_string();
+        let last_attempt = spec.attempt + plan.infra_retries;
         handles.push(tokio::spawn(async move {
             let _permit = semaphore.acquire_owned().await;
-            if cancel.is_cancelled() {
-                return None;
-            }
-            let summary = trial::run_trial(&context, &spec, &run_id, &writer).await;
+            let mut spec = spec;
+            let summary = loop {
+                if cancel.is_cancelled() {
+                    return None;
+                }
+                let summary = trial::run_trial(&context, &spec, &run_id, &writer).await;
+                if summary.outcome != TrialOutcome::InfraError || spec.attempt >= last_attempt {
+                    break summary;
+                }
+                spec = spec.next_attempt();
+            };
             let done = done.fetch_add(1, Ordering::SeqCst) + 1;
             progress(Progress::TrialFinished {
                 summary: summary.clone(),
@@ -176,7 +245,11 @@ pub async fn run(
             }
         }
     }
-    let interrupted = summaries.len() < total;
+    Ok(summaries)
+}
+
+/// Writes the last parts and the final manifest.
+fn close(writer: &RunWriter, manifest: Manifest, interrupted: bool) -> Result<(), RunError> {
     let mut finished = manifest;
     finished.finished_at = Some(rfc3339_now());
     finished.status = if interrupted {
@@ -186,18 +259,15 @@ pub async fn run(
     };
     // Read back from the spans just written; should that fail, the manifest
     // is still closed, and the error then reported.
-    let answered = tack_trace::answered_models(writer.dir());
+    let answered = writer
+        .flush()
+        .and_then(|()| tack_trace::answered_models(writer.dir()));
     if let (Ok(answered), Some(print)) = (&answered, finished.fingerprint.as_mut()) {
         print.record_models_answered(answered);
     }
     writer.close(&finished)?;
     answered?;
-    Ok(RunResult {
-        run_id: finished.run_id,
-        run_dir: writer.dir().to_path_buf(),
-        trials: summaries,
-        interrupted,
-    })
+    Ok(())
 }
 
 async fn manifest_for(plan: &RunPlan, price_table: &str) -> Result<Manifest, RunError> {

@@ -34,6 +34,12 @@ pub struct RunPlan {
     pub interactive: Option<Arc<dyn tack_agent::Approver>>,
     /// Run only this slice of the trials (`tack run --shard`).
     pub shard: Option<ShardSpec>,
+    /// Run a trial that ended in `infra_error` again, up to this many
+    /// times; every attempt is recorded.
+    pub infra_retries: u32,
+    /// Continue the stopped run `traces_root/run_id` instead of starting
+    /// one: its finished trials are kept, the rest run (`tack run --resume`).
+    pub resume: bool,
 }
 
 /// Slice `index` (1-based) of `count` of a plan's trials.
@@ -62,6 +68,9 @@ pub struct TrialSpec {
     pub variant: String,
     pub task: String,
     pub trial_index: u32,
+    /// 0 the first time this (variant, task, trial) runs; each rerun (after
+    /// an infra error, or of a trial a crash cut off) counts up.
+    pub attempt: u32,
     pub seed: u64,
     pub keep_failed_workspace: bool,
     pub replay: Option<Arc<RecordedAnswers>>,
@@ -87,6 +96,26 @@ pub enum PlanError {
     NoTrials,
     #[error("shard {index}/{count} is out of range: the index must be between 1 and the count")]
     BadShard { index: u32, count: u32 },
+}
+
+impl TrialSpec {
+    /// The same trial, run again: same seed, its own id and journal.
+    pub fn next_attempt(&self) -> TrialSpec {
+        self.with_attempt(self.attempt + 1)
+    }
+
+    pub fn with_attempt(&self, attempt: u32) -> TrialSpec {
+        let base = format!("{}--{}--{}", self.variant, self.task, self.trial_index);
+        TrialSpec {
+            trial_id: if attempt == 0 {
+                base
+            } else {
+                format!("{base}--attempt{attempt}")
+            },
+            attempt,
+            ..self.clone()
+        }
+    }
 }
 
 impl std::fmt::Debug for RunPlan {
@@ -187,6 +216,7 @@ impl RunPlan {
                         variant: variant.name.clone(),
                         task: task.id.clone(),
                         trial_index: index,
+                        attempt: 0,
                         seed: trial_seed(self.seed, &variant.name, &task.id, index),
                         keep_failed_workspace: self.keep_failed_workspaces,
                         replay: self.replay.clone(),

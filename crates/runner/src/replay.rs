@@ -44,6 +44,8 @@ pub fn replay_plan(
         hidden: Vec::new(),
         interactive: None,
         shard: None,
+        infra_retries: 0,
+        resume: false,
         suite,
     };
     Ok((plan, warning))

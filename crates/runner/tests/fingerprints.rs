@@ -66,6 +66,8 @@ async fn run_once(suite: &Path, traces: &Path, run_id: &str) -> Manifest {
         hidden: Vec::new(),
         interactive: None,
         shard: None,
+        infra_retries: 0,
+        resume: false,
     };
     let result = run(plan, Arc::new(|_| {}), CancelFlag::default())
         .await

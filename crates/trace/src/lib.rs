@@ -1,24 +1,29 @@
 //! Traces: every trial of a run recorded as Parquet under `traces/<run-id>/`.
 //!
-//! Layout: `manifest.json`, and three tables as directories of per-trial
-//! Parquet files (`trials/`, `spans/`, `messages/`, see [`schema`]). A trial is
-//! journalled event by event to `journal/<trial-id>.jsonl` while it runs, then
-//! written to Parquet under a temporary name and renamed when it ends: a
-//! Parquet file is unreadable until its footer is written, so a crash costs at
-//! most the trials still running, and their journals remain for
+//! Layout: `manifest.json`, and three tables as directories of Parquet part
+//! files (`trials/`, `spans/`, `messages/`, see [`schema`]), each part holding
+//! up to a thousand trials; messages are stored once per run by content
+//! address. A trial is journalled event by event to
+//! `journal/<trial-id>.jsonl` while it runs; its rows go into the open part
+//! when it ends, and its journal is removed once that part is written under a
+//! temporary name, fsynced and renamed. A Parquet file is unreadable until its
+//! footer is written, so a crash loses nothing: the journals remain for
 //! [`recover_journals`].
 
+mod compact;
 mod drift;
 mod error;
 mod fingerprint;
 mod fsutil;
 mod manifest;
+mod parts;
 mod reader;
 mod recorded;
 mod rows;
 pub mod schema;
 mod writer;
 
+pub use compact::{Compaction, compact, finish_pending};
 pub use drift::{
     EnvironmentDrift, EnvironmentKey, RunDrift, Side, TaskDrift, TaskPart, VariantChange,
     VariantDrift, drift, variant_drift,
@@ -30,6 +35,10 @@ pub use fingerprint::{
 pub use manifest::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, Resume, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
+pub use parts::{PartLimits, adopt_parts};
 pub use reader::{count_rows, read_table, read_table_files, table_files};
-pub use recorded::{RecordedAnswers, recorded_answers, trial_identity};
-pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress};
+pub use recorded::{
+    RecordedAnswers, RecordedTrial, TranscriptMessage, legacy_message_id, recorded_answers,
+    recorded_trials, trial_identity, trial_transcript,
+};
+pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids};

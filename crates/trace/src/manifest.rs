@@ -149,8 +149,86 @@ impl Manifest {
         crate::fsutil::write_atomically(&path, text.as_bytes())
     }
 
+    /// The first difference between the plans of two runs (`self` recorded,
+    /// `other` asked for): the suite's content, the variants and their
+    /// configuration, the tasks, the trials per task, the seed, and the
+    /// shard slicing. Runs with the same plan run the same trials with the
+    /// same seeds: shards that can be merged, or a run and its resume.
+    pub fn plan_difference(&self, other: &Manifest) -> Option<String> {
+        let variants = |m: &Manifest| -> Vec<(String, String, serde_json::Value)> {
+            m.variants
+                .iter()
+                .map(|v| (v.name.clone(), v.model.clone(), v.config.clone()))
+                .collect()
+        };
+        let names = |m: &Manifest| -> Vec<String> {
+            m.variants
+                .iter()
+                .map(|v| format!("{} ({})", v.name, v.model))
+                .collect()
+        };
+        let plan = |m: &Manifest| m.shard.as_ref().map(|s| (s.count, s.plan.clone()));
+        let slicing = |m: &Manifest| match &m.shard {
+            Some(shard) => format!("{} shards", shard.count),
+            None => "no shards".to_string(),
+        };
+        if self.suite.content_hash != other.suite.content_hash {
+            return Some(format!(
+                "the suite's content differs (hash {} recorded, {} now): a file of the suite changed",
+                short(&self.suite.content_hash),
+                short(&other.suite.content_hash)
+            ));
+        }
+        if variants(self) != variants(other) {
+            let (was, now) = (names(self), names(other));
+            return Some(if was == now {
+                format!(
+                    "the configuration of the variants differs (variants {})",
+                    was.join(", ")
+                )
+            } else {
+                format!(
+                    "the variants differ: [{}] recorded, [{}] now",
+                    was.join(", "),
+                    now.join(", ")
+                )
+            });
+        }
+        if self.tasks != other.tasks {
+            return Some(format!(
+                "the tasks differ: [{}] recorded, [{}] now",
+                self.tasks.join(", "),
+                other.tasks.join(", ")
+            ));
+        }
+        if self.trials_per_task != other.trials_per_task {
+            return Some(format!(
+                "the trials per task differ: {} recorded, {} now",
+                self.trials_per_task, other.trials_per_task
+            ));
+        }
+        if self.seed != other.seed {
+            return Some(format!(
+                "the seed differs: {} recorded, {} now",
+                self.seed, other.seed
+            ));
+        }
+        if plan(self) != plan(other) {
+            return Some(format!(
+                "the plan (its trial ids) or the shard count differs: {} recorded, {} now",
+                slicing(self),
+                slicing(other)
+            ));
+        }
+        None
+    }
+
     /// Whether any variant's results come from a built-in simulated model.
     pub fn has_simulated_models(&self) -> bool {
         self.variants.iter().any(|v| v.simulated)
     }
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }

@@ -2,11 +2,14 @@
 
 use std::sync::Arc;
 
+use arrow_array::builder::{ListBuilder, StringBuilder, UInt64Builder};
 use arrow_array::{
     ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
     UInt32Array, UInt64Array,
 };
-use tack_protocol::{Event, TrialFinished, TrialStarted, Usage};
+use arrow_schema::{DataType, Field};
+use sha2::{Digest, Sha256};
+use tack_protocol::{Event, Message, TrialFinished, TrialStarted, Usage};
 
 use crate::TraceError;
 use crate::schema::{kind, messages_schema, spans_schema, trials_schema};
@@ -56,6 +59,7 @@ pub(crate) fn trial_batch(
     started: &TrialStarted,
     finished: &TrialFinished,
     tool_calls: u32,
+    transcript: &Transcript,
 ) -> Result<RecordBatch, TraceError> {
     let s = [(started, finished)];
     let usage = |get: fn(&Usage) -> u64| u64s(&s, move |(_, f)| Some(get(&f.totals.usage)));
@@ -92,8 +96,114 @@ pub(crate) fn trial_batch(
             i64s(&s, |(t, _)| Some(t.started_at_ms)),
             u64s(&s, |(_, f)| Some(f.duration_ms)),
             strings(&s, |(_, f)| f.error.as_deref()),
+            id_lists([Some(transcript.ids())]),
+            seq_list(transcript.entries.iter().map(|e| e.seq)),
         ],
     )
+}
+
+/// A list column of message ids, one list (or null) per row.
+fn id_lists<'a, I, L>(rows: I) -> ArrayRef
+where
+    I: IntoIterator<Item = Option<L>>,
+    L: IntoIterator<Item = &'a str>,
+{
+    let item = Arc::new(Field::new_list_field(DataType::Utf8, false));
+    let mut builder = ListBuilder::new(StringBuilder::new()).with_field(item);
+    for row in rows {
+        match row {
+            Some(ids) => {
+                for id in ids {
+                    builder.values().append_value(id);
+                }
+                builder.append(true);
+            }
+            None => builder.append(false),
+        }
+    }
+    Arc::new(builder.finish())
+}
+
+/// A one-row list column of sequence numbers.
+fn seq_list(seqs: impl Iterator<Item = u64>) -> ArrayRef {
+    let item = Arc::new(Field::new_list_field(DataType::UInt64, false));
+    let mut builder = ListBuilder::new(UInt64Builder::new()).with_field(item);
+    for seq in seqs {
+        builder.values().append_value(seq);
+    }
+    builder.append(true);
+    Arc::new(builder.finish())
+}
+
+/// A message's content address: the same role, content, tool calls and
+/// tool call id give the same id in every trial and every run.
+pub(crate) fn message_id(message: &Message, tool_calls_json: Option<&str>) -> String {
+    let mut hash = Sha256::new();
+    for part in [
+        message.role.as_str(),
+        &message.content,
+        tool_calls_json.unwrap_or(""),
+        message.tool_call_id.as_deref().unwrap_or(""),
+    ] {
+        // Length-prefixed, so no two different messages hash the same bytes.
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One message of a trial's history: its id and the event that added it.
+pub(crate) struct TranscriptEntry<'e> {
+    pub index: u32,
+    pub seq: u64,
+    pub id: String,
+    pub message: &'e Message,
+    pub tool_calls_json: Option<String>,
+}
+
+/// A trial's messages in history order, each with its content address.
+pub(crate) struct Transcript<'e> {
+    pub entries: Vec<TranscriptEntry<'e>>,
+}
+
+impl<'e> Transcript<'e> {
+    pub fn of(events: &'e [(u64, Event)]) -> Transcript<'e> {
+        let mut entries: Vec<TranscriptEntry> = events
+            .iter()
+            .filter_map(|(seq, event)| match event {
+                Event::Message { index, message } => {
+                    let calls = (!message.tool_calls.is_empty())
+                        .then(|| serde_json::to_string(&message.tool_calls).unwrap_or_default());
+                    Some(TranscriptEntry {
+                        index: *index,
+                        seq: *seq,
+                        id: message_id(message, calls.as_deref()),
+                        message,
+                        tool_calls_json: calls,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        entries.sort_by_key(|e| e.index);
+        Transcript { entries }
+    }
+
+    fn ids(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.id.as_str())
+    }
+
+    /// The ids of history positions `[from, to)`; positions never recorded
+    /// (a torn journal) are left out rather than invented.
+    fn range(&self, from: u32, to: u32) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter(move |e| e.index >= from && e.index < to)
+            .map(|e| e.id.as_str())
+    }
 }
 
 /// A span row: a model call, a tool call or a check, with its sequence number.
@@ -179,6 +289,7 @@ impl Span<'_> {
 pub(crate) fn spans_batch(
     started: &TrialStarted,
     events: &[(u64, Event)],
+    transcript: &Transcript,
 ) -> Result<RecordBatch, TraceError> {
     let rows: Vec<Span> = events
         .iter()
@@ -239,8 +350,10 @@ pub(crate) fn spans_batch(
             u64s(&rows, |r| r.model().map(|m| m.retry_wait_ms)),
             u64s(&rows, |r| r.model().map(|m| m.rate_limit_wait_ms)),
             strings(&rows, |r| r.model().and_then(|m| m.fault.as_deref())),
-            u32s(&rows, |r| r.model().map(|m| m.messages_from)),
-            u32s(&rows, |r| r.model().map(|m| m.messages_to)),
+            id_lists(rows.iter().map(|r| {
+                r.model()
+                    .map(|m| transcript.range(m.messages_from, m.messages_to))
+            })),
             strings(&rows, |r| {
                 r.tool()
                     .map(|t| t.tool_name.as_str())
@@ -297,33 +410,22 @@ pub(crate) fn spans_batch(
     )
 }
 
+/// The rows of the messages table for `entries`: the caller passes only the
+/// messages its run has not stored yet.
 pub(crate) fn messages_batch(
-    started: &TrialStarted,
-    events: &[(u64, Event)],
+    run_id: &str,
+    entries: &[&TranscriptEntry],
 ) -> Result<RecordBatch, TraceError> {
-    let rows: Vec<(u64, u32, &tack_protocol::Message, Option<String>)> = events
-        .iter()
-        .filter_map(|(seq, event)| match event {
-            Event::Message { index, message } => {
-                let calls = (!message.tool_calls.is_empty())
-                    .then(|| serde_json::to_string(&message.tool_calls).unwrap_or_default());
-                Some((*seq, *index, message, calls))
-            }
-            _ => None,
-        })
-        .collect();
     batch(
         "messages",
         messages_schema(),
         vec![
-            strings(&rows, |_| Some(&started.run_id)),
-            strings(&rows, |_| Some(&started.trial_id)),
-            u32s(&rows, |r| Some(r.1)),
-            u64s(&rows, |r| Some(r.0)),
-            strings(&rows, |r| Some(r.2.role.as_str())),
-            strings(&rows, |r| Some(&r.2.content)),
-            strings(&rows, |r| r.3.as_deref()),
-            strings(&rows, |r| r.2.tool_call_id.as_deref()),
+            strings(entries, |_| Some(run_id)),
+            strings(entries, |e| Some(&e.id)),
+            strings(entries, |e| Some(e.message.role.as_str())),
+            strings(entries, |e| Some(&e.message.content)),
+            strings(entries, |e| e.tool_calls_json.as_deref()),
+            strings(entries, |e| e.message.tool_call_id.as_deref()),
         ],
     )
 }

@@ -8,7 +8,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use std::sync::{Arc, OnceLock};
 
 /// Directory names, below `traces/<run-id>/`, of the three tables. Each holds
-/// one Parquet file per finished trial, `<trial-id>.parquet`.
+/// part files, `part-<session>-<seq>.parquet`, of many finished trials each
+/// (runs written before schema version 3: one file per trial).
 pub const TRIALS_DIR: &str = "trials";
 pub const SPANS_DIR: &str = "spans";
 pub const MESSAGES_DIR: &str = "messages";
@@ -68,8 +69,16 @@ pub mod col {
     pub const PERMISSION_PART: &str = "permission_part";
     pub const APPROVED: &str = "approved";
     pub const APPROVER: &str = "approver";
+    /// Model calls of runs before schema version 3: the messages sent, as
+    /// the index range `[messages_from, messages_to)` of the trial's history.
     pub const MESSAGES_FROM: &str = "messages_from";
     pub const MESSAGES_TO: &str = "messages_to";
+    /// On a model call: the ids of the messages it sent, in order. On a
+    /// trial: its transcript, every message in the order it was added.
+    pub const MESSAGE_IDS: &str = "message_ids";
+    /// On a trial, beside `message_ids`: the sequence number of the event
+    /// that added each message, to interleave messages with spans.
+    pub const MESSAGE_SEQS: &str = "message_seqs";
     pub const TOOL_NAME: &str = "gen_ai_tool_name";
     pub const TOOL_CALL_ID: &str = "gen_ai_tool_call_id";
     pub const TOOL_ARGUMENTS: &str = "tool_arguments";
@@ -82,11 +91,32 @@ pub mod col {
     pub const CHECK_PASSED: &str = "check_passed";
     pub const CHECK_OUTPUT: &str = "check_output";
 
+    /// Runs before schema version 3 kept messages per trial, by position.
     pub const MESSAGE_INDEX: &str = "message_index";
+    /// A message's content address within its run: 16 hex digits of the
+    /// SHA-256 of its role, content, tool calls and tool call id.
+    pub const MESSAGE_ID: &str = "message_id";
     pub const ROLE: &str = "role";
     pub const CONTENT: &str = "content";
     pub const TOOL_CALLS_JSON: &str = "tool_calls_json";
 }
+
+/// Free-text columns: what commands printed, what the model was shown,
+/// arguments and errors. Readers fetch them, never filter on their range.
+pub const BULK_TEXT: [&str; 12] = [
+    col::TOOL_ARGUMENTS,
+    col::TOOL_RESULT,
+    col::STDOUT,
+    col::STDERR,
+    col::CHECK_COMMAND,
+    col::CHECK_OUTPUT,
+    col::ERROR,
+    col::CONTENT,
+    col::TOOL_CALLS_JSON,
+    col::SANDBOX_DENIALS,
+    col::PERMISSION_RULE,
+    col::PERMISSION_PART,
+];
 
 /// Values of the `kind` column of the spans table.
 pub mod kind {
@@ -99,6 +129,11 @@ pub mod kind {
 
 fn field(name: &str, data_type: DataType, nullable: bool) -> Field {
     Field::new(name, data_type, nullable)
+}
+
+/// A list column's type: lists of non-null `item`s.
+pub fn list_of(item: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(item, false)))
 }
 
 /// One row per trial.
@@ -137,6 +172,8 @@ pub fn trials_schema() -> SchemaRef {
                 field(col::STARTED_AT_MS, Int64, false),
                 field(col::DURATION_MS, UInt64, false),
                 field(col::ERROR, Utf8, true),
+                field(col::MESSAGE_IDS, list_of(Utf8), false),
+                field(col::MESSAGE_SEQS, list_of(UInt64), false),
             ]))
         })
         .clone()
@@ -176,8 +213,7 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::RETRY_WAIT_MS, UInt64, true),
                 field(col::RATE_LIMIT_WAIT_MS, UInt64, true),
                 field(col::FAULT, Utf8, true),
-                field(col::MESSAGES_FROM, UInt32, true),
-                field(col::MESSAGES_TO, UInt32, true),
+                field(col::MESSAGE_IDS, list_of(Utf8), true),
                 field(col::TOOL_NAME, Utf8, true),
                 field(col::TOOL_CALL_ID, Utf8, true),
                 field(col::TOOL_ARGUMENTS, Utf8, true),
@@ -201,7 +237,8 @@ pub fn spans_schema() -> SchemaRef {
         .clone()
 }
 
-/// One row per conversation message, each stored once.
+/// One row per distinct message of the run: a system prompt or instruction
+/// that every trial sent, or a tool result that repeats, is stored once.
 pub fn messages_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
@@ -209,9 +246,7 @@ pub fn messages_schema() -> SchemaRef {
             use DataType::*;
             Arc::new(Schema::new(vec![
                 field(col::RUN_ID, Utf8, false),
-                field(col::TRIAL_ID, Utf8, false),
-                field(col::MESSAGE_INDEX, UInt32, false),
-                field(col::SEQ, UInt64, false),
+                field(col::MESSAGE_ID, Utf8, false),
                 field(col::ROLE, Utf8, false),
                 field(col::CONTENT, Utf8, false),
                 field(col::TOOL_CALLS_JSON, Utf8, true),

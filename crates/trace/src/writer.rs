@@ -1,21 +1,20 @@
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use arrow_array::RecordBatch;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 use tack_protocol::{
     Event, EventSink, RunTotals, SinkError, StopReason, TrialFinished, TrialOutcome, TrialStarted,
     Usage,
 };
 
-use crate::fsutil::temporary_path;
-use crate::rows::{messages_batch, spans_batch, trial_batch};
-use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
-use crate::{Manifest, RunStatus, TraceError};
+use crate::compact::{compact, finish_pending};
+use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows};
+use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
+use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
+use crate::{Manifest, RunStatus, TraceError, read_table_files};
 
 /// Holds the id of the process writing the run, while it runs.
 const PID_FILE: &str = "run.pid";
@@ -29,28 +28,89 @@ pub fn run_in_progress(run_dir: &Path) -> bool {
         .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
 }
 
-/// A run's trace directory, being written.
+fn claim(run_dir: &Path) -> Result<(), TraceError> {
+    let pid = run_dir.join(PID_FILE);
+    fs::write(&pid, std::process::id().to_string()).map_err(|e| TraceError::io(&pid, e))
+}
+
+/// A run's trace directory, being written. Clones share one part writer, so
+/// the trials of a run, however many run at once, go into the same parts.
 #[derive(Debug, Clone)]
 pub struct RunWriter {
     dir: PathBuf,
+    limits: PartLimits,
+    parts: Arc<Mutex<PartWriter>>,
 }
 
 impl RunWriter {
     /// Creates `root/<run-id>/` with its table directories and manifest.
     pub fn create(root: &Path, manifest: &Manifest) -> Result<RunWriter, TraceError> {
+        RunWriter::create_with_limits(root, manifest, PartLimits::default())
+    }
+
+    /// As [`RunWriter::create`], closing parts at `limits`.
+    pub fn create_with_limits(
+        root: &Path,
+        manifest: &Manifest,
+        limits: PartLimits,
+    ) -> Result<RunWriter, TraceError> {
         let dir = root.join(&manifest.run_id);
         for sub in [TRIALS_DIR, SPANS_DIR, MESSAGES_DIR, JOURNAL_DIR] {
             let path = dir.join(sub);
             fs::create_dir_all(&path).map_err(|e| TraceError::io(&path, e))?;
         }
         manifest.write(&dir)?;
-        let pid = dir.join(PID_FILE);
-        fs::write(&pid, std::process::id().to_string()).map_err(|e| TraceError::io(&pid, e))?;
-        Ok(RunWriter { dir })
+        claim(&dir)?;
+        RunWriter::over(dir, limits)
     }
 
-    /// Writes the final manifest and marks the run as no longer in progress.
+    /// Continues writing a run that stopped: new trials go into new parts
+    /// beside the old ones. Recover the run's journals first
+    /// ([`recover_journals`]): a journal left here would be taken for a
+    /// trial of this process.
+    pub fn reopen(run_dir: &Path, manifest: &Manifest) -> Result<RunWriter, TraceError> {
+        if run_in_progress(run_dir) {
+            return Err(TraceError::Format {
+                path: run_dir.to_path_buf(),
+                message: "another tack process is writing this run (see run.pid); wait for it \
+                          to end or stop it first"
+                    .to_string(),
+            });
+        }
+        let journal = run_dir.join(JOURNAL_DIR);
+        fs::create_dir_all(&journal).map_err(|e| TraceError::io(&journal, e))?;
+        manifest.write(run_dir)?;
+        claim(run_dir)?;
+        RunWriter::over(run_dir.to_path_buf(), PartLimits::default())
+    }
+
+    fn over(dir: PathBuf, limits: PartLimits) -> Result<RunWriter, TraceError> {
+        let parts = PartWriter::open(&dir, limits)?;
+        Ok(RunWriter {
+            dir,
+            limits,
+            parts: Arc::new(Mutex::new(parts)),
+        })
+    }
+
+    fn parts(&self) -> MutexGuard<'_, PartWriter> {
+        // A panic while holding the lock leaves at worst a part that is not
+        // yet visible; its trials still have their journals.
+        self.parts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Makes every finished trial readable: the open part is closed.
+    pub fn flush(&self) -> Result<(), TraceError> {
+        self.parts().flush()
+    }
+
+    /// Closes the open part, compacts the run's parts, writes the final
+    /// manifest and marks the run as no longer in progress.
     pub fn close(&self, manifest: &Manifest) -> Result<(), TraceError> {
+        self.flush()?;
+        compact(&self.dir, self.limits)?;
         manifest.write(&self.dir)?;
         let pid = self.dir.join(PID_FILE);
         fs::remove_file(&pid).map_err(|e| TraceError::io(&pid, e))
@@ -69,11 +129,13 @@ impl RunWriter {
             .join(format!("{}.jsonl", started.trial_id));
         let journal = OpenOptions::new()
             .create(true)
-            .append(true)
+            .truncate(true)
+            .write(true)
             .open(&path)
             .map_err(|e| TraceError::io(&path, e))?;
         let mut recorder = TrialRecorder {
             run_dir: self.dir.clone(),
+            parts: self.parts.clone(),
             journal_path: path,
             journal,
             started: started.clone(),
@@ -93,10 +155,11 @@ struct JournalLine {
 }
 
 /// Records one trial: every event is appended to the journal and flushed as it
-/// arrives; `finish` turns the trial into Parquet.
+/// arrives; `finish` hands the trial's rows to the run's open part.
 #[derive(Debug)]
 pub struct TrialRecorder {
     run_dir: PathBuf,
+    parts: Arc<Mutex<PartWriter>>,
     journal_path: PathBuf,
     journal: File,
     started: TrialStarted,
@@ -121,24 +184,33 @@ impl TrialRecorder {
         &self.started.trial_id
     }
 
-    /// Writes the trial's rows to the three tables and removes the journal.
-    /// The last event must be `TrialFinished`.
+    /// Adds the trial's rows to the run's open part. The journal stays until
+    /// that part is on disk. The last event must be `TrialFinished`.
     pub fn finish(self) -> Result<(), TraceError> {
-        write_trial(&self.run_dir, &self.started, &self.events)?;
-        fs::remove_file(&self.journal_path).map_err(|e| TraceError::io(&self.journal_path, e))
+        let rows = trial_rows(
+            &self.run_dir,
+            &self.started,
+            &self.events,
+            Some(self.journal_path),
+        )?;
+        self.parts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .append(rows)
     }
 }
 
-fn write_trial(
+fn trial_rows(
     run_dir: &Path,
     started: &TrialStarted,
     events: &[(u64, Event)],
-) -> Result<(), TraceError> {
+    journal: Option<PathBuf>,
+) -> Result<TrialRows, TraceError> {
     let finished = events
         .iter()
         .rev()
         .find_map(|(_, e)| match e {
-            Event::TrialFinished(f) => Some(f.clone()),
+            Event::TrialFinished(f) => Some(f),
             _ => None,
         })
         .ok_or_else(|| TraceError::Format {
@@ -149,62 +221,45 @@ fn write_trial(
         .iter()
         .filter(|(_, e)| matches!(e, Event::ToolCall(_)))
         .count() as u32;
-    let file = format!("{}.parquet", started.trial_id);
-    // Spans and messages first: a trial row only appears once its details are
-    // readable, so readers that start from `trials/` never miss them.
-    write_parquet(
-        &run_dir.join(SPANS_DIR).join(&file),
-        &spans_batch(started, events)?,
-    )?;
-    write_parquet(
-        &run_dir.join(MESSAGES_DIR).join(&file),
-        &messages_batch(started, events)?,
-    )?;
-    write_parquet(
-        &run_dir.join(TRIALS_DIR).join(&file),
-        &trial_batch(started, &finished, tool_calls)?,
-    )
+    let transcript = Transcript::of(events);
+    let entries: Vec<_> = transcript.entries.iter().collect();
+    Ok(TrialRows {
+        spans: spans_batch(started, events, &transcript)?,
+        messages: messages_batch(&started.run_id, &entries)?,
+        trials: trial_batch(started, finished, tool_calls, &transcript)?,
+        journal,
+    })
 }
 
-fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<(), TraceError> {
-    let parquet_error = |source| TraceError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    };
-    let temporary = temporary_path(path);
-    let file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
-    let level = ZstdLevel::try_new(3).map_err(parquet_error)?;
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .build();
-    let mut writer =
-        ArrowWriter::try_new(file, batch.schema(), Some(properties)).map_err(parquet_error)?;
-    writer.write(batch).map_err(parquet_error)?;
-    let file = writer.into_inner().map_err(parquet_error)?;
-    file.sync_all().map_err(|e| TraceError::io(&temporary, e))?;
-    fs::rename(&temporary, path).map_err(|e| TraceError::io(path, e))
-}
-
-/// Turns the journals of trials that never finished (tack was killed) into
-/// Parquet, marked `cancelled` with the reason, so an interrupted run keeps
-/// every event it recorded. Returns how many trials were recovered; a run
+/// Turns the journals of trials that never made it into a part (tack was
+/// killed) into rows, so an interrupted run keeps every event it recorded: a
+/// trial that had finished is stored as it ended, one cut off is stored as
+/// `cancelled` with the reason. Returns how many trials were recovered; a run
 /// still in progress is left alone. The manifest of a recovered run that
 /// still says `running` is marked `interrupted`.
 pub fn recover_journals(run_dir: &Path) -> Result<usize, TraceError> {
     if run_in_progress(run_dir) {
         return Ok(0);
     }
-    let journal_dir = run_dir.join(JOURNAL_DIR);
-    let Ok(entries) = fs::read_dir(&journal_dir) else {
-        return Ok(0);
-    };
+    finish_pending(run_dir)?;
+    remove_partial_parts(run_dir)?;
+    let journals = journal_files(run_dir)?;
     let mut recovered = 0;
-    for entry in entries {
-        let path = entry.map_err(|e| TraceError::io(&journal_dir, e))?.path();
-        if path.extension().is_some_and(|ext| ext == "jsonl") {
-            recover_journal(run_dir, &path)?;
-            recovered += 1;
+    if !journals.is_empty() {
+        // A crash between a part's rename and its journals' removal leaves
+        // journals of trials that are already stored.
+        let stored = stored_trial_ids(run_dir)?;
+        let mut parts = PartWriter::open(run_dir, PartLimits::default())?;
+        for path in journals {
+            match recover_journal(run_dir, &path, &stored)? {
+                Some(rows) => {
+                    parts.append(rows)?;
+                    recovered += 1;
+                }
+                None => fs::remove_file(&path).map_err(|e| TraceError::io(&path, e))?,
+            }
         }
+        parts.flush()?;
     }
     let mut manifest = Manifest::read(run_dir)?;
     if manifest.status == RunStatus::Running {
@@ -214,7 +269,65 @@ pub fn recover_journals(run_dir: &Path) -> Result<usize, TraceError> {
     Ok(recovered)
 }
 
-fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
+fn journal_files(run_dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
+    let dir = run_dir.join(JOURNAL_DIR);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| TraceError::io(&dir, e))?.path();
+        if path.extension().is_some_and(|ext| ext == "jsonl") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Parts a dead process was still writing: their trials are in journals.
+fn remove_partial_parts(run_dir: &Path) -> Result<(), TraceError> {
+    for table in PART_TABLES {
+        let dir = run_dir.join(table);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().ends_with(".partial") {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|e| TraceError::io(&path, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ids of the trials the run's tables hold.
+pub fn stored_trial_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
+    let mut ids = HashSet::new();
+    if !run_dir.join(TRIALS_DIR).is_dir() {
+        return Ok(ids);
+    }
+    for (path, batch) in read_table_files(run_dir, TRIALS_DIR, Some(&[col::TRIAL_ID]))? {
+        let column = batch
+            .column_by_name(col::TRIAL_ID)
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+            .ok_or_else(|| TraceError::Format {
+                path,
+                message: "the trials table has no trial_id column".to_string(),
+            })?;
+        ids.extend(column.iter().flatten().map(str::to_string));
+    }
+    Ok(ids)
+}
+
+/// The rows of one journal's trial, or `None` when a part already holds it.
+fn recover_journal(
+    run_dir: &Path,
+    path: &Path,
+    stored: &HashSet<String>,
+) -> Result<Option<TrialRows>, TraceError> {
     let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let mut events: Vec<(u64, Event)> = Vec::new();
     for line in BufReader::new(file).lines() {
@@ -234,45 +347,47 @@ fn recover_journal(run_dir: &Path, path: &Path) -> Result<(), TraceError> {
                     .to_string(),
         });
     };
+    if stored.contains(&started.trial_id) {
+        return Ok(None);
+    }
     if !events
         .iter()
         .any(|(_, e)| matches!(e, Event::TrialFinished(_)))
     {
-        let steps = events
-            .iter()
-            .filter(|(_, e)| matches!(e, Event::ModelCall(_)))
-            .count() as u32;
-        let tool_calls = events
-            .iter()
-            .filter(|(_, e)| matches!(e, Event::ToolCall(_)))
-            .count() as u32;
-        let mut usage = Usage::default();
-        for (_, event) in &events {
-            if let Event::ModelCall(call) = event {
-                usage += call.usage;
-            }
-        }
-        let finished = TrialFinished {
-            outcome: TrialOutcome::Cancelled,
-            stop_reason: StopReason::Cancelled,
-            totals: RunTotals {
-                steps,
-                usage,
-                tool_calls,
-                ..RunTotals::default()
-            },
-            feedback_rounds: 0,
-            tampered: false,
-            checks_passed: None,
-            duration_ms: 0,
-            finished_at_ms: started.started_at_ms,
-            error: Some(
-                "the run was interrupted before this trial finished; recovered from its journal"
-                    .to_string(),
-            ),
-        };
-        events.push((events.len() as u64, Event::TrialFinished(finished)));
+        events.push((
+            events.len() as u64,
+            Event::TrialFinished(cut_off(&started, &events)),
+        ));
     }
-    write_trial(run_dir, &started, &events)?;
-    fs::remove_file(path).map_err(|e| TraceError::io(path, e))
+    trial_rows(run_dir, &started, &events, Some(path.to_path_buf())).map(Some)
+}
+
+/// How a trial cut off by a crash ended: cancelled, with what it had used.
+fn cut_off(started: &TrialStarted, events: &[(u64, Event)]) -> TrialFinished {
+    let count = |matches: fn(&Event) -> bool| events.iter().filter(|(_, e)| matches(e)).count();
+    let mut usage = Usage::default();
+    for (_, event) in events {
+        if let Event::ModelCall(call) = event {
+            usage += call.usage;
+        }
+    }
+    TrialFinished {
+        outcome: TrialOutcome::Cancelled,
+        stop_reason: StopReason::Cancelled,
+        totals: RunTotals {
+            steps: count(|e| matches!(e, Event::ModelCall(_))) as u32,
+            usage,
+            tool_calls: count(|e| matches!(e, Event::ToolCall(_))) as u32,
+            ..RunTotals::default()
+        },
+        feedback_rounds: 0,
+        tampered: false,
+        checks_passed: None,
+        duration_ms: 0,
+        finished_at_ms: started.started_at_ms,
+        error: Some(
+            "the run was interrupted before this trial finished; recovered from its journal"
+                .to_string(),
+        ),
+    }
 }

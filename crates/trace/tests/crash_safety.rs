@@ -1,5 +1,5 @@
-//! A crash costs only the trials still running: finished trials are whole
-//! Parquet files, and left-over journals are recovered.
+//! A crash loses nothing: finished trials are in whole Parquet parts or
+//! still in their journals, and left-over journals are recovered.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
@@ -123,6 +123,7 @@ fn interrupted_trials_are_recovered_from_their_journals() {
     done.record(model_call(1)).unwrap();
     done.record(finished()).unwrap();
     done.finish().unwrap();
+    writer.flush().unwrap();
 
     // This one is cut off mid-trial, its last journal line torn.
     let mut crashed = writer.trial(started("crashed")).unwrap();
@@ -156,7 +157,13 @@ fn interrupted_trials_are_recovered_from_their_journals() {
     assert_eq!(outcomes(writer.dir()), ["cancelled", "passed"]);
     assert!(!journal.exists());
     assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
-    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 2);
+    // Both trials said "go": the run stores it once.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 1);
+    for trial in ["done", "crashed"] {
+        let transcript = tack_trace::trial_transcript(writer.dir(), trial).unwrap();
+        assert_eq!(transcript.len(), 1);
+        assert_eq!(transcript[0].message, Message::user("go"));
+    }
     // Nothing left to recover the second time.
     assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 0);
 }
@@ -168,8 +175,132 @@ fn no_partial_files_are_left_and_readers_skip_them() {
     let mut trial = writer.trial(started("a")).unwrap();
     trial.record(finished()).unwrap();
     trial.finish().unwrap();
+    writer.flush().unwrap();
     std::fs::write(writer.dir().join("trials/.b.parquet.partial"), b"torn").unwrap();
     assert_eq!(tack_trace::count_rows(writer.dir(), "trials").unwrap(), 1);
     let manifest = Manifest::read(writer.dir()).unwrap();
     assert_eq!(manifest.status, RunStatus::Running);
+}
+
+fn record_finished(writer: &RunWriter, id: &str) {
+    let mut trial = writer.trial(started(id)).unwrap();
+    trial
+        .record(Event::Message {
+            index: 0,
+            message: Message::user(format!("task {id}")),
+        })
+        .unwrap();
+    trial.record(model_call(1)).unwrap();
+    trial.record(finished()).unwrap();
+    trial.finish().unwrap();
+}
+
+fn part_files(run_dir: &std::path::Path, table: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(run_dir.join(table))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn finished_trials_of_a_part_not_yet_written_are_recovered_as_they_ended() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "a");
+    record_finished(&writer, "b");
+    // Killed before the open part was written: its rows were in memory only.
+    assert_eq!(outcomes(writer.dir()), Vec::<String>::new());
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 2);
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+    assert_eq!(part_files(writer.dir(), "trials").len(), 1);
+}
+
+#[test]
+fn a_journal_of_a_trial_already_in_a_part_is_not_recovered_twice() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "a");
+    let journal = writer.dir().join("journal/a.jsonl");
+    let kept = std::fs::read(&journal).unwrap();
+    writer.flush().unwrap();
+    // As if killed between the part's rename and the journal's removal.
+    std::fs::write(&journal, kept).unwrap();
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 0);
+    assert_eq!(outcomes(writer.dir()), ["passed"]);
+    assert!(!journal.exists());
+}
+
+#[test]
+fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        trials: 2,
+        bytes: usize::MAX,
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    for id in ["a", "b", "c", "d", "e"] {
+        record_finished(&writer, id);
+    }
+    // Two parts of two trials are written; the fifth trial's part is open.
+    assert_eq!(part_files(writer.dir(), "trials").len(), 2);
+    assert_eq!(outcomes(writer.dir()).len(), 4);
+    writer.flush().unwrap();
+    assert_eq!(
+        part_files(writer.dir(), "spans"),
+        part_files(writer.dir(), "trials")
+    );
+    assert_eq!(part_files(writer.dir(), "trials").len(), 3);
+    // The journals went with their parts.
+    assert_eq!(part_files(writer.dir(), "journal").len(), 0);
+
+    let combined = tack_trace::compact(writer.dir(), tack_trace::PartLimits::default()).unwrap();
+    assert_eq!((combined.parts_before, combined.parts_after), (3, 1));
+    assert_eq!(part_files(writer.dir(), "trials").len(), 1);
+    assert_eq!(part_files(writer.dir(), "messages").len(), 1);
+    assert_eq!(outcomes(writer.dir()).len(), 5);
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 5);
+    for id in ["a", "e"] {
+        let transcript = tack_trace::trial_transcript(writer.dir(), id).unwrap();
+        assert_eq!(transcript[0].message, Message::user(format!("task {id}")));
+    }
+    // Compacting a compact run changes nothing.
+    let again = tack_trace::compact(writer.dir(), tack_trace::PartLimits::default()).unwrap();
+    assert_eq!((again.parts_before, again.parts_after), (1, 1));
+}
+
+#[test]
+fn compaction_keeps_a_message_stored_by_two_runs_once() {
+    let root = tempfile::tempdir().unwrap();
+    let merged = root.path().join("merged");
+    std::fs::create_dir_all(&merged).unwrap();
+    for run in ["one", "two"] {
+        let mut m = manifest();
+        m.run_id = run.to_string();
+        let writer = RunWriter::create(root.path(), &m).unwrap();
+        // Same content in both runs: the same message id.
+        record_finished(&writer, &format!("{run}-x"));
+        let mut trial = writer.trial(started(&format!("{run}-y"))).unwrap();
+        trial
+            .record(Event::Message {
+                index: 0,
+                message: Message::user("shared"),
+            })
+            .unwrap();
+        trial.record(finished()).unwrap();
+        trial.finish().unwrap();
+        writer.close(&m).unwrap();
+        tack_trace::adopt_parts(writer.dir(), &merged).unwrap();
+    }
+    assert_eq!(part_files(&merged, "trials").len(), 2);
+    assert_eq!(tack_trace::count_rows(&merged, "messages").unwrap(), 4);
+    let done = tack_trace::compact(&merged, tack_trace::PartLimits::default()).unwrap();
+    assert_eq!(done.messages_deduplicated, 1);
+    assert_eq!(tack_trace::count_rows(&merged, "messages").unwrap(), 3);
+    assert_eq!(part_files(&merged, "trials").len(), 1);
+    assert_eq!(tack_trace::stored_trial_ids(&merged).unwrap().len(), 4);
 }

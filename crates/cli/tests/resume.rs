@@ -1,0 +1,326 @@
+//! `tack run --resume` after `kill -9`: the run is killed at several points
+//! (mid-run, right after a resume started, again mid-run), resumed each
+//! time, and in the end holds every planned (variant, task, trial) exactly
+//! once, with every trial that had finished before a kill unchanged.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, RecordBatch, StringArray};
+
+const VARIANTS: &str = "oracle,sim-full";
+const TASKS: &str = "median-even,leap-year-400,duration-minutes,slugify-dashes";
+const TRIALS: u32 = 3;
+
+fn demo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../suites/demo")
+}
+
+fn tack(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+    command.current_dir(dir);
+    for name in ["JOB_COMPLETION_INDEX", "TACK_SHARDS", "SLURM_ARRAY_TASK_ID"] {
+        command.env_remove(name);
+    }
+    command
+}
+
+fn start_run(dir: &Path) -> Child {
+    let demo = demo();
+    let trials = TRIALS.to_string();
+    tack(dir)
+        .args(["run", demo.to_str().unwrap(), "-v", VARIANTS, "-t", TASKS])
+        .args(["--trials", &trials, "-j", "2", "--no-report"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn start_resume(dir: &Path, run_dir: &Path) -> Child {
+    tack(dir)
+        .args(["run", "--resume", run_dir.to_str().unwrap(), "-j", "2"])
+        .arg("--no-report")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn kill(mut child: Child) {
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+fn journals(run_dir: &Path) -> Vec<String> {
+    std::fs::read_dir(run_dir.join("journal"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Trials that finished but whose part is not written yet: their journal
+/// holds the end event.
+fn finished_in_journals(run_dir: &Path) -> usize {
+    journals(run_dir)
+        .iter()
+        .filter(|j| j.contains("\"type\":\"trial_finished\""))
+        .count()
+}
+
+fn strings<'b>(batch: &'b RecordBatch, name: &str) -> &'b StringArray {
+    batch
+        .column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref()
+        .unwrap()
+}
+
+/// Every row of `table`, rendered, by trial id.
+fn rows(run_dir: &Path, table: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for batch in tack_trace::read_table(run_dir, table).unwrap() {
+        let ids = strings(&batch, "trial_id");
+        for i in 0..batch.num_rows() {
+            let row = format!("{:?}", batch.slice(i, 1).columns());
+            out.entry(ids.value(i).to_string()).or_default().push(row);
+        }
+    }
+    for rows in out.values_mut() {
+        rows.sort();
+    }
+    out
+}
+
+/// The rows of the trials that had finished before the last kill, as
+/// recovery (the first step of a resume) stores them.
+fn finished_rows(run_dir: &Path) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+    tack_trace::recover_journals(run_dir).unwrap();
+    let spans = rows(run_dir, "spans");
+    tack_trace::recorded_trials(run_dir)
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.outcome != "cancelled")
+        .map(|t| {
+            let trial = rows(run_dir, "trials").remove(&t.trial_id).unwrap();
+            let spans = spans.get(&t.trial_id).cloned().unwrap_or_default();
+            (t.trial_id, (trial, spans))
+        })
+        .collect()
+}
+
+fn run_dir_of(traces: &Path) -> PathBuf {
+    std::fs::read_dir(traces)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+fn manifest(run_dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("manifest.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_killed_at_several_points_resumes_to_every_trial_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+
+    // 1. Killed mid-run, with trials finished and others running.
+    let child = start_run(dir.path());
+    wait_for("the run to start", || {
+        traces.is_dir() && traces.read_dir().unwrap().count() == 1
+    });
+    let run_dir = run_dir_of(&traces);
+    wait_for("three finished trials", || {
+        finished_in_journals(&run_dir) >= 3
+    });
+    kill(child);
+    let mut kept = finished_rows(&run_dir);
+    assert!(kept.len() >= 3, "{} trials kept", kept.len());
+
+    // 2. Killed right after the resume began, before it finished a trial.
+    let child = start_resume(dir.path(), &run_dir);
+    wait_for("the resume to register", || {
+        manifest(&run_dir)["resumes"].as_array().map_or(0, Vec::len) == 1
+            && !journals(&run_dir).is_empty()
+    });
+    kill(child);
+    kept.extend(finished_rows(&run_dir));
+
+    // 3. Killed mid-run again.
+    let before = kept.len();
+    let child = start_resume(dir.path(), &run_dir);
+    wait_for("more finished trials", || {
+        finished_in_journals(&run_dir) >= 2
+    });
+    kill(child);
+    let now = finished_rows(&run_dir);
+    assert!(now.len() >= before + 2, "{before} then {}", now.len());
+    for (id, rows) in &kept {
+        assert_eq!(now.get(id), Some(rows), "trial {id} changed after a resume");
+    }
+    kept = now;
+
+    // 4. Resumed to the end.
+    let output: Output = tack(dir.path())
+        .args([
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--no-report",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let recorded = tack_trace::recorded_trials(&run_dir).unwrap();
+    let ids: BTreeSet<&str> = recorded.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(ids.len(), recorded.len(), "a trial id recorded twice");
+    let mut finished: BTreeMap<(String, String, u32), u32> = BTreeMap::new();
+    for trial in recorded.iter().filter(|t| t.outcome != "cancelled") {
+        *finished
+            .entry((trial.variant.clone(), trial.task.clone(), trial.trial_index))
+            .or_default() += 1;
+    }
+    let planned = VARIANTS.split(',').count() * TASKS.split(',').count() * TRIALS as usize;
+    assert_eq!(finished.len(), planned, "{finished:?}");
+    assert!(finished.values().all(|n| *n == 1), "{finished:?}");
+
+    let last = finished_rows(&run_dir);
+    for (id, rows) in &kept {
+        assert_eq!(
+            last.get(id),
+            Some(rows),
+            "trial {id} changed after a resume"
+        );
+    }
+
+    // Each cut-off trial is kept as a cancelled attempt, and reruns count
+    // up: a trial's attempts are 0, 1, … and only the last finished.
+    type Unit<'a> = (&'a str, &'a str, u32);
+    let mut attempts: BTreeMap<Unit, Vec<(u32, &str)>> = BTreeMap::new();
+    for t in &recorded {
+        attempts
+            .entry((&t.variant, &t.task, t.trial_index))
+            .or_default()
+            .push((t.attempt, &t.outcome));
+    }
+    for (unit, mut tries) in attempts {
+        tries.sort();
+        let numbers: Vec<u32> = tries.iter().map(|(attempt, _)| *attempt).collect();
+        assert_eq!(
+            numbers,
+            (0..tries.len() as u32).collect::<Vec<_>>(),
+            "{unit:?}"
+        );
+        let (_, last) = tries.pop().unwrap();
+        assert_ne!(last, "cancelled", "{unit:?}");
+        assert!(tries.iter().all(|(_, o)| *o == "cancelled"), "{unit:?}");
+    }
+    let manifest = manifest(&run_dir);
+    let resumes = manifest["resumes"].as_array().unwrap();
+    assert_eq!(resumes.len(), 3);
+    assert!(
+        resumes[0]["trials_kept"].as_u64().unwrap() >= 3,
+        "{resumes:?}"
+    );
+    assert_eq!(manifest["status"], "finished");
+    assert!(journals(&run_dir).is_empty());
+    // Compacted: one part per table.
+    for table in ["trials", "spans", "messages"] {
+        assert_eq!(
+            tack_trace::table_files(&run_dir, table).unwrap().len(),
+            1,
+            "{table}"
+        );
+    }
+}
+
+#[test]
+fn a_resume_that_would_change_the_plan_exits_2_and_names_the_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = tack(dir.path())
+        .args([
+            "run",
+            demo().to_str().unwrap(),
+            "-v",
+            "oracle",
+            "-t",
+            "median-even",
+        ])
+        .args(["--trials", "1", "--no-report", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run_dir = json["run"]["run_dir"].as_str().unwrap().to_string();
+    let run_dir = dir.path().join(run_dir);
+
+    let output = tack(dir.path())
+        .args([
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--trials",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the trials per task differ: 1 recorded, 2 now"),
+        "{stderr}"
+    );
+
+    // Resuming a finished run runs nothing and keeps what is there.
+    let output = tack(dir.path())
+        .args([
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--no-report",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["run"]["trials"].as_array().unwrap().len(), 0);
+    assert_eq!(tack_trace::recorded_trials(&run_dir).unwrap().len(), 1);
+
+    let output = tack(dir.path())
+        .args(["run", "--resume", dir.path().join("nope").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a run's trace directory"));
+}

@@ -1,0 +1,153 @@
+//! `tack run --resume`: a run that stopped (killed, Ctrl-C, a machine
+//! restart) continues where it was. Its finished trials are kept as they
+//! are; trials a crash cut off keep their partial record as a `cancelled`
+//! attempt and run again from the start as the next attempt; nothing that
+//! finished runs twice.
+
+use std::collections::HashMap;
+
+use tack_trace::{Manifest, RecordedTrial, Resume, RunStatus, RunWriter};
+
+use crate::{RunError, RunPlan, TrialSpec, rfc3339_now};
+
+pub(crate) struct Resumed {
+    pub writer: RunWriter,
+    /// The run's own manifest, with this resume added.
+    pub manifest: Manifest,
+    pub to_run: Vec<TrialSpec>,
+}
+
+/// Checks that `fresh` (the manifest this invocation would write) plans the
+/// same run as the recorded one, recovers the run's journals, and works out
+/// which of `planned` still have to run.
+pub(crate) fn prepare(
+    plan: &RunPlan,
+    fresh: Manifest,
+    planned: Vec<TrialSpec>,
+) -> Result<Resumed, RunError> {
+    let run_dir = plan.traces_root.join(&plan.run_id);
+    let not_resumable = |reason: String| RunError::NotResumable {
+        run_dir: run_dir.clone(),
+        reason,
+    };
+    let mut manifest = Manifest::read(&run_dir)
+        .map_err(|e| not_resumable(format!("{e}; is it a run's trace directory?")))?;
+    if let Some(difference) = manifest.plan_difference(&fresh) {
+        return Err(RunError::PlanMismatch {
+            run_dir,
+            difference,
+        });
+    }
+    if tack_trace::run_in_progress(&run_dir) {
+        return Err(not_resumable(
+            "a tack process is still writing it (see run.pid); resume once it has stopped"
+                .to_string(),
+        ));
+    }
+    tack_trace::recover_journals(&run_dir)?;
+    let recorded = tack_trace::recorded_trials(&run_dir)?;
+    let selection = select(planned, &recorded);
+    manifest.resumes.push(Resume {
+        at: rfc3339_now(),
+        command_line: plan.command_line.clone(),
+        trials_kept: selection.kept,
+        trials_interrupted: selection.interrupted,
+        trials_to_run: selection.to_run.len() as u32,
+    });
+    manifest.status = RunStatus::Running;
+    manifest.finished_at = None;
+    let writer = RunWriter::reopen(&run_dir, &manifest)?;
+    Ok(Resumed {
+        writer,
+        manifest,
+        to_run: selection.to_run,
+    })
+}
+
+struct Selection {
+    to_run: Vec<TrialSpec>,
+    kept: u32,
+    interrupted: u32,
+}
+
+/// A planned trial is done once any attempt of it ended other than
+/// `cancelled`; otherwise it runs as the attempt after the last recorded.
+fn select(planned: Vec<TrialSpec>, recorded: &[RecordedTrial]) -> Selection {
+    let mut attempts: HashMap<(&str, &str, u32), Vec<&RecordedTrial>> = HashMap::new();
+    for trial in recorded {
+        attempts
+            .entry((&trial.variant, &trial.task, trial.trial_index))
+            .or_default()
+            .push(trial);
+    }
+    let cancelled = tack_protocol::TrialOutcome::Cancelled.as_str();
+    let mut selection = Selection {
+        to_run: Vec::new(),
+        kept: 0,
+        interrupted: 0,
+    };
+    for spec in planned {
+        let key = (spec.variant.as_str(), spec.task.as_str(), spec.trial_index);
+        let earlier = attempts.get(&key).map(Vec::as_slice).unwrap_or_default();
+        if earlier.iter().any(|t| t.outcome != cancelled) {
+            selection.kept += 1;
+            continue;
+        }
+        if !earlier.is_empty() {
+            selection.interrupted += 1;
+        }
+        let next = earlier.iter().map(|t| t.attempt + 1).max().unwrap_or(0);
+        selection.to_run.push(spec.with_attempt(next));
+    }
+    selection
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(index: u32) -> TrialSpec {
+        TrialSpec {
+            trial_id: format!("v--t--{index}"),
+            variant: "v".to_string(),
+            task: "t".to_string(),
+            trial_index: index,
+            attempt: 0,
+            seed: 1,
+            keep_failed_workspace: false,
+            replay: None,
+        }
+    }
+
+    fn recorded(index: u32, attempt: u32, outcome: &str) -> RecordedTrial {
+        RecordedTrial {
+            trial_id: spec(index).with_attempt(attempt).trial_id,
+            variant: "v".to_string(),
+            task: "t".to_string(),
+            trial_index: index,
+            attempt,
+            outcome: outcome.to_string(),
+        }
+    }
+
+    #[test]
+    fn finished_trials_are_kept_and_cut_off_ones_run_as_the_next_attempt() {
+        let recorded = [
+            recorded(0, 0, "passed"),
+            recorded(1, 0, "cancelled"),
+            recorded(2, 0, "cancelled"),
+            recorded(2, 1, "infra_error"),
+            recorded(3, 0, "cancelled"),
+            recorded(3, 1, "cancelled"),
+        ];
+        let selection = select((0..5).map(spec).collect(), &recorded);
+        assert_eq!((selection.kept, selection.interrupted), (2, 2));
+        let ids: Vec<&str> = selection
+            .to_run
+            .iter()
+            .map(|s| s.trial_id.as_str())
+            .collect();
+        assert_eq!(ids, ["v--t--1--attempt1", "v--t--3--attempt2", "v--t--4"]);
+        assert_eq!(selection.to_run[1].attempt, 2);
+    }
+}

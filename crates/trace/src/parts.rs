@@ -1,0 +1,362 @@
+//! Part files: each table of a run is written as a few large Parquet files
+//! rather than one file per trial. A small file costs a Parquet footer and a
+//! file-system entry per trial and compresses nothing across trials; a part
+//! holds up to [`PartLimits::trials`] trials, so the same system prompt or
+//! tool output compresses once per part, and a million trials are a
+//! thousand files per table.
+//!
+//! A part is written under a temporary name and renamed once complete,
+//! spans and messages before trials, so a trial row is only visible once
+//! its details are. Until then the trials it holds keep their journals,
+//! which is what makes a crash lose nothing.
+
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, RecordBatch, StringArray};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use crate::TraceError;
+use crate::fsutil::temporary_path;
+use crate::reader::read_table_files;
+use crate::schema::{MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
+
+/// The tables of a part, in the order a part is made visible.
+pub(crate) const PART_TABLES: [&str; 3] = [SPANS_DIR, MESSAGES_DIR, TRIALS_DIR];
+
+/// When a part closes: whichever limit is reached first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartLimits {
+    pub trials: usize,
+    /// Encoded bytes of the three tables together.
+    pub bytes: usize,
+}
+
+impl Default for PartLimits {
+    fn default() -> Self {
+        PartLimits {
+            trials: 1000,
+            bytes: 128 << 20,
+        }
+    }
+}
+
+/// `part-<session>-<seq>.parquet`: the session numbers each process that
+/// wrote to the run (the first run, each resume, each compaction), so two
+/// never pick the same name.
+pub(crate) fn part_name(session: u32, seq: u32) -> String {
+    format!("part-{session:03}-{seq:05}.parquet")
+}
+
+/// The session and sequence number of a part file's name.
+pub(crate) fn parse_part_name(name: &str) -> Option<(u32, u32)> {
+    let stem = name.strip_prefix("part-")?.strip_suffix(".parquet")?;
+    let (session, seq) = stem.split_once('-')?;
+    Some((session.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The first session number no part of the run uses yet.
+pub(crate) fn next_session(run_dir: &Path) -> u32 {
+    PART_TABLES
+        .iter()
+        .filter_map(|table| fs::read_dir(run_dir.join(table)).ok())
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name();
+            let name = name.to_string_lossy();
+            // A temporary part of a dead process still claims its session.
+            let name = name.trim_start_matches('.').trim_end_matches(".partial");
+            parse_part_name(name).map(|(session, _)| session + 1)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// A Parquet writer for one file of a table, as every part is written.
+///
+/// Sized for traces, where a model call must cost a small fraction of a
+/// kilobyte: zstd across a whole part; statistics per row group only (no
+/// page index) and none on the bulk text columns, whose minimum and maximum
+/// no reader filters on; timestamps delta-encoded; and no embedded Arrow
+/// schema, since the Parquet types say all the tables need.
+pub(crate) fn parquet_writer(
+    file: File,
+    schema: arrow_schema::SchemaRef,
+) -> Result<ArrowWriter<File>, parquet::errors::ParquetError> {
+    let mut properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(9)?))
+        // Row groups small enough that a reader looking for one trial skips
+        // most of a part by its statistics.
+        .set_max_row_group_row_count(Some(16 * 1024))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_statistics_truncate_length(Some(32));
+    for column in crate::schema::BULK_TEXT {
+        properties = properties
+            .set_column_statistics_enabled(ColumnPath::from(column), EnabledStatistics::None);
+    }
+    let list_item = |name: &str| ColumnPath::new(vec![name.into(), "list".into(), "item".into()]);
+    for list in [
+        crate::schema::col::MESSAGE_IDS,
+        crate::schema::col::MESSAGE_SEQS,
+    ] {
+        properties =
+            properties.set_column_statistics_enabled(list_item(list), EnabledStatistics::None);
+    }
+    for column in [col::STARTED_AT_MS, col::SEQ] {
+        properties = properties
+            .set_column_dictionary_enabled(ColumnPath::from(column), false)
+            .set_column_encoding(ColumnPath::from(column), Encoding::DELTA_BINARY_PACKED);
+    }
+    let options = ArrowWriterOptions::new()
+        .with_properties(properties.build())
+        .with_skip_arrow_metadata(true);
+    ArrowWriter::try_new_with_options(file, schema, options)
+}
+
+/// One table's file of the part being written.
+struct TableFile {
+    path: PathBuf,
+    temporary: PathBuf,
+    writer: ArrowWriter<File>,
+}
+
+impl TableFile {
+    fn create(path: PathBuf, schema: arrow_schema::SchemaRef) -> Result<TableFile, TraceError> {
+        let temporary = temporary_path(&path);
+        let parquet_error = |source| TraceError::Parquet {
+            path: temporary.clone(),
+            source,
+        };
+        let file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
+        let writer = parquet_writer(file, schema).map_err(parquet_error)?;
+        Ok(TableFile {
+            path,
+            temporary,
+            writer,
+        })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), TraceError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.writer
+            .write(batch)
+            .map_err(|source| TraceError::Parquet {
+                path: self.temporary.clone(),
+                source,
+            })
+    }
+
+    fn size(&self) -> usize {
+        self.writer.bytes_written() + self.writer.in_progress_size()
+    }
+
+    /// Completes the file under its temporary name, durably.
+    fn finish(self) -> Result<(PathBuf, PathBuf), TraceError> {
+        let file = self
+            .writer
+            .into_inner()
+            .map_err(|source| TraceError::Parquet {
+                path: self.temporary.clone(),
+                source,
+            })?;
+        file.sync_all()
+            .map_err(|e| TraceError::io(&self.temporary, e))?;
+        Ok((self.temporary, self.path))
+    }
+}
+
+/// The rows one trial adds to each table.
+#[derive(Debug)]
+pub(crate) struct TrialRows {
+    pub spans: RecordBatch,
+    /// Every message of the trial's transcript; the part writer keeps only
+    /// those its run has not stored yet.
+    pub messages: RecordBatch,
+    pub trials: RecordBatch,
+    /// Deleted once the part holding these rows is on disk.
+    pub journal: Option<PathBuf>,
+}
+
+struct OpenPart {
+    spans: TableFile,
+    messages: TableFile,
+    trials: TableFile,
+    trial_count: usize,
+    journals: Vec<PathBuf>,
+}
+
+/// Writes one run's parts; one per process writing the run.
+pub(crate) struct PartWriter {
+    run_dir: PathBuf,
+    session: u32,
+    next_seq: u32,
+    limits: PartLimits,
+    /// Ids of the messages the run has stored, in any part.
+    stored: HashSet<String>,
+    open: Option<OpenPart>,
+}
+
+impl std::fmt::Debug for PartWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartWriter")
+            .field("run_dir", &self.run_dir)
+            .field("session", &self.session)
+            .field("next_seq", &self.next_seq)
+            .field("stored_messages", &self.stored.len())
+            .finish()
+    }
+}
+
+impl PartWriter {
+    /// A writer for a run that may already hold parts: it continues with a
+    /// new session and knows which messages are stored.
+    pub fn open(run_dir: &Path, limits: PartLimits) -> Result<PartWriter, TraceError> {
+        Ok(PartWriter {
+            run_dir: run_dir.to_path_buf(),
+            session: next_session(run_dir),
+            next_seq: 0,
+            limits,
+            stored: stored_message_ids(run_dir)?,
+            open: None,
+        })
+    }
+
+    pub fn append(&mut self, rows: TrialRows) -> Result<(), TraceError> {
+        let messages = self.unstored(&rows.messages)?;
+        if self.open.is_none() {
+            self.open = Some(self.start_part()?);
+        }
+        let Some(part) = self.open.as_mut() else {
+            return Ok(());
+        };
+        part.spans.write(&rows.spans)?;
+        part.messages.write(&messages)?;
+        part.trials.write(&rows.trials)?;
+        part.trial_count += 1;
+        part.journals.extend(rows.journal);
+        let size = part.spans.size() + part.messages.size() + part.trials.size();
+        if part.trial_count >= self.limits.trials || size >= self.limits.bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the open part, if any: its files become visible and the
+    /// journals of its trials are removed.
+    pub fn flush(&mut self) -> Result<(), TraceError> {
+        let Some(part) = self.open.take() else {
+            return Ok(());
+        };
+        let finished = [
+            part.spans.finish()?,
+            part.messages.finish()?,
+            part.trials.finish()?,
+        ];
+        for (temporary, path) in finished {
+            fs::rename(&temporary, &path).map_err(|e| TraceError::io(&path, e))?;
+        }
+        for journal in part.journals {
+            fs::remove_file(&journal).map_err(|e| TraceError::io(&journal, e))?;
+        }
+        Ok(())
+    }
+
+    fn start_part(&mut self) -> Result<OpenPart, TraceError> {
+        let name = part_name(self.session, self.next_seq);
+        self.next_seq += 1;
+        let file =
+            |table: &str, schema| TableFile::create(self.run_dir.join(table).join(&name), schema);
+        Ok(OpenPart {
+            spans: file(SPANS_DIR, crate::schema::spans_schema())?,
+            messages: file(MESSAGES_DIR, crate::schema::messages_schema())?,
+            trials: file(TRIALS_DIR, crate::schema::trials_schema())?,
+            trial_count: 0,
+            journals: Vec::new(),
+        })
+    }
+
+    /// The rows of `messages` whose ids the run has not stored, marking them
+    /// stored. Repeats within the batch are dropped too.
+    fn unstored(&mut self, messages: &RecordBatch) -> Result<RecordBatch, TraceError> {
+        let ids = message_ids(messages).ok_or_else(|| TraceError::Format {
+            path: self.run_dir.clone(),
+            message: "a messages batch has no message_id column".to_string(),
+        })?;
+        let keep: arrow_array::BooleanArray = (0..ids.len())
+            .map(|i| Some(self.stored.insert(ids.value(i).to_string())))
+            .collect();
+        arrow_select::filter::filter_record_batch(messages, &keep).map_err(|source| {
+            TraceError::Arrow {
+                table: MESSAGES_DIR,
+                source,
+            }
+        })
+    }
+}
+
+fn message_ids(batch: &RecordBatch) -> Option<&StringArray> {
+    batch
+        .column_by_name(col::MESSAGE_ID)?
+        .as_any()
+        .downcast_ref::<StringArray>()
+}
+
+/// Ids of every message the run's parts hold. Runs before schema version 3
+/// have no ids and hold none.
+fn stored_message_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
+    let mut stored = HashSet::new();
+    if !run_dir.join(MESSAGES_DIR).is_dir() {
+        return Ok(stored);
+    }
+    for (_, batch) in read_table_files(run_dir, MESSAGES_DIR, Some(&[col::MESSAGE_ID]))? {
+        if let Some(ids) = message_ids(&batch) {
+            stored.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+        }
+    }
+    Ok(stored)
+}
+
+/// Copies the tables and journals of run `from` into run `into`, renumbering
+/// parts so that they follow those `into` already has: how shards become
+/// one run. Files of runs before schema version 3 keep their names (one per
+/// trial id). Run [`crate::compact`] afterwards to combine the parts and
+/// drop messages stored by more than one source.
+pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
+    let base = next_session(into);
+    for table in PART_TABLES.iter().chain([&crate::schema::JOURNAL_DIR]) {
+        let source = from.join(table);
+        let target = into.join(table);
+        fs::create_dir_all(&target).map_err(|e| TraceError::io(&target, e))?;
+        let Ok(entries) = fs::read_dir(&source) else {
+            continue;
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| TraceError::io(&source, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let renamed = match parse_part_name(&name) {
+                Some((session, seq)) => part_name(base + session, seq),
+                None => name,
+            };
+            let to = target.join(renamed);
+            if to.exists() {
+                return Err(TraceError::Format {
+                    path: to,
+                    message: "two runs hold a file of this name; each trial must come from one run"
+                        .to_string(),
+                });
+            }
+            fs::copy(entry.path(), &to).map_err(|e| TraceError::io(&to, e))?;
+        }
+    }
+    Ok(())
+}
