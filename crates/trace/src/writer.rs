@@ -322,7 +322,8 @@ pub fn stored_trial_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
     Ok(ids)
 }
 
-/// The rows of one journal's trial, or `None` when a part already holds it.
+/// The rows of one journal's trial, or `None` when a part already holds it
+/// or it recorded nothing.
 fn recover_journal(
     run_dir: &Path,
     path: &Path,
@@ -338,6 +339,11 @@ fn recover_journal(
             Ok(entry) => events.push((entry.seq, entry.event)),
             Err(_) => break,
         }
+    }
+    if events.is_empty() {
+        // Killed before the journal's first line was complete: the trial
+        // recorded nothing, and runs again on resume.
+        return Ok(None);
     }
     let Some(Event::TrialStarted(started)) = events.first().map(|(_, e)| e.clone()) else {
         return Err(TraceError::Format {

@@ -304,3 +304,22 @@ fn compaction_keeps_a_message_stored_by_two_runs_once() {
     assert_eq!(part_files(&merged, "trials").len(), 1);
     assert_eq!(tack_trace::stored_trial_ids(&merged).unwrap().len(), 4);
 }
+
+#[test]
+fn a_journal_cut_off_before_its_first_line_is_discarded() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "a");
+    let journals = writer.dir().join("journal");
+    std::fs::write(journals.join("empty.jsonl"), b"").unwrap();
+    std::fs::write(journals.join("torn.jsonl"), b"{\"seq\":0,\"event\":{\"ty").unwrap();
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 1);
+    assert_eq!(outcomes(writer.dir()), ["passed"]);
+    assert_eq!(part_files(writer.dir(), "journal").len(), 0);
+    // A journal that is not one is not silently dropped.
+    let line = serde_json::json!({"seq": 0, "event": {"type": "message", "index": 0,
+        "message": {"role": "user", "content": "hi"}}});
+    std::fs::write(journals.join("other.jsonl"), format!("{line}\n")).unwrap();
+    assert!(tack_trace::recover_journals(writer.dir()).is_err());
+}
