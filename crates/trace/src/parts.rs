@@ -13,6 +13,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use arrow_array::{Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
@@ -35,6 +36,11 @@ pub struct PartLimits {
     pub trials: usize,
     /// Encoded bytes of the three tables together.
     pub bytes: usize,
+    /// A part also closes when a trial finishes this long after the part
+    /// opened. Until its part is written a trial is only in its journal,
+    /// invisible to `tack report` on the running run; compaction at the end
+    /// combines the small parts a slow run leaves.
+    pub age: Duration,
 }
 
 impl Default for PartLimits {
@@ -42,6 +48,7 @@ impl Default for PartLimits {
         PartLimits {
             trials: 1000,
             bytes: 128 << 20,
+            age: Duration::from_secs(120),
         }
     }
 }
@@ -190,6 +197,7 @@ struct OpenPart {
     trials: TableFile,
     trial_count: usize,
     journals: Vec<PathBuf>,
+    opened: Instant,
 }
 
 /// Writes one run's parts; one per process writing the run.
@@ -242,7 +250,8 @@ impl PartWriter {
         part.trial_count += 1;
         part.journals.extend(rows.journal);
         let size = part.spans.size() + part.messages.size() + part.trials.size();
-        if part.trial_count >= self.limits.trials || size >= self.limits.bytes {
+        let full = part.trial_count >= self.limits.trials || size >= self.limits.bytes;
+        if full || part.opened.elapsed() >= self.limits.age {
             self.flush()?;
         }
         Ok(())
@@ -279,6 +288,7 @@ impl PartWriter {
             trials: file(TRIALS_DIR, crate::schema::trials_schema())?,
             trial_count: 0,
             journals: Vec::new(),
+            opened: Instant::now(),
         })
     }
 

@@ -240,7 +240,7 @@ fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
     let root = tempfile::tempdir().unwrap();
     let limits = tack_trace::PartLimits {
         trials: 2,
-        bytes: usize::MAX,
+        ..tack_trace::PartLimits::default()
     };
     let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
     for id in ["a", "b", "c", "d", "e"] {
@@ -322,4 +322,22 @@ fn a_journal_cut_off_before_its_first_line_is_discarded() {
         "message": {"role": "user", "content": "hi"}}});
     std::fs::write(journals.join("other.jsonl"), format!("{line}\n")).unwrap();
     assert!(tack_trace::recover_journals(writer.dir()).is_err());
+}
+
+#[test]
+fn a_part_closes_once_its_first_trial_has_waited_long_enough() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        age: std::time::Duration::ZERO,
+        ..tack_trace::PartLimits::default()
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    record_finished(&writer, "a");
+    // Readable while the run goes on, without waiting for a thousand trials.
+    assert_eq!(outcomes(writer.dir()), ["passed"]);
+    record_finished(&writer, "b");
+    assert_eq!(part_files(writer.dir(), "trials").len(), 2);
+    writer.close(&manifest()).unwrap();
+    assert_eq!(part_files(writer.dir(), "trials").len(), 1);
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
 }
