@@ -258,6 +258,13 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         );
     } else {
         print_summary(&result);
+        if result.kept > 0 {
+            println!(
+                "resumed: the table covers the {} trials run now; {} finished before were kept (the report covers all)",
+                result.trials.len(),
+                result.kept
+            );
+        }
         println!("traces: {}", result.run_dir.display());
         match &report {
             Some(index) => println!("report: {}", index.display()),
