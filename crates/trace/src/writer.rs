@@ -11,7 +11,7 @@ use tack_protocol::{
 };
 
 use crate::compact::{compact, finish_pending};
-use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows};
+use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows, parse_part_name};
 use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
 use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
 use crate::{Manifest, RunStatus, TraceError, read_table_files};
@@ -286,6 +286,8 @@ fn journal_files(run_dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
 }
 
 /// Parts a dead process was still writing: their trials are in journals.
+/// A part is complete once its trials file is there (it is renamed last), so
+/// a spans or messages file without one is removed too.
 fn remove_partial_parts(run_dir: &Path) -> Result<(), TraceError> {
     for table in PART_TABLES {
         let dir = run_dir.join(table);
@@ -293,8 +295,11 @@ fn remove_partial_parts(run_dir: &Path) -> Result<(), TraceError> {
             continue;
         };
         for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name.to_string_lossy().ends_with(".partial") {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let orphan = table != TRIALS_DIR
+                && parse_part_name(&name).is_some()
+                && !run_dir.join(TRIALS_DIR).join(&name).exists();
+            if name.ends_with(".partial") || orphan {
                 let path = entry.path();
                 fs::remove_file(&path).map_err(|e| TraceError::io(&path, e))?;
             }

@@ -341,3 +341,25 @@ fn a_part_closes_once_its_first_trial_has_waited_long_enough() {
     assert_eq!(part_files(writer.dir(), "trials").len(), 1);
     assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
 }
+
+#[test]
+fn a_part_cut_off_between_its_renames_is_replaced_from_the_journals() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "a");
+    writer.flush().unwrap();
+    record_finished(&writer, "b");
+    let journal = writer.dir().join("journal/b.jsonl");
+    let kept = std::fs::read(&journal).unwrap();
+    writer.flush().unwrap();
+    // As if killed after the second part's spans and messages were renamed
+    // into place, before its trials were: no trials file, the journal kept.
+    let second = &part_files(writer.dir(), "trials")[1];
+    std::fs::remove_file(writer.dir().join("trials").join(second)).unwrap();
+    std::fs::write(&journal, kept).unwrap();
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 1);
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+    // One span per trial: the orphaned spans file is gone.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
+}
