@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::TraceError;
 use crate::fsutil::{temporary_path, write_atomically};
-use crate::parts::{PART_TABLES, PartLimits, next_session, parse_part_name, part_name};
+use crate::parts::{
+    PART_TABLES, PartLimits, message_key, next_session, parse_part_name, part_name,
+};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 
 const PLAN_FILE: &str = "compaction.json";
@@ -138,7 +140,7 @@ pub fn compact(run_dir: &Path, limits: PartLimits) -> Result<Compaction, TraceEr
     };
     let session = next_session(run_dir);
     let mut seq = 0;
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<u64> = HashSet::new();
     let mut plan = Plan {
         rename: Vec::new(),
         remove: Vec::new(),
@@ -214,7 +216,7 @@ fn read_all(paths: &[PathBuf]) -> Result<Vec<RecordBatch>, TraceError> {
 /// and how many were dropped as duplicates.
 fn copy_messages(
     paths: &[PathBuf],
-    seen: &mut HashSet<String>,
+    seen: &mut HashSet<u64>,
 ) -> Result<(Vec<RecordBatch>, usize), TraceError> {
     let mut dropped = 0;
     let mut kept = Vec::new();
@@ -227,7 +229,7 @@ fn copy_messages(
             continue;
         };
         let keep: arrow_array::BooleanArray = (0..ids.len())
-            .map(|i| Some(seen.insert(ids.value(i).to_string())))
+            .map(|i| Some(seen.insert(message_key(ids.value(i)))))
             .collect();
         dropped += keep.false_count();
         let filtered =

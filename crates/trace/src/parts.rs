@@ -198,8 +198,9 @@ pub(crate) struct PartWriter {
     session: u32,
     next_seq: u32,
     limits: PartLimits,
-    /// Ids of the messages the run has stored, in any part.
-    stored: HashSet<String>,
+    /// Ids of the messages the run has stored, in any part, as
+    /// [`message_key`]s: a million trials store tens of millions.
+    stored: HashSet<u64>,
     open: Option<OpenPart>,
 }
 
@@ -290,7 +291,7 @@ impl PartWriter {
             message: "a messages batch has no message_id column".to_string(),
         })?;
         let keep: arrow_array::BooleanArray = (0..ids.len())
-            .map(|i| Some(self.stored.insert(ids.value(i).to_string())))
+            .map(|i| Some(self.stored.insert(message_key(ids.value(i)))))
             .collect();
         arrow_select::filter::filter_record_batch(messages, &keep).map_err(|source| {
             TraceError::Arrow {
@@ -308,16 +309,32 @@ fn message_ids(batch: &RecordBatch) -> Option<&StringArray> {
         .downcast_ref::<StringArray>()
 }
 
+/// A message id as a set key. Ids are 16 hex digits (64 bits of a SHA-256),
+/// so the number is the id itself in an eighth of a `String`'s memory; an id
+/// of any other form (none is written) is hashed instead.
+pub(crate) fn message_key(id: &str) -> u64 {
+    match u64::from_str_radix(id, 16) {
+        Ok(key) if id.len() == 16 => key,
+        _ => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(id.as_bytes());
+            digest[..8]
+                .iter()
+                .fold(0u64, |key, byte| (key << 8) | u64::from(*byte))
+        }
+    }
+}
+
 /// Ids of every message the run's parts hold. Runs before schema version 3
 /// have no ids and hold none.
-fn stored_message_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
+fn stored_message_ids(run_dir: &Path) -> Result<HashSet<u64>, TraceError> {
     let mut stored = HashSet::new();
     if !run_dir.join(MESSAGES_DIR).is_dir() {
         return Ok(stored);
     }
     for (_, batch) in read_table_files(run_dir, MESSAGES_DIR, Some(&[col::MESSAGE_ID]))? {
         if let Some(ids) = message_ids(&batch) {
-            stored.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
+            stored.extend((0..ids.len()).map(|i| message_key(ids.value(i))));
         }
     }
     Ok(stored)
@@ -359,4 +376,19 @@ pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message_key;
+
+    #[test]
+    fn a_message_id_is_its_own_key() {
+        assert_eq!(message_key("00000000000000ff"), 255);
+        assert_eq!(message_key("ffffffffffffffff"), u64::MAX);
+        // Ids of another form are hashed, never parsed as a shorter number.
+        assert_ne!(message_key("ff"), 255);
+        assert_ne!(message_key("#1"), message_key("#2"));
+        assert_eq!(message_key("#1"), message_key("#1"));
+    }
 }

@@ -304,3 +304,29 @@ fn compaction_keeps_a_message_stored_by_two_runs_once() {
     assert_eq!(part_files(&merged, "trials").len(), 1);
     assert_eq!(tack_trace::stored_trial_ids(&merged).unwrap().len(), 4);
 }
+
+#[test]
+fn a_trial_recorded_without_a_journal_is_stored_as_a_journalled_one() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "journalled");
+    let events = vec![
+        Event::TrialStarted(started("direct")),
+        Event::Message {
+            index: 0,
+            message: Message::user("task journalled"),
+        },
+        model_call(1),
+        finished(),
+    ];
+    writer.record_trial(events).unwrap();
+    assert!(writer.record_trial(vec![finished()]).is_err());
+    assert_eq!(part_files(writer.dir(), "journal"), ["journalled.jsonl"]);
+    writer.close(&manifest()).unwrap();
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
+    // The same message in both trials is stored once.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 1);
+    let transcript = tack_trace::trial_transcript(writer.dir(), "direct").unwrap();
+    assert_eq!(transcript[0].message, Message::user("task journalled"));
+}
