@@ -330,3 +330,40 @@ fn a_trial_recorded_without_a_journal_is_stored_as_a_journalled_one() {
     let transcript = tack_trace::trial_transcript(writer.dir(), "direct").unwrap();
     assert_eq!(transcript[0].message, Message::user("task journalled"));
 }
+
+#[test]
+fn transcripts_of_several_trials_find_messages_stored_by_other_parts() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        trials: 1,
+        bytes: usize::MAX,
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    for id in ["a", "b", "c"] {
+        let mut trial = writer.trial(started(id)).unwrap();
+        for (index, text) in [(0, "shared prompt".to_string()), (1, format!("task {id}"))] {
+            trial
+                .record(Event::Message {
+                    index,
+                    message: Message::user(text),
+                })
+                .unwrap();
+        }
+        trial.record(finished()).unwrap();
+        trial.finish().unwrap();
+    }
+    writer.flush().unwrap();
+    assert_eq!(part_files(writer.dir(), "messages").len(), 3);
+    let transcripts = tack_trace::trial_transcripts(writer.dir(), &["c", "a", "nope"]).unwrap();
+    assert_eq!(transcripts.len(), 2, "a trial without a row is absent");
+    for id in ["a", "c"] {
+        let texts: Vec<&str> = transcripts[id]
+            .iter()
+            .map(|m| m.message.content.as_str())
+            .collect();
+        assert_eq!(texts, ["shared prompt", format!("task {id}").as_str()]);
+    }
+    // The shared prompt is stored once, in the first part.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 4);
+    assert!(tack_trace::trial_transcript(writer.dir(), "nope").is_err());
+}
