@@ -120,6 +120,24 @@ impl RunWriter {
         &self.dir
     }
 
+    /// Records a finished trial whose events were kept elsewhere (an import,
+    /// a synthetic trace): its rows go into the open part as
+    /// [`TrialRecorder::finish`] puts them, but no journal is written, so
+    /// the events are lost if the process dies before the part closes. The
+    /// first event must be `TrialStarted`, the last `TrialFinished`.
+    pub fn record_trial(&self, events: Vec<Event>) -> Result<(), TraceError> {
+        let Some(Event::TrialStarted(started)) = events.first() else {
+            return Err(TraceError::Format {
+                path: self.dir.clone(),
+                message: "a recorded trial must start with TrialStarted".to_string(),
+            });
+        };
+        let started = started.clone();
+        let events: Vec<(u64, Event)> = (0u64..).zip(events).collect();
+        let rows = trial_rows(&self.dir, &started, &events, None)?;
+        self.parts().append(rows)
+    }
+
     /// Starts recording a trial: its journal is created and the start event
     /// written to it.
     pub fn trial(&self, started: TrialStarted) -> Result<TrialRecorder, TraceError> {

@@ -363,3 +363,67 @@ fn a_part_cut_off_between_its_renames_is_replaced_from_the_journals() {
     // One span per trial: the orphaned spans file is gone.
     assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
 }
+
+#[test]
+fn a_trial_recorded_without_a_journal_is_stored_as_a_journalled_one() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "journalled");
+    let events = vec![
+        Event::TrialStarted(started("direct")),
+        Event::Message {
+            index: 0,
+            message: Message::user("task journalled"),
+        },
+        model_call(1),
+        finished(),
+    ];
+    writer.record_trial(events).unwrap();
+    assert!(writer.record_trial(vec![finished()]).is_err());
+    assert_eq!(part_files(writer.dir(), "journal"), ["journalled.jsonl"]);
+    writer.close(&manifest()).unwrap();
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
+    // The same message in both trials is stored once.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 1);
+    let transcript = tack_trace::trial_transcript(writer.dir(), "direct").unwrap();
+    assert_eq!(transcript[0].message, Message::user("task journalled"));
+}
+
+#[test]
+fn transcripts_of_several_trials_find_messages_stored_by_other_parts() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        trials: 1,
+        bytes: usize::MAX,
+        ..tack_trace::PartLimits::default()
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    for id in ["a", "b", "c"] {
+        let mut trial = writer.trial(started(id)).unwrap();
+        for (index, text) in [(0, "shared prompt".to_string()), (1, format!("task {id}"))] {
+            trial
+                .record(Event::Message {
+                    index,
+                    message: Message::user(text),
+                })
+                .unwrap();
+        }
+        trial.record(finished()).unwrap();
+        trial.finish().unwrap();
+    }
+    writer.flush().unwrap();
+    assert_eq!(part_files(writer.dir(), "messages").len(), 3);
+    let transcripts = tack_trace::trial_transcripts(writer.dir(), &["c", "a", "nope"]).unwrap();
+    assert_eq!(transcripts.len(), 2, "a trial without a row is absent");
+    for id in ["a", "c"] {
+        let texts: Vec<&str> = transcripts[id]
+            .iter()
+            .map(|m| m.message.content.as_str())
+            .collect();
+        assert_eq!(texts, ["shared prompt", format!("task {id}").as_str()]);
+    }
+    // The shared prompt is stored once, in the first part.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 4);
+    assert!(tack_trace::trial_transcript(writer.dir(), "nope").is_err());
+}
