@@ -10,7 +10,6 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::TraceError;
@@ -19,6 +18,7 @@ use crate::parts::{
     PART_TABLES, PartLimits, StoredMessages, next_session, parquet_writer, parse_part_name,
     part_name,
 };
+use crate::reader::open_parquet;
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR};
 
 const PLAN_FILE: &str = "compaction.json";
@@ -113,16 +113,12 @@ fn parts(run_dir: &Path) -> Result<Vec<Part>, TraceError> {
         .collect()
 }
 
-fn reader(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 fn row_count(path: &Path) -> Result<usize, TraceError> {
-    Ok(reader(path)?.metadata().file_metadata().num_rows().max(0) as usize)
+    Ok(open_parquet(path)?
+        .metadata()
+        .file_metadata()
+        .num_rows()
+        .max(0) as usize)
 }
 
 /// Groups consecutive parts into bins within the part limits.
@@ -222,7 +218,7 @@ fn rewrite(
     let mut writer = None;
     let mut dropped = 0;
     for input in inputs {
-        let builder = reader(input)?;
+        let builder = open_parquet(input)?;
         let writer = match &mut writer {
             Some(writer) => writer,
             None => {

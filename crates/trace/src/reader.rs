@@ -31,6 +31,17 @@ pub fn read_table(run_dir: &Path, table: &str) -> Result<Vec<RecordBatch>, Trace
         .collect())
 }
 
+/// Opens one Parquet file for reading, errors naming it.
+pub(crate) fn open_parquet(
+    path: &Path,
+) -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Reads a table as Arrow batches, each with the file it came from, decoding
 /// only `columns` when given: the spans table carries every command's
 /// output, which a scan for a few columns has no need to decode.
@@ -45,8 +56,7 @@ pub fn read_table_files(
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
-        let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_error)?;
+        let mut builder = open_parquet(&path)?;
         if let Some(columns) = columns {
             let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
             builder = builder.with_projection(mask);
@@ -87,8 +97,7 @@ pub fn read_trial_rows(
             path: path.clone(),
             message,
         };
-        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
-        let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_error)?;
+        let mut builder = open_parquet(&path)?;
         let id_column = builder
             .parquet_schema()
             .columns()

@@ -9,15 +9,14 @@
 //! it), decoding message text only for the rows asked for.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use parquet::arrow::arrow_reader::RowSelection;
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{read_trial_rows, table_files};
+use crate::reader::{open_parquet, read_trial_rows, table_files};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TraceError, read_table};
@@ -153,8 +152,7 @@ fn find_messages(
             path: path.clone(),
             message,
         };
-        let open = || File::open(&path).map_err(|e| TraceError::io(&path, e));
-        let builder = ParquetRecordBatchReaderBuilder::try_new(open()?).map_err(parquet_error)?;
+        let builder = open_parquet(&path)?;
         let ids_only = ProjectionMask::columns(builder.parquet_schema(), [col::MESSAGE_ID]);
         let mut keep = Vec::new();
         for batch in builder
@@ -174,8 +172,7 @@ fn find_messages(
             continue;
         }
         let selection = RowSelection::from_filters(&keep);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
-            .map_err(parquet_error)?
+        let reader = open_parquet(&path)?
             .with_row_selection(selection)
             .build()
             .map_err(parquet_error)?;
