@@ -71,18 +71,20 @@ pub fn load_trial_traces(
     Ok(rows
         .iter()
         .map(|row| {
-            let spans = spans.remove(&row.trial_id).unwrap_or_default();
+            let mut spans = spans.remove(&row.trial_id).unwrap_or_default();
+            // No transcript: the trial failed before its first message.
+            let transcript = transcripts.remove(&row.trial_id).unwrap_or_default();
+            let messages = trace::message_rows(transcript);
+            trace::attach_tool_results(&mut spans, &messages);
             let counts = SpanCounts::of(&spans);
             let mut trial = row.clone();
             trial.denied_calls = counts.denied_calls;
             trial.injected_faults = counts.injected_faults();
             trial.rate_limit_wait_ms = counts.rate_limit_wait_ms;
-            // No transcript: the trial failed before its first message.
-            let transcript = transcripts.remove(&row.trial_id).unwrap_or_default();
             TrialTrace {
                 trial,
                 spans,
-                messages: trace::message_rows(transcript),
+                messages,
             }
         })
         .collect())

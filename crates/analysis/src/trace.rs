@@ -6,7 +6,7 @@ use crate::summary::SpanTotals;
 use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use tack_protocol::ToolErrorKind;
 use tack_trace::schema::{SPANS_DIR, col, kind};
@@ -140,9 +140,10 @@ pub(crate) fn scan_spans(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, Ana
     )
 }
 
-/// Span columns added after the first traces were written, with their types:
-/// older files read as nulls there.
-fn added_span_columns() -> [(&'static str, DataType, Expr); 11] {
+/// Span columns that some files lack, with their types: those added after the
+/// first traces were written (older files read as nulls there), and
+/// `tool_result`, which schema 3 stopped writing (it is the tool message).
+fn added_span_columns() -> [(&'static str, DataType, Expr); 12] {
     [
         (
             col::MESSAGE_IDS,
@@ -159,6 +160,7 @@ fn added_span_columns() -> [(&'static str, DataType, Expr); 11] {
         (col::PERMISSION_PART, DataType::String, lit(NULL)),
         (col::APPROVED, DataType::Boolean, lit(NULL)),
         (col::APPROVER, DataType::String, lit(NULL)),
+        (col::TOOL_RESULT, DataType::String, lit(NULL)),
     ]
 }
 
@@ -344,6 +346,30 @@ pub(crate) fn message_rows(transcript: Vec<tack_trace::TranscriptMessage>) -> Ve
             tool_call_id: entry.message.tool_call_id,
         })
         .collect()
+}
+
+/// Gives each tool call without a stored result (every one since schema 3)
+/// the tool message that answered it: the result is stored once, as that
+/// message. Calls answered by id in order, so a reused id pairs up in turn.
+pub(crate) fn attach_tool_results(spans: &mut [SpanRow], messages: &[MessageRow]) {
+    let mut answers: HashMap<&str, VecDeque<&str>> = HashMap::new();
+    for message in messages {
+        if let Some(id) = &message.tool_call_id {
+            answers
+                .entry(id.as_str())
+                .or_default()
+                .push_back(&message.content);
+        }
+    }
+    for span in spans.iter_mut().filter(|s| s.kind == kind::TOOL_CALL) {
+        let Some(id) = span.tool_call_id.as_deref() else {
+            continue;
+        };
+        let answer = answers.get_mut(id).and_then(VecDeque::pop_front);
+        if span.tool_result.is_none() {
+            span.tool_result = answer.map(str::to_string);
+        }
+    }
 }
 
 /// The ids a model call sent: listed in current runs; a position range in

@@ -6,10 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use arrow_array::{Array, StringArray};
+use arrow_array::{Array, RecordBatch, StringArray};
 use serde_json::Value;
 
 /// The sandbox must be enforceable here, or the test says why it skipped
@@ -91,26 +92,37 @@ impl Case {
     }
 }
 
-/// `(kind, error_kind, check_output, tool_result)` of every span.
+fn string_column(batch: &RecordBatch, name: &str) -> StringArray {
+    batch
+        .column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+        .clone()
+}
+
+/// `(kind, error_kind, check_output, tool_result)` of every span; what a
+/// tool call's model was shown is the tool message answering it.
 fn spans(run_dir: &Path) -> Vec<[Option<String>; 4]> {
+    let mut answers = HashMap::new();
+    for batch in tack_trace::read_table(run_dir, "messages").unwrap() {
+        let [ids, contents] =
+            ["gen_ai_tool_call_id", "content"].map(|name| string_column(&batch, name));
+        for row in (0..batch.num_rows()).filter(|&row| !ids.is_null(row)) {
+            answers.insert(ids.value(row).to_string(), contents.value(row).to_string());
+        }
+    }
     let mut rows = Vec::new();
     for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
-        let column = |name: &str| {
-            batch
-                .column_by_name(name)
-                .unwrap()
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .unwrap()
-                .clone()
-        };
-        let columns = ["kind", "error_kind", "check_output", "tool_result"].map(column);
+        let columns = ["kind", "error_kind", "check_output", "gen_ai_tool_call_id"]
+            .map(|name| string_column(&batch, name));
         for row in 0..batch.num_rows() {
-            rows.push(
-                columns
-                    .each_ref()
-                    .map(|c| (!c.is_null(row)).then(|| c.value(row).to_string())),
-            );
+            let [kind, error, output, call] = columns
+                .each_ref()
+                .map(|c| (!c.is_null(row)).then(|| c.value(row).to_string()));
+            let result = call.and_then(|id| answers.get(&id).cloned());
+            rows.push([kind, error, output, result]);
         }
     }
     rows

@@ -369,7 +369,6 @@ pub(crate) fn spans_batch(
                     .map(|t| t.arguments.as_str())
                     .or(r.approval().map(|a| a.arguments.as_str()))
             }),
-            strings(&rows, |r| r.tool().map(|t| t.result.as_str())),
             i32s(&rows, |r| {
                 r.tool()
                     .and_then(|t| t.exit_code)

@@ -82,6 +82,9 @@ pub mod col {
     pub const TOOL_NAME: &str = "gen_ai_tool_name";
     pub const TOOL_CALL_ID: &str = "gen_ai_tool_call_id";
     pub const TOOL_ARGUMENTS: &str = "tool_arguments";
+    /// What a tool call's model was shown. Runs of schema 3 and later keep
+    /// it once, as the tool message answering `gen_ai_tool_call_id` in the
+    /// messages table; earlier runs also have it in the spans table.
     pub const TOOL_RESULT: &str = "tool_result";
     pub const EXIT_CODE: &str = "exit_code";
     pub const STDOUT: &str = "stdout";
@@ -103,9 +106,8 @@ pub mod col {
 
 /// Free-text columns: what commands printed, what the model was shown,
 /// arguments and errors. Readers fetch them, never filter on their range.
-pub const BULK_TEXT: [&str; 12] = [
+pub const BULK_TEXT: [&str; 11] = [
     col::TOOL_ARGUMENTS,
-    col::TOOL_RESULT,
     col::STDOUT,
     col::STDERR,
     col::CHECK_COMMAND,
@@ -217,7 +219,6 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::TOOL_NAME, Utf8, true),
                 field(col::TOOL_CALL_ID, Utf8, true),
                 field(col::TOOL_ARGUMENTS, Utf8, true),
-                field(col::TOOL_RESULT, Utf8, true),
                 field(col::EXIT_CODE, Int32, true),
                 field(col::STDOUT, Utf8, true),
                 field(col::STDERR, Utf8, true),
