@@ -41,4 +41,6 @@ pub use recorded::{
     RecordedAnswers, RecordedTrial, TranscriptMessage, legacy_message_id, recorded_answers,
     recorded_trials, trial_identity, trial_transcript,
 };
-pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids};
+pub use writer::{
+    PID_FILE, RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids,
+};

@@ -1,0 +1,75 @@
+use std::path::{Path, PathBuf};
+
+use tack_trace::TraceError;
+
+/// What can go wrong storing or fetching a run. Each message names the URL
+/// or file and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A location that is not one tack can use.
+    #[error("{location}: {reason}")]
+    Location { location: String, reason: String },
+
+    #[error("{url}: could not set up the {service} client: {source}; {hint}")]
+    Client {
+        url: String,
+        service: &'static str,
+        source: object_store::Error,
+        hint: &'static str,
+    },
+
+    #[error("{url}: could not {action}: {source}; {hint}")]
+    Remote {
+        url: String,
+        action: &'static str,
+        source: object_store::Error,
+        hint: String,
+    },
+
+    #[error(
+        "{url} is not a run: it holds no manifest.json (the manifest is uploaded last, so a run still \
+         running has none yet); name a run as <prefix>/<run-id>"
+    )]
+    NotARun { url: String },
+
+    #[error("{url} already holds a run; choose a new run URL")]
+    RunExists { url: String },
+
+    #[error("{path} cannot be uploaded: {reason}")]
+    LocalRun { path: PathBuf, reason: String },
+
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("no directory for tack's cache: set XDG_CACHE_HOME or HOME")]
+    NoCacheDir,
+
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+impl StoreError {
+    /// Whether the user named something wrong (exit 2) rather than tack or
+    /// the store failing (exit 3).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Location { .. }
+                | StoreError::Client { .. }
+                | StoreError::NotARun { .. }
+                | StoreError::RunExists { .. }
+                | StoreError::LocalRun { .. }
+                | StoreError::NoCacheDir
+        )
+    }
+
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> StoreError {
+        StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
