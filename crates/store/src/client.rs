@@ -28,10 +28,10 @@ pub(crate) fn open(url: &RemoteUrl) -> Result<Arc<dyn ObjectStore>, StoreError> 
             .map(|s| Arc::new(s) as _),
         Scheme::File => Ok(Arc::new(LocalFileSystem::new())),
     };
-    built.map_err(|source| StoreError::Client {
+    built.map_err(|error| StoreError::Client {
         url: url.to_string(),
         service: url.scheme().service(),
-        source,
+        error: Box::new(error),
         hint: url.scheme().credentials_hint(),
     })
 }
@@ -40,9 +40,9 @@ pub(crate) fn open(url: &RemoteUrl) -> Result<Arc<dyn ObjectStore>, StoreError> 
 pub(crate) fn remote_error(
     url: &RemoteUrl,
     action: &'static str,
-    source: object_store::Error,
+    error: object_store::Error,
 ) -> StoreError {
-    let hint = match &source {
+    let hint = match &error {
         object_store::Error::NotFound { .. } => format!(
             "check that the bucket and path exist; {}",
             url.scheme().credentials_hint()
@@ -52,7 +52,7 @@ pub(crate) fn remote_error(
     StoreError::Remote {
         url: url.to_string(),
         action,
-        source,
+        error: Box::new(error),
         hint,
     }
 }

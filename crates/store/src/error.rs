@@ -10,19 +10,21 @@ pub enum StoreError {
     #[error("{location}: {reason}")]
     Location { location: String, reason: String },
 
-    #[error("{url}: could not set up the {service} client: {source}; {hint}")]
+    // The store's error is shown in the message, not chained as a source:
+    // its own text already carries its causes.
+    #[error("{url}: could not set up the {service} client: {error}; {hint}")]
     Client {
         url: String,
         service: &'static str,
-        source: object_store::Error,
+        error: Box<object_store::Error>,
         hint: &'static str,
     },
 
-    #[error("{url}: could not {action}: {source}; {hint}")]
+    #[error("{url}: could not {action}: {error}; {hint}")]
     Remote {
         url: String,
         action: &'static str,
-        source: object_store::Error,
+        error: Box<object_store::Error>,
         hint: String,
     },
 
@@ -38,10 +40,10 @@ pub enum StoreError {
     #[error("{path} cannot be uploaded: {reason}")]
     LocalRun { path: PathBuf, reason: String },
 
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     #[error("no directory for tack's cache: set XDG_CACHE_HOME or HOME")]
@@ -66,10 +68,10 @@ impl StoreError {
         )
     }
 
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> StoreError {
+    pub(crate) fn io(path: &Path, error: std::io::Error) -> StoreError {
         StoreError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 }

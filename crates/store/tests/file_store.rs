@@ -174,7 +174,7 @@ async fn runs_are_listed_and_globbed_under_a_prefix() {
         ["demo-shard1of2", "demo-shard2of2"]
     );
     let one = setup.prefix.join("other");
-    assert_eq!(expand_runs(&one).await.unwrap(), [one.clone()]);
+    assert_eq!(expand_runs(&one).await.unwrap(), std::slice::from_ref(&one));
     assert!(run_exists(&one).await.unwrap());
     assert!(
         !run_exists(&setup.prefix.join("demo-shard3of2"))
