@@ -106,6 +106,7 @@ impl Out {
                 })
             }
             tack_store::Location::Remote(url) => {
+                crate::store_arg::check(&url).await?;
                 if tack_store::run_exists(&url)
                     .await
                     .map_err(crate::store_arg::failure)?

@@ -180,15 +180,25 @@ async fn resumed_and_upload(
         Location::Remote(prefix) => Some(prefix),
         Location::Local(_) => None,
     };
-    let Some(resume) = &args.resume else {
-        return Ok((None, traces));
+    let (resumed, upload) = match &args.resume {
+        None => (None, traces),
+        Some(resume) => {
+            let (dir, upload) = match crate::store_arg::location(resume)? {
+                Location::Local(dir) => (dir, traces),
+                Location::Remote(url) => (crate::store_arg::fetch(&url).await?, url.parent()),
+            };
+            (
+                Some(ResumedRun::read(&dir).or_fail(Failure::Usage)?),
+                upload,
+            )
+        }
     };
-    let (dir, upload) = match crate::store_arg::location(resume)? {
-        Location::Local(dir) => (dir, traces),
-        Location::Remote(url) => (crate::store_arg::fetch(&url).await?, url.parent()),
-    };
-    let resumed = ResumedRun::read(&dir).or_fail(Failure::Usage)?;
-    Ok((Some(resumed), upload))
+    // A missing bucket or a wrong endpoint is found now, before the trials
+    // are paid for, not by the upload after them.
+    if let Some(prefix) = &upload {
+        crate::store_arg::check(prefix).await?;
+    }
+    Ok((resumed, upload))
 }
 
 /// clap requires SUITE unless --resume is given.

@@ -39,6 +39,12 @@ pub async fn local_run(arg: &Path) -> Result<PathBuf, CommandError> {
     }
 }
 
+/// Checks that runs can be stored under `prefix` (bucket, endpoint,
+/// credentials) before anything is run or merged for it.
+pub async fn check(prefix: &RemoteUrl) -> Result<(), CommandError> {
+    tack_store::check_prefix(prefix).await.map_err(failure)
+}
+
 /// Brings the run at `url` into the cache; returns its directory there.
 pub async fn fetch(url: &RemoteUrl) -> Result<PathBuf, CommandError> {
     let fetched = tack_store::download_run(url, &cache()?)

@@ -319,4 +319,42 @@ fn shards_upload_to_s3_and_merge_report_and_compare_read_from_it() {
     let scheme = c(&["report", "http://example.invalid/runs/x"]);
     assert_eq!(scheme.status.code(), Some(2));
     assert!(text(&scheme.stderr).contains("s3://BUCKET/PREFIX"));
+    // A missing bucket stops a run before its first trial, naming the
+    // bucket and the endpoint.
+    let no_bucket = c(&[
+        "run",
+        demo.to_str().unwrap(),
+        "-v",
+        "oracle",
+        "-t",
+        "median-even",
+        "--trials",
+        "1",
+        "--traces",
+        "s3://no-such-bucket/runs",
+        "--no-report",
+    ]);
+    assert_eq!(
+        no_bucket.status.code(),
+        Some(2),
+        "{}",
+        text(&no_bucket.stderr)
+    );
+    let stderr = text(&no_bucket.stderr);
+    assert!(
+        stderr.contains("the bucket `no-such-bucket` does not exist at http://127.0.0.1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("<?xml"), "{stderr}");
+    assert!(!text(&no_bucket.stdout).contains("passed"));
+    // A plain-http endpoint without AWS_ALLOW_HTTP says what to set.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+    command
+        .args(["report", &merged_url])
+        .current_dir(&machine_c)
+        .env("AWS_ENDPOINT_URL", moto.endpoint())
+        .env_remove("AWS_ALLOW_HTTP");
+    let plain = command.output().unwrap();
+    assert_eq!(plain.status.code(), Some(2), "{}", text(&plain.stderr));
+    assert!(text(&plain.stderr).contains("set AWS_ALLOW_HTTP=true"));
 }

@@ -20,12 +20,22 @@ pub enum StoreError {
         hint: &'static str,
     },
 
-    #[error("{url}: could not {action}: {error}; {hint}")]
+    /// The environment configures the store in a way it cannot work.
+    #[error("{url}: {reason}")]
+    Setup { url: String, reason: String },
+
+    /// A request to the store failed. `detail` is the store's error,
+    /// shortened (an XML error body becomes its code and message).
+    #[error("{url}: could not {action}: {detail}; {hint}")]
     Remote {
         url: String,
         action: &'static str,
+        detail: String,
         error: Box<object_store::Error>,
         hint: String,
+        /// The bucket is missing or the credentials are refused: the user's
+        /// to fix, not a failure of the store.
+        usage: bool,
     },
 
     #[error(
@@ -57,9 +67,13 @@ impl StoreError {
     /// Whether the user named something wrong (exit 2) rather than tack or
     /// the store failing (exit 3).
     pub fn is_usage(&self) -> bool {
+        if let StoreError::Remote { usage, .. } = self {
+            return *usage;
+        }
         matches!(
             self,
             StoreError::Location { .. }
+                | StoreError::Setup { .. }
                 | StoreError::Client { .. }
                 | StoreError::NotARun { .. }
                 | StoreError::RunExists { .. }

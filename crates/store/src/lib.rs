@@ -21,6 +21,6 @@ mod transfer;
 
 pub use cache::Cache;
 pub use error::StoreError;
-pub use list::{expand_runs, list_runs, run_exists};
+pub use list::{check_prefix, expand_runs, list_runs, run_exists};
 pub use location::{Location, RemoteUrl, SUPPORTED, Scheme};
 pub use transfer::{Published, Transfer, download_run, publish_run, upload_run};

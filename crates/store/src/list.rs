@@ -1,5 +1,6 @@
 //! Finding runs under a prefix.
 
+use futures::StreamExt;
 use globset::Glob;
 use object_store::{ObjectStoreExt, path::Path as ObjectPath};
 use tack_trace::Manifest;
@@ -60,6 +61,19 @@ pub async fn expand_runs(url: &RemoteUrl) -> Result<Vec<RemoteUrl>, StoreError> 
         return Err(bad_glob(format!("no run under {parent} matches `{name}`")));
     }
     Ok(runs)
+}
+
+/// Checks, with one listing request, that `prefix` can be used: the bucket
+/// exists, the endpoint answers and the credentials are accepted. A run
+/// bound for `prefix` calls it before its first trial, not after its last;
+/// the right to write is only known when the upload is tried.
+pub async fn check_prefix(prefix: &RemoteUrl) -> Result<(), StoreError> {
+    let store = open(prefix)?;
+    let mut listing = store.list(Some(&prefix.object_path()));
+    match listing.next().await {
+        None | Some(Ok(_)) | Some(Err(object_store::Error::NotFound { .. })) => Ok(()),
+        Some(Err(e)) => Err(remote_error(prefix, "list the prefix", e)),
+    }
 }
 
 /// Whether `run` holds a manifest, i.e. a run was stored there.
