@@ -34,7 +34,8 @@ Exit codes: 0 compared, 2 usage error or drift, 3 tack failed (traces unreadable
 /// Which two sides to compare; shared with `tack gate`.
 #[derive(Debug, Args)]
 pub struct SidesArgs {
-    /// The base run: traces/<run-id>, or a run id under --traces.
+    /// The base run: traces/<run-id>, a run id under --traces, or a run's URL
+    /// (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://).
     pub base: PathBuf,
     /// The candidate run. Without it, --variants names two variants of BASE.
     pub candidate: Option<PathBuf>,
@@ -44,7 +45,7 @@ pub struct SidesArgs {
     /// Compare the tasks that did not change and list those that did, instead of exiting 2.
     #[arg(long)]
     pub allow_drift: bool,
-    /// Where run ids are looked up.
+    /// Where run ids are looked up: a directory or a URL prefix.
     #[arg(long, default_value = "traces")]
     pub traces: PathBuf,
     /// Bootstrap resamples per interval.
@@ -83,7 +84,7 @@ pub struct Loaded {
     pub drift: Vec<String>,
 }
 
-pub fn run(args: CompareArgs) -> CommandResult {
+pub async fn run(args: CompareArgs) -> CommandResult {
     if let Some(effect) = args.effect
         && !(effect > 0.0 && effect < 1.0)
     {
@@ -91,7 +92,7 @@ pub fn run(args: CompareArgs) -> CommandResult {
             "--effect is a difference in success rate between 0 and 1, e.g. 0.05",
         ));
     }
-    let loaded = load(&args.sides, args.effect)?;
+    let loaded = load(&args.sides, args.effect).await?;
     let report = if args.no_report {
         None
     } else {
@@ -139,10 +140,10 @@ fn default_out(loaded: &Loaded) -> PathBuf {
 }
 
 /// Reads both runs, checks they ran the same tasks, and compares.
-pub fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, CommandError> {
-    let base_dir = resolve(&sides.base, &sides.traces)?;
+pub async fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, CommandError> {
+    let base_dir = resolve(&sides.base, &sides.traces).await?;
     let candidate_dir = match &sides.candidate {
-        Some(candidate) => resolve(candidate, &sides.traces)?,
+        Some(candidate) => resolve(candidate, &sides.traces).await?,
         None => base_dir.clone(),
     };
     let base = analyze_run(&base_dir).or_fail(Failure::Usage)?;
@@ -205,14 +206,26 @@ pub fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, CommandErr
     })
 }
 
-/// `traces/<id>` as given, or `<id>` under the traces directory.
-fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, CommandError> {
+/// `traces/<id>` as given, `<id>` under the traces directory, or a run's
+/// URL (or `<id>` under a traces URL), fetched into the cache.
+async fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, CommandError> {
+    use tack_store::Location;
+    let run = match crate::store_arg::location(run)? {
+        Location::Remote(url) => return crate::store_arg::fetch(&url).await,
+        Location::Local(run) => run,
+    };
     if run.join("manifest.json").is_file() {
-        return Ok(run.to_path_buf());
+        return Ok(run);
     }
-    let under = traces.join(run);
-    if under.join("manifest.json").is_file() {
-        return Ok(under);
+    let id = run.to_str().filter(|id| !id.contains('/'));
+    match (crate::store_arg::location(traces)?, id) {
+        (Location::Remote(prefix), Some(id)) => {
+            return crate::store_arg::fetch(&prefix.join(id)).await;
+        }
+        (Location::Local(traces), _) if traces.join(&run).join("manifest.json").is_file() => {
+            return Ok(traces.join(&run));
+        }
+        _ => {}
     }
     Err(usage(format!(
         "{} is not a run: expected traces/<run-id>/ with a manifest.json (or a run id under {})",

@@ -67,7 +67,7 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     }
 }
 
-pub fn run(args: GateArgs) -> CommandResult {
+pub async fn run(args: GateArgs) -> CommandResult {
     if !(0.0..1.0).contains(&args.max_drop) {
         return Err(usage(
             "--max-drop is a difference in success rate from 0 to 1, e.g. 0.02",
@@ -76,7 +76,7 @@ pub fn run(args: GateArgs) -> CommandResult {
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
         return Err(usage("--alpha is between 0 and 1, e.g. 0.05"));
     }
-    let loaded = load(&args.sides, None)?;
+    let loaded = load(&args.sides, None).await?;
     let options = GateOptions {
         max_drop: args.max_drop,
         alpha: args.alpha,

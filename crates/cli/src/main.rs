@@ -18,6 +18,7 @@ mod run_cmd;
 mod sandbox_cmd;
 mod shard_arg;
 mod show_cmd;
+mod store_arg;
 mod suite_cmd;
 mod terminal_approver;
 
@@ -111,12 +112,12 @@ fn main() -> ExitCode {
             Command::Run(args) => run_cmd::run(args).await,
             Command::Exec(args) => exec_cmd::run(args).await,
             Command::Replay(args) => replay_cmd::run(args).await,
-            Command::Merge(args) => merge_cmd::run(args),
-            Command::Report(args) => report_cmd::run(args),
+            Command::Merge(args) => merge_cmd::run(args).await,
+            Command::Report(args) => report_cmd::run(args).await,
             Command::Show(args) => show_cmd::run(args),
             Command::Query(args) => query_cmd::run(args),
-            Command::Compare(args) => compare_cmd::run(args),
-            Command::Gate(args) => gate_cmd::run(args),
+            Command::Compare(args) => compare_cmd::run(args).await,
+            Command::Gate(args) => gate_cmd::run(args).await,
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,
             Command::Suite(SuiteCommand::Show { suite, json }) => suite_cmd::show(&suite, json),
             Command::Permissions(command) => permissions_cmd::run(command),

@@ -26,10 +26,13 @@ Exit codes:
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct MergeArgs {
-    /// The shard runs' trace directories (traces/<run-id>).
+    /// The shard runs' trace directories (traces/<run-id>), or their URLs
+    /// (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://); a URL's last segment may be a glob,
+    /// e.g. 's3://bucket/runs/*-shard*of3' (quoted, so the shell leaves it alone).
     #[arg(required = true)]
     runs: Vec<PathBuf>,
-    /// The merged run's directory, traces/<run-id>; must not exist yet.
+    /// The merged run: a directory, traces/<run-id>, or a URL, s3://BUCKET/PREFIX/<run-id>;
+    /// must not exist yet.
     #[arg(long)]
     out: PathBuf,
     /// Merge although some shards are missing; the merged run is then marked interrupted.
@@ -37,42 +40,99 @@ pub struct MergeArgs {
     allow_partial: bool,
 }
 
-pub fn run(args: MergeArgs) -> CommandResult {
-    let shards = read_shards(&args.runs).or_fail(Failure::Usage)?;
+pub async fn run(args: MergeArgs) -> CommandResult {
+    let dirs = crate::store_arg::local_runs(&args.runs).await?;
+    let shards = read_shards(&dirs).or_fail(Failure::Usage)?;
     let complete = check_together(&shards, args.allow_partial).or_fail(Failure::Usage)?;
     let trials = trial_files(&shards).or_fail(Failure::Usage)?;
-    let run_id = args
-        .out
-        .file_name()
-        .and_then(|name| name.to_str())
-        .map(str::to_string)
-        .ok_or_else(|| {
-            anyhow!(
-                "--out {}: name the run directory, e.g. traces/<run-id>",
-                args.out.display()
-            )
-        })
-        .or_fail(Failure::Usage)?;
-    if args.out.exists() {
-        return Err(anyhow!(
-            "--out {} already exists; choose a new run directory",
-            args.out.display()
-        ))
-        .or_fail(Failure::Usage);
+    let out = Out::of(&args.out).await?;
+    copy_tables(&shards, &out.dir).or_fail(Failure::Internal)?;
+    let manifest = merged_manifest(&shards, out.run_id.clone(), complete);
+    manifest.write(&out.dir).or_fail(Failure::Internal)?;
+    if let Some(url) = &out.url {
+        crate::store_arg::publish(&out.dir, url).await?;
     }
-    copy_tables(&shards, &args.out).or_fail(Failure::Internal)?;
-    let manifest = merged_manifest(&shards, run_id, complete);
-    manifest.write(&args.out).or_fail(Failure::Internal)?;
     println!(
         "merged {} shard runs ({} trials) into {}",
         shards.len(),
         trials,
-        args.out.display()
+        out.shown
     );
     if !complete {
         eprintln!("note: shards are missing; the merged run is marked interrupted");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the merged run is written, and where it goes from there.
+struct Out {
+    run_id: String,
+    /// Written here: `--out` itself, or a staging directory for a URL.
+    dir: PathBuf,
+    url: Option<tack_store::RemoteUrl>,
+    shown: String,
+}
+
+impl Out {
+    async fn of(arg: &Path) -> Result<Out, crate::exit::CommandError> {
+        let location = crate::store_arg::location(arg)?;
+        let name = match &location {
+            tack_store::Location::Local(dir) => dir
+                .file_name()
+                .and_then(|name| name.to_str())
+                .map(str::to_string),
+            tack_store::Location::Remote(url) => url.name(),
+        };
+        let run_id = name
+            .ok_or_else(|| {
+                anyhow!("--out {location}: name the run directory, e.g. traces/<run-id>")
+            })
+            .or_fail(Failure::Usage)?;
+        let shown = location.to_string();
+        match location {
+            tack_store::Location::Local(dir) => {
+                if dir.exists() {
+                    return Err(anyhow!(
+                        "--out {} already exists; choose a new run directory",
+                        dir.display()
+                    ))
+                    .or_fail(Failure::Usage);
+                }
+                Ok(Out {
+                    run_id,
+                    dir,
+                    url: None,
+                    shown,
+                })
+            }
+            tack_store::Location::Remote(url) => {
+                crate::store_arg::check(&url).await?;
+                if tack_store::run_exists(&url)
+                    .await
+                    .map_err(crate::store_arg::failure)?
+                {
+                    return Err(anyhow!(
+                        "--out {url} already holds a run; choose a new run URL"
+                    ))
+                    .or_fail(Failure::Usage);
+                }
+                // Staging belongs to tack: what an earlier, failed merge to
+                // the same URL left there is rebuilt from the shards.
+                let dir = crate::store_arg::cache()?.staging().join(&run_id);
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("could not clear {}", dir.display()))
+                        .or_fail(Failure::Internal)?;
+                }
+                Ok(Out {
+                    run_id,
+                    dir,
+                    url: Some(url),
+                    shown,
+                })
+            }
+        }
+    }
 }
 
 struct ShardRun {

@@ -48,6 +48,7 @@ pub async fn run(args: ReplayArgs) -> CommandResult {
         reports: args.reports,
         no_report: false,
         json: args.json,
+        upload: None,
     };
     execute(plan, &output).await
 }

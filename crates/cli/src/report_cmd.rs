@@ -10,7 +10,8 @@ use crate::exit::{Classify, CommandResult, Failure};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A run's trace directory, traces/<run-id>.
+    /// A run's trace directory, traces/<run-id>, or its URL (s3://BUCKET/PREFIX/<run-id>, gs://,
+    /// az://, file://), fetched into tack's cache first.
     run: PathBuf,
     /// Where to write the report [default: reports/<run-id>].
     #[arg(long)]
@@ -32,7 +33,8 @@ pub struct ReportArgs {
     max_failed: usize,
 }
 
-pub fn run(args: ReportArgs) -> CommandResult {
+pub async fn run(mut args: ReportArgs) -> CommandResult {
+    args.run = crate::store_arg::local_run(&args.run).await?;
     if !args.run.join(tack_trace::Manifest::FILE_NAME).is_file() {
         return Err(crate::exit::CommandError {
             kind: Failure::Usage,

@@ -7,6 +7,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tack_protocol::TrialOutcome;
 use tack_runner::{CancelFlag, Progress, RunPlan, RunResult};
+use tack_store::{Location, RemoteUrl};
 
 use crate::exit::{Classify, CommandResult, Failure};
 use crate::suite_cmd::default_jobs;
@@ -25,6 +26,13 @@ traces/<run-id>`: finished trials are kept, trials that were cut off are kept as
 attempts and run again, and the manifest records the resume. The suite, variants, tasks, trials,
 seed and shard default to the run's own; anything that would change the plan exits 2 and names
 the difference.
+
+With --traces s3://BUCKET/PREFIX (or gs://, az://, file://) the run is written to a staging
+directory in tack's cache and uploaded to <URL>/<run-id> when it ends (finished, interrupted or
+with harness errors), the manifest last; credentials and endpoint come from the environment
+(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP; GOOGLE_*;
+AZURE_STORAGE_*). A run killed before its upload stays in staging: `tack run --resume
+<staging dir> --traces <URL>` finishes and uploads it.
 
 With --json, stdout carries the run's JSON object whenever trials ran, with exit 3 or 130 too.";
 
@@ -49,7 +57,9 @@ pub struct RunArgs {
     /// Seed of the run; each trial's seed derives from it [default: the suite's `seed`].
     #[arg(long)]
     seed: Option<u64>,
-    /// Where traces go: <DIR>/<run-id>/.
+    /// Where traces go: <DIR>/<run-id>/, or a URL: s3://BUCKET/PREFIX (gs://, az://, file://
+    /// too), where the run is uploaded to <URL>/<run-id> when it ends, after being written to
+    /// a staging directory in tack's cache ($XDG_CACHE_HOME/tack/staging).
     #[arg(long, default_value = "traces")]
     traces: PathBuf,
     /// Where reports go: <DIR>/<run-id>/index.html.
@@ -73,9 +83,9 @@ pub struct RunArgs {
     /// SLURM_ARRAY_TASK_COUNT].
     #[arg(long, value_name = "COUNT")]
     shards: Option<u32>,
-    /// Continue the stopped run in this directory (traces/<run-id>): keep its finished trials,
-    /// run the rest.
-    #[arg(long, value_name = "RUN_DIR")]
+    /// Continue the stopped run in this directory (traces/<run-id>), or at this URL
+    /// (s3://BUCKET/PREFIX/<run-id>, uploaded back there): keep its finished trials, run the rest.
+    #[arg(long, value_name = "RUN")]
     resume: Option<PathBuf>,
     /// Run a trial again when it ends in infra_error (sandbox setup, workspace I/O, a provider
     /// down through every call retry), up to N times; every attempt is recorded, reports count
@@ -94,10 +104,7 @@ fn shard_of(
 }
 
 pub async fn run(args: RunArgs) -> CommandResult {
-    let resumed = match &args.resume {
-        Some(dir) => Some(ResumedRun::read(dir).or_fail(Failure::Usage)?),
-        None => None,
-    };
+    let (resumed, upload) = resumed_and_upload(&args).await?;
     let shard = match (shard_of(&args).or_fail(Failure::Usage)?, &resumed) {
         (None, Some(resumed)) => resumed.shard,
         (shard, _) => shard,
@@ -137,9 +144,11 @@ pub async fn run(args: RunArgs) -> CommandResult {
         ),
         tasks: or_recorded(&args.tasks, recorded.map(|m| m.tasks.clone())),
         jobs: args.jobs.max(1),
-        traces_root: resumed
-            .as_ref()
-            .map_or(args.traces.clone(), |r| r.traces_root.clone()),
+        traces_root: match (&resumed, &upload) {
+            (Some(resumed), _) => resumed.traces_root.clone(),
+            (None, Some(_)) => crate::store_arg::cache()?.staging(),
+            (None, None) => args.traces.clone(),
+        },
         command_line: std::env::args().collect(),
         keep_failed_workspaces: args.keep_workspaces,
         replay: None,
@@ -156,8 +165,40 @@ pub async fn run(args: RunArgs) -> CommandResult {
         reports: args.reports.clone(),
         no_report: args.no_report,
         json: args.json,
+        upload,
     };
     execute(plan, &output).await
+}
+
+/// The run `--resume` names (fetched first when it is a URL), and the URL
+/// prefix the run is uploaded under when it ends: the one it was fetched
+/// from, else `--traces` when that is a URL.
+async fn resumed_and_upload(
+    args: &RunArgs,
+) -> Result<(Option<ResumedRun>, Option<RemoteUrl>), crate::exit::CommandError> {
+    let traces = match crate::store_arg::location(&args.traces)? {
+        Location::Remote(prefix) => Some(prefix),
+        Location::Local(_) => None,
+    };
+    let (resumed, upload) = match &args.resume {
+        None => (None, traces),
+        Some(resume) => {
+            let (dir, upload) = match crate::store_arg::location(resume)? {
+                Location::Local(dir) => (dir, traces),
+                Location::Remote(url) => (crate::store_arg::fetch(&url).await?, url.parent()),
+            };
+            (
+                Some(ResumedRun::read(&dir).or_fail(Failure::Usage)?),
+                upload,
+            )
+        }
+    };
+    // A missing bucket or a wrong endpoint is found now, before the trials
+    // are paid for, not by the upload after them.
+    if let Some(prefix) = &upload {
+        crate::store_arg::check(prefix).await?;
+    }
+    Ok((resumed, upload))
 }
 
 /// clap requires SUITE unless --resume is given.
@@ -219,6 +260,9 @@ pub struct Output {
     pub reports: PathBuf,
     pub no_report: bool,
     pub json: bool,
+    /// The URL prefix the run is uploaded under (`<prefix>/<run-id>`) when
+    /// it ends, interrupted or not.
+    pub upload: Option<RemoteUrl>,
 }
 
 /// Runs a checked plan, writes its report and prints the outcome.
@@ -237,6 +281,15 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         }
         result => result.or_fail(Failure::Internal)?,
     };
+    let mut result = result;
+    let traces = match &args.upload {
+        Some(prefix) => {
+            let url = prefix.join(&result.run_id);
+            result.run_dir = crate::store_arg::publish(&result.run_dir, &url).await?.dir;
+            url.to_string()
+        }
+        None => result.run_dir.display().to_string(),
+    };
 
     let report = if args.no_report {
         None
@@ -252,7 +305,7 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         Some(files.index)
     };
     if args.json {
-        let out = serde_json::json!({ "run": result, "report": report });
+        let out = serde_json::json!({ "run": result, "traces": traces, "report": report });
         println!(
             "{}",
             serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
@@ -266,10 +319,10 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
                 result.kept
             );
         }
-        println!("traces: {}", result.run_dir.display());
+        println!("traces: {traces}");
         match &report {
             Some(index) => println!("report: {}", index.display()),
-            None => println!("report: run `tack report {}`", result.run_dir.display()),
+            None => println!("report: run `tack report {traces}`"),
         }
     }
     let harness_failed = report_harness_errors(&result);

@@ -42,4 +42,6 @@ pub use recorded::{
     RecordedAnswers, RecordedTrial, recorded_answers, recorded_trials, trial_identity,
 };
 pub use transcript::{TranscriptMessage, legacy_message_id, trial_transcript, trial_transcripts};
-pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids};
+pub use writer::{
+    PID_FILE, RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids,
+};

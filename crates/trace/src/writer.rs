@@ -16,8 +16,9 @@ use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
 use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
 use crate::{Manifest, RunStatus, TraceError, read_table_files};
 
-/// Holds the id of the process writing the run, while it runs.
-const PID_FILE: &str = "run.pid";
+/// Holds the id of the process writing the run, while it runs. It means
+/// nothing on another machine: copies of a run leave it out.
+pub const PID_FILE: &str = "run.pid";
 
 /// Whether a live process is still writing this run: its journals belong to
 /// trials in progress, not to a crash.
