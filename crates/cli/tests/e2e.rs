@@ -4,32 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use arrow_array::{Array, ListArray, StringArray, UInt32Array};
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap()
-}
-
-fn stdout_json(output: &Output) -> Value {
-    assert!(
-        output.status.success(),
-        "tack failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
+mod common;
+use common::{stdout_json, tack};
 
 const TASKS: &str = "duration-minutes,total-missing-file";
 const TRIALS: usize = 2;

@@ -6,15 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-const RUN_ID: &str = "20261201-190243-demo-e3a8";
+mod common;
+use common::{repo, stdout_json, tack};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+const RUN_ID: &str = "20261201-190243-demo-e3a8";
 
 /// A copy of the fixture: reading a run may recover its journals in place.
 fn old_run(dir: &Path) -> PathBuf {
@@ -33,24 +31,6 @@ fn old_run(dir: &Path) -> PathBuf {
     to
 }
 
-fn tack(args: &[&str]) -> Output {
-    // From the repository root: the manifest names `suites/demo`.
-    Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap()
-}
-
-fn json(output: &Output) -> Value {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
 #[test]
 fn a_run_of_the_previous_trace_schema_reads_everywhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -61,7 +41,7 @@ fn a_run_of_the_previous_trace_schema_reads_everywhere() {
     assert_eq!(manifest["schema_version"], 2);
 
     let reports = dir.path().join("reports");
-    let report = json(&tack(&[
+    let report = stdout_json(&tack(&[
         "report",
         run_arg,
         "--out",
@@ -77,7 +57,7 @@ fn a_run_of_the_previous_trace_schema_reads_everywhere() {
     assert_eq!(variants, ["oracle", "sim-approvals"]);
 
     let trial = "sim-approvals--median-even--0";
-    let shown = json(&tack(&["show", run_arg, trial, "--json"]));
+    let shown = stdout_json(&tack(&["show", run_arg, trial, "--json"]));
     let messages = shown["messages"].as_array().unwrap();
     assert!(messages.len() >= 4, "{shown}");
     assert_eq!(messages[0]["role"], "system");
@@ -99,7 +79,7 @@ fn a_run_of_the_previous_trace_schema_reads_everywhere() {
 
     // The recorded answers drive a replay of the old trial.
     let traces = dir.path().join("replays");
-    let replay = json(&tack(&[
+    let replay = stdout_json(&tack(&[
         "replay",
         run_arg,
         trial,

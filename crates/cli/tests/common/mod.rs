@@ -1,0 +1,33 @@
+//! Helpers shared by the CLI's end-to-end tests: run the `tack` binary from
+//! the repository root and read its `--json` output.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)] // each test binary uses some
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `tack` from the repository root: suites and manifests name
+/// `suites/demo` relative to it.
+pub fn tack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap()
+}
+
+/// The JSON `tack` printed, after checking it succeeded.
+pub fn stdout_json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "tack failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
