@@ -184,3 +184,100 @@ fn the_binary_serves_a_script_file() {
         .unwrap();
     assert_eq!(usage.status.code(), Some(2));
 }
+
+/// A conversation with `results` tool results, offering tack's `bash`.
+fn conversation(results: usize) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "go"})];
+    for step in 1..=results {
+        messages.push(json!({"role": "assistant", "tool_calls": [{"id": format!("call_{step}")}]}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": format!("call_{step}"), "content": "ok"}));
+    }
+    json!({
+        "model": "m",
+        "messages": messages,
+        "tools": [{"type": "function", "function": {"name": "bash", "parameters": {
+            "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}],
+    })
+}
+
+#[test]
+fn the_binary_serves_a_tool_loop_to_concurrent_conversations() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tack-testkit-server"))
+        .args(["--provider", "openai", "--tool-loop", "2"])
+        .args(["--argument", "echo {step}", "--latency-ms", "30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("http://")
+        .unwrap()
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    // The server keeps connections alive; these ask it to close.
+    let close = [("connection", "close")];
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = [0, 1, 2, 0]
+            .map(|results| {
+                scope.spawn(move || {
+                    post(addr, "/v1/chat/completions", &close, &conversation(results))
+                })
+            })
+            .into_iter()
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let stats = {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "GET /tack-testkit/stats HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let body = answer.split_once("\r\n\r\n").unwrap().1.to_string();
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let (status, refused) = post(
+        addr,
+        "/v1/chat/completions",
+        &close,
+        &json!({"messages": []}),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let bodies: Vec<Value> = answers
+        .iter()
+        .map(|(status, body)| {
+            assert_eq!(*status, 200, "{body}");
+            serde_json::from_str(body).unwrap()
+        })
+        .collect();
+    let call = |body: &Value| body["choices"][0]["message"]["tool_calls"][0]["function"].clone();
+    assert_eq!(
+        call(&bodies[0]),
+        json!({"name": "bash", "arguments": r#"{"command":"echo 1"}"#})
+    );
+    assert_eq!(call(&bodies[1])["arguments"], r#"{"command":"echo 2"}"#);
+    assert_eq!(bodies[2]["choices"][0]["message"]["content"], "done");
+    assert_eq!(bodies[2]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(bodies[3], {
+        let mut same = bodies[0].clone();
+        same["id"] = bodies[3]["id"].clone();
+        same
+    });
+    assert!(bodies[0]["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    // Four requests, each with 30 ms of latency that is not the server's time.
+    assert_eq!(stats["requests"], 4);
+    assert!(stats["busy_us"].as_u64().unwrap() < 4 * 30_000, "{stats}");
+    assert_eq!(status, 400);
+    assert!(refused.contains("offers []"), "{refused}");
+}
