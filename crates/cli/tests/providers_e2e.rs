@@ -82,8 +82,8 @@ fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retries() {
     let options = ServerOptions {
-        port: 0,
         expected_key: PLANTED_KEY.to_string(),
+        ..ServerOptions::default()
     };
     let mut answer = ScriptedResponse::tool_calls(vec![fix_call()]);
     if let ScriptedResponse::Reply(reply) = &mut answer {

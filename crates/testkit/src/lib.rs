@@ -47,6 +47,9 @@ pub struct ServerOptions {
     /// 0 picks a free port.
     pub port: u16,
     pub expected_key: String,
+    /// A scripted server also appends every request it records to this
+    /// file, one JSON line each, for callers in another process.
+    pub record_to: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -54,6 +57,7 @@ impl Default for ServerOptions {
         ServerOptions {
             port: 0,
             expected_key: TEST_API_KEY.to_string(),
+            record_to: None,
         }
     }
 }
@@ -115,11 +119,7 @@ impl MockServer {
         script: Vec<ScriptedResponse>,
         options: ServerOptions,
     ) -> std::io::Result<MockServer> {
-        let shared = Arc::new(Shared::new(
-            dialect,
-            Shared::script(script),
-            &options.expected_key,
-        ));
+        let shared = Arc::new(Shared::new(dialect, Shared::script(script), &options));
         let listener = server::bind(loopback(options.port)).await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(server::serve(listener, shared.clone()));
@@ -157,7 +157,7 @@ impl MockServer {
         answers: Answers,
         options: ServerOptions,
     ) -> std::io::Result<MockServer> {
-        let shared = Arc::new(Shared::new(dialect, answers, &options.expected_key));
+        let shared = Arc::new(Shared::new(dialect, answers, &options));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let serving = shared.clone();

@@ -6,8 +6,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
+use crate::ServerOptions;
 use crate::io::Resettable;
 use crate::script::{Reply, ScriptedResponse};
 use crate::tool_loop::ToolLoop;
@@ -65,7 +67,7 @@ impl Dialect {
 const KEY_HEADERS: [&str; 2] = ["authorization", "x-api-key"];
 
 /// One request as the server saw it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecordedRequest {
     pub method: String,
     pub path: String,
@@ -105,6 +107,7 @@ pub struct ServerStats {
 pub(crate) struct Shared {
     pub(crate) dialect: Dialect,
     expected_key: String,
+    record_to: Option<PathBuf>,
     answers: Answers,
     requests: Mutex<Vec<RecordedRequest>>,
     received: AtomicU64,
@@ -112,10 +115,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(dialect: Dialect, answers: Answers, key: &str) -> Shared {
+    pub(crate) fn new(dialect: Dialect, answers: Answers, options: &ServerOptions) -> Shared {
         Shared {
             dialect,
-            expected_key: key.to_string(),
+            expected_key: options.expected_key.clone(),
+            record_to: options.record_to.clone(),
             answers,
             requests: Mutex::new(Vec::new()),
             received: AtomicU64::new(0),
@@ -234,7 +238,11 @@ async fn handle(
     let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let dialect = shared.dialect;
     if !shared.keep_alive() {
-        lock(&shared.requests).push(record(shared, &parts, json.clone()));
+        let recorded = record(shared, &parts, json.clone());
+        if let Some(path) = &shared.record_to {
+            append_line(path, &recorded);
+        }
+        lock(&shared.requests).push(recorded);
     }
     if parts.method != hyper::Method::POST || parts.uri.path() != dialect.path() {
         let message = format!(
@@ -301,6 +309,22 @@ fn record(shared: &Shared, parts: &hyper::http::request::Parts, body: Value) -> 
             .map(|name| name.to_string())
             .collect(),
         body,
+    }
+}
+
+/// Appends `recorded` to the record file. A failure shows as a missing
+/// line, which the caller reading the file reports; the answer still goes.
+fn append_line(path: &Path, recorded: &RecordedRequest) {
+    let Ok(mut line) = serde_json::to_vec(recorded) else {
+        return;
+    };
+    line.push(b'\n');
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    if let Ok(mut file) = file {
+        let _ = file.write_all(&line);
     }
 }
 

@@ -155,9 +155,12 @@ fn the_binary_serves_a_script_file() {
         r#"[{"type": "status", "status": 529}, {"type": "reply", "text": "ok"}]"#,
     )
     .unwrap();
+    let record = dir.join("requests.jsonl");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tack-testkit-server"))
         .args(["--provider", "anthropic", "--script"])
         .arg(&script)
+        .arg("--record")
+        .arg(&record)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -172,10 +175,24 @@ fn the_binary_serves_a_script_file() {
         .parse()
         .unwrap();
     let (first, body) = post(addr, "/v1/messages", &[], &request(false));
-    let (second, _) = post(addr, "/v1/messages", &[], &request(false));
+    let (second, _) = post(
+        addr,
+        "/v1/messages",
+        &[("x-api-key", "sk-secret")],
+        &request(true),
+    );
     child.kill().unwrap();
     child.wait().unwrap();
+    let recorded = std::fs::read_to_string(&record).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+    let lines: Vec<Value> = recorded
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{recorded}");
+    assert_eq!(lines[1]["body"]["stream"], true);
+    assert_eq!(lines[1]["auth_present"], true);
+    assert!(!recorded.contains("sk-secret"));
     assert_eq!((first, second), (529, 200));
     assert!(body.contains("overloaded_error"), "{body}");
 

@@ -2,7 +2,8 @@
 //! `… --tool-loop STEPS [--tool NAME] [--argument TEXT] [--latency-ms MS]`:
 //! serves a script (a JSON array of scripted responses) or a tool loop on
 //! 127.0.0.1, prints the base URL on stdout, and runs until killed. A tool
-//! loop's counters are at `GET /tack-testkit/stats`.
+//! loop's counters are at `GET /tack-testkit/stats`; `--record FILE` writes
+//! a script's requests to FILE as JSON lines.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,8 +12,9 @@ use tack_testkit::{Dialect, MockServer, ScriptedResponse, ServerOptions, ToolLoo
 
 const USAGE: &str = "usage: tack-testkit-server --provider openai|anthropic \
 (--script FILE.json | --tool-loop STEPS [--tool NAME] [--argument TEXT] [--latency-ms MS]) \
-[--port N] [--key KEY]
+[--port N] [--key KEY] [--record FILE]
 
+--record FILE      append every request a script answers to FILE, one JSON line each
 --tool-loop STEPS  answer every conversation with STEPS calls of --tool (default bash), then a
                    final answer; --argument (default 'echo step {step}') is the value of the
                    tool's first required parameter; --latency-ms delays every answer";
@@ -64,6 +66,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--port" => options.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
             "--key" => options.expected_key = value()?,
+            "--record" => options.record_to = Some(value()?.into()),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
