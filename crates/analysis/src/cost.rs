@@ -7,11 +7,12 @@
 //! as 0, and any total it belongs to is a lower bound (or unknown when no
 //! call of it was priced).
 
-use crate::frame::{self, Frame};
-use crate::{AnalysisError, read_manifest, trials};
+use crate::attempts::IS_SCORED;
+use crate::frame::Frame;
+use crate::{AnalysisError, RunTables};
 use polars::prelude::*;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use tack_protocol::{SpanStatus, TrialOutcome};
 use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col, kind};
@@ -30,8 +31,12 @@ pub struct CostReport {
     pub by_variant: Vec<CostRow>,
     /// One row per variant × model × task, in manifest order.
     pub rows: Vec<CostRow>,
-    /// The whole run.
+    /// The whole run's scored trials.
     pub total: CostRow,
+    /// What the attempts that are not scored cost: those run again (after
+    /// an infra error or a crash) and final infra errors. `trials` counts
+    /// those attempts; they are in no other row.
+    pub not_scored: CostRow,
     /// The price of each model in `rows`, when the caller supplied them
     /// ([`CostReport::set_prices`]); otherwise empty, and `prices_note`
     /// says why.
@@ -217,7 +222,7 @@ pub fn format_usd(usd: f64) -> String {
     format!("${usd:.decimals$}")
 }
 
-/// The answered model calls of one trial, summed.
+/// Answered model calls, summed.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct TrialCalls {
     calls: u64,
@@ -233,29 +238,47 @@ struct TrialCalls {
 /// Reads `run_dir`'s manifest, trials and spans and builds its cost table.
 /// Prices are not known to the analysis; see [`CostReport::set_prices`].
 pub fn cost_report(run_dir: &Path) -> Result<CostReport, AnalysisError> {
-    let manifest = read_manifest(run_dir)?;
-    let dir = run_dir.join(TRIALS_DIR);
-    let files = frame::parquet_files(&dir)?;
-    if files.is_empty() {
-        return Err(AnalysisError::NoTrials { dir });
-    }
-    let lazy = trials::scan(&dir, &files)?.select([
+    cost_report_of(&RunTables::open(run_dir)?)
+}
+
+/// [`cost_report`] of an opened run. Rows cover the scored trials, as the
+/// success rates do; the attempts that were run again and the final infra
+/// errors are summed apart in [`CostReport::not_scored`].
+pub fn cost_report_of(tables: &RunTables) -> Result<CostReport, AnalysisError> {
+    let manifest = tables.manifest();
+    let dir = tables.trials_dir();
+    let lazy = tables.marked_trials()?.select([
         col(col::TRIAL_ID),
         col(col::VARIANT),
         col(col::TASK),
         col(col::MODEL),
         col(col::OUTCOME),
+        col(IS_SCORED),
     ]);
-    let table = Frame::collect(lazy, &dir, TRIALS_DIR)?;
-    let calls = trial_calls(run_dir)?;
+    let trials = Frame::collect(lazy, dir, TRIALS_DIR)?.lazy();
     let simulated: Vec<String> = manifest
         .variants
         .iter()
         .filter(|v| v.simulated)
         .map(|v| v.name.clone())
         .collect();
+    let mut groups = trial_counts(trials.clone(), dir, &simulated)?;
+    let mut not_scored = CostRow::empty(NOT_SCORED, "", None, false);
+    not_scored.trials = not_scored_attempts(trials.clone(), dir)?;
+    if let Some(spans) = tables.spans() {
+        for (key, scored, calls) in call_sums(spans, trials, tables.spans_dir())? {
+            if scored {
+                let is_sim = simulated.contains(&key.0);
+                groups
+                    .entry(key.clone())
+                    .or_insert_with(|| CostRow::empty(&key.0, &key.1, Some(&key.2), is_sim))
+                    .add_calls(&calls);
+            } else {
+                not_scored.add_calls(&calls);
+            }
+        }
+    }
     let variant_order: Vec<String> = manifest.variants.iter().map(|v| v.name.clone()).collect();
-    let groups = group_rows(&table, &calls, &simulated)?;
     let mut rows: Vec<CostRow> = groups.into_values().map(CostRow::finish).collect();
     sort_rows(&mut rows, &variant_order, &manifest.tasks);
     let by_variant = variant_totals(&rows);
@@ -270,50 +293,77 @@ pub fn cost_report(run_dir: &Path) -> Result<CostReport, AnalysisError> {
         by_variant,
         rows,
         total: total.finish(),
+        not_scored: not_scored.finish(),
         prices: Vec::new(),
         prices_note: Some("per-model prices were not supplied with this table".to_string()),
     })
 }
 
-/// Sums every trial's calls into its variant × model × task group.
-fn group_rows(
-    table: &Frame,
-    calls: &HashMap<String, TrialCalls>,
+/// The `variant` of [`CostReport::not_scored`].
+pub const NOT_SCORED: &str = "not scored";
+
+/// Names of aggregate columns.
+const TRIALS: &str = "trials";
+const SUCCESSES: &str = "successes";
+const CALLS: &str = "calls";
+const UNKNOWN: &str = "unknown_cost_calls";
+
+/// A (variant, model, task) group.
+type GroupKey = (String, String, String);
+
+/// Scored trials and successes per variant × model × task.
+fn trial_counts(
+    trials: LazyFrame,
+    dir: &Path,
     simulated: &[String],
-) -> Result<BTreeMap<(String, String, String), CostRow>, AnalysisError> {
-    let trial_id = table.strs(col::TRIAL_ID)?;
-    let variant = table.strs(col::VARIANT)?;
-    let task = table.strs(col::TASK)?;
-    let model = table.strs(col::MODEL)?;
-    let outcome = table.strs(col::OUTCOME)?;
-    let none = TrialCalls::default();
-    let mut groups: BTreeMap<(String, String, String), CostRow> = BTreeMap::new();
-    for i in 0..table.height() {
-        let key = (variant[i].clone(), model[i].clone(), task[i].clone());
-        let row = groups.entry(key).or_insert_with(|| {
-            let is_sim = simulated.contains(&variant[i]);
-            CostRow::empty(&variant[i], &model[i], Some(&task[i]), is_sim)
-        });
-        row.trials = row.trials.saturating_add(1);
-        if outcome[i] == TrialOutcome::Passed.as_str() {
-            row.successes = row.successes.saturating_add(1);
-        }
-        row.add_calls(calls.get(&trial_id[i]).unwrap_or(&none));
+) -> Result<BTreeMap<GroupKey, CostRow>, AnalysisError> {
+    let passed = col(col::OUTCOME).eq(lit(TrialOutcome::Passed.as_str()));
+    let lazy = trials
+        .filter(col(IS_SCORED))
+        .group_by([col(col::VARIANT), col(col::MODEL), col(col::TASK)])
+        .agg([
+            len().cast(DataType::UInt64).alias(TRIALS),
+            passed.cast(DataType::UInt64).sum().alias(SUCCESSES),
+        ]);
+    let f = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    let (variant, model, task) = (
+        f.strs(col::VARIANT)?,
+        f.strs(col::MODEL)?,
+        f.strs(col::TASK)?,
+    );
+    let (trials, successes) = (f.u32s(TRIALS)?, f.u32s(SUCCESSES)?);
+    let mut groups = BTreeMap::new();
+    for i in 0..f.height() {
+        let is_sim = simulated.contains(&variant[i]);
+        let mut row = CostRow::empty(&variant[i], &model[i], Some(&task[i]), is_sim);
+        row.trials = trials[i];
+        row.successes = successes[i];
+        groups.insert((variant[i].clone(), model[i].clone(), task[i].clone()), row);
     }
     Ok(groups)
 }
 
-/// Per trial id, the sums of its answered model calls. Only the token and
-/// cost columns are read: Polars pushes the projection into the Parquet
-/// reader, so tool output is never decoded.
-fn trial_calls(run_dir: &Path) -> Result<HashMap<String, TrialCalls>, AnalysisError> {
-    let dir = run_dir.join(SPANS_DIR);
-    let files = frame::parquet_files(&dir)?;
-    if files.is_empty() {
-        return Ok(HashMap::new());
-    }
-    const CALLS: &str = "calls";
-    const UNKNOWN: &str = "unknown_cost_calls";
+/// Attempts that are not scored: run again, or a final infra error.
+fn not_scored_attempts(trials: LazyFrame, dir: &Path) -> Result<u32, AnalysisError> {
+    let lazy = trials.select([col(IS_SCORED)
+        .not()
+        .cast(DataType::UInt64)
+        .sum()
+        .alias(TRIALS)]);
+    let f = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    Ok(f.u32s(TRIALS)?.first().copied().unwrap_or(0))
+}
+
+/// The answered model calls summed per variant × model × task and whether
+/// their trial is scored. Each call is joined to its trial's row; only the
+/// token and cost columns of the spans are read (Polars pushes the
+/// projection into the Parquet reader, so tool output is never decoded), and
+/// no per-trial table is built.
+fn call_sums(
+    spans: LazyFrame,
+    trials: LazyFrame,
+    dir: &Path,
+) -> Result<Vec<(GroupKey, bool, TrialCalls)>, AnalysisError> {
     let tokens = [
         col::INPUT_TOKENS,
         col::CACHE_READ_TOKENS,
@@ -322,7 +372,7 @@ fn trial_calls(run_dir: &Path) -> Result<HashMap<String, TrialCalls>, AnalysisEr
         col::REASONING_TOKENS,
     ];
     let mut aggs = vec![
-        len().alias(CALLS),
+        len().cast(DataType::UInt64).alias(CALLS),
         col(col::COST_USD).cast(DataType::Float64).sum(),
         col(col::COST_USD)
             .is_null()
@@ -335,16 +385,41 @@ fn trial_calls(run_dir: &Path) -> Result<HashMap<String, TrialCalls>, AnalysisEr
             .iter()
             .map(|name| col(*name).cast(DataType::UInt64).sum()),
     );
-    let lazy = frame::scan(&dir, SPANS_DIR, &files)?
+    let mut span_columns = vec![col(col::TRIAL_ID), col(col::COST_USD)];
+    span_columns.extend(tokens.iter().map(|name| col(*name)));
+    let lazy = spans
         .filter(
             col(col::KIND)
                 .eq(lit(kind::MODEL_CALL))
                 .and(col(col::STATUS).eq(lit(SpanStatus::Ok.as_str()))),
         )
-        .group_by([col(col::TRIAL_ID)])
+        .select(span_columns)
+        .join(
+            trials.select([
+                col(col::TRIAL_ID),
+                col(col::VARIANT),
+                col(col::MODEL),
+                col(col::TASK),
+                col(IS_SCORED),
+            ]),
+            [col(col::TRIAL_ID)],
+            [col(col::TRIAL_ID)],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .group_by([
+            col(col::VARIANT),
+            col(col::MODEL),
+            col(col::TASK),
+            col(IS_SCORED),
+        ])
         .agg(aggs);
-    let f = Frame::collect(lazy, &dir, SPANS_DIR)?;
-    let ids = f.strs(col::TRIAL_ID)?;
+    let f = Frame::collect(lazy, dir, SPANS_DIR)?;
+    let (variant, model, task) = (
+        f.strs(col::VARIANT)?,
+        f.strs(col::MODEL)?,
+        f.strs(col::TASK)?,
+    );
+    let scored = f.bools(IS_SCORED)?;
     let calls = f.u64s(CALLS)?;
     let usd = f.opt_f64s(col::COST_USD)?;
     let unknown = f.u64s(UNKNOWN)?;
@@ -355,10 +430,8 @@ fn trial_calls(run_dir: &Path) -> Result<HashMap<String, TrialCalls>, AnalysisEr
         f.u64s(tokens[3])?,
         f.u64s(tokens[4])?,
     ];
-    Ok(ids
-        .into_iter()
-        .enumerate()
-        .map(|(i, id)| {
+    Ok((0..f.height())
+        .map(|i| {
             let sums = TrialCalls {
                 calls: calls[i],
                 input: input[i],
@@ -369,7 +442,8 @@ fn trial_calls(run_dir: &Path) -> Result<HashMap<String, TrialCalls>, AnalysisEr
                 known_usd: usd[i].unwrap_or(0.0),
                 unknown: unknown[i],
             };
-            (id, sums)
+            let key = (variant[i].clone(), model[i].clone(), task[i].clone());
+            (key, scored[i], sums)
         })
         .collect())
 }

@@ -52,14 +52,38 @@ pub(crate) fn scan(
     table: &'static str,
     files: &[PathBuf],
 ) -> Result<LazyFrame, AnalysisError> {
+    scan_files(dir, table, files, None)
+}
+
+/// Name of the column [`scan_with_file_names`] adds.
+pub(crate) const FILE_PATH: &str = "__file_path";
+
+/// [`scan`], with each row's file as [`FILE_PATH`]. The three tables name
+/// their files alike (a part, or one trial's file in runs before schema
+/// version 3), so a trial's row tells which file of the other tables holds
+/// its spans and messages.
+pub(crate) fn scan_with_file_names(
+    dir: &Path,
+    table: &'static str,
+    files: &[PathBuf],
+) -> Result<LazyFrame, AnalysisError> {
+    scan_files(dir, table, files, Some(FILE_PATH))
+}
+
+fn scan_files(
+    dir: &Path,
+    table: &'static str,
+    files: &[PathBuf],
+    file_paths: Option<&str>,
+) -> Result<LazyFrame, AnalysisError> {
     let polars_error = |source| AnalysisError::Polars {
         dir: dir.to_path_buf(),
         table,
         source,
     };
     let mut schema = Schema::default();
-    for file in files {
-        for (name, dtype) in file_schema(file)?.iter() {
+    for file_schema in file_schemas(files)? {
+        for (name, dtype) in file_schema.iter() {
             if !schema.contains(name) {
                 schema.with_column(name.clone(), dtype.clone());
             }
@@ -74,9 +98,44 @@ pub(crate) fn scan(
         glob: false,
         schema: Some(Arc::new(schema)),
         allow_missing_columns: true,
+        include_file_paths: file_paths.map(PlSmallStr::from),
         ..ScanArgsParquet::default()
     };
     LazyFrame::scan_parquet_files(paths.into(), args).map_err(polars_error)
+}
+
+/// The columns of every file, in file order. A million trials are a thousand
+/// parts per table; their footers are read on every core.
+fn file_schemas(files: &[PathBuf]) -> Result<Vec<Schema>, AnalysisError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(files.len().div_ceil(32))
+        .max(1);
+    if threads == 1 {
+        return files.iter().map(|file| file_schema(file)).collect();
+    }
+    let chunk = files.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|file| file_schema(file))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        let mut schemas = Vec::with_capacity(files.len());
+        for worker in workers {
+            match worker.join() {
+                Ok(part) => schemas.extend(part?),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        Ok(schemas)
+    })
 }
 
 /// The columns of one Parquet file, from its footer. Polars' error for a

@@ -1,30 +1,44 @@
 //! Analysis of a run's traces (`traces/<run-id>/`): per-variant success rates
 //! with confidence intervals, token efficiency, outcome breakdowns, the task ×
 //! variant matrix, and single-trial traces. Aggregation is done with Polars
-//! lazy queries over the per-trial Parquet files; results come out as plain
-//! serialisable structs so the CLI (`--json`) and the report need no Polars.
+//! lazy queries over the run's Parquet parts, reading only the columns each
+//! needs; results come out as plain serialisable structs so the CLI
+//! (`--json`) and the report need no Polars.
+//!
+//! Only the final attempt of each planned trial counts, and a final
+//! `infra_error` is counted apart rather than scored: see [`attempts`] for
+//! what that means and why.
 
+mod attempts;
 pub mod compare;
 pub mod cost;
 mod error;
+mod failed;
 mod frame;
+mod load;
 pub mod query;
 pub mod stats;
 mod summary;
+mod tables;
 mod trace;
 mod trials;
 
 pub use error::AnalysisError;
+pub use load::{load_trial_trace, load_trial_traces};
 pub use stats::wilson_interval;
 pub use summary::{MatrixCell, MatrixRow, VariantSummary};
+pub use tables::RunTables;
 pub use tack_trace::Manifest;
 pub use trace::{MessageRow, SpanRow, TrialTrace};
 pub use trials::TrialRow;
 
+use attempts::{IS_FINAL, IS_SCORED};
+use frame::Frame;
+use polars::prelude::*;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
-use tack_protocol::TrialOutcome;
-use tack_trace::schema::TRIALS_DIR;
+use tack_trace::schema::{TRIALS_DIR, col};
 
 /// Everything the report shows about a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -34,76 +48,150 @@ pub struct RunAnalysis {
     pub variants: Vec<VariantSummary>,
     /// One row per task (manifest order), one cell per variant.
     pub matrix: Vec<MatrixRow>,
-    /// Trials whose outcome is not `passed`, in the order of `trials`.
+    /// Final attempts that did not pass (infra errors included), by
+    /// variant, task and trial index (manifest order): every one, or those
+    /// [`AnalyzeOptions::failed`] picked.
     pub failed_trials: Vec<TrialRow>,
-    /// Every finished trial, by variant, task and trial index (manifest order).
+    /// Final attempts that did not pass, listed in `failed_trials` or not.
+    pub failed_total: u64,
+    /// Every final attempt, by variant, task and trial index (manifest
+    /// order); empty unless [`AnalyzeOptions::every_trial`].
     pub trials: Vec<TrialRow>,
 }
 
-/// Reads `run_dir/manifest.json` and the trials table and aggregates them.
+impl RunAnalysis {
+    /// Planned trials that ran to a final attempt, scored or not.
+    pub fn final_trials(&self) -> u64 {
+        self.variants
+            .iter()
+            .map(|v| v.trials + v.infra_errors)
+            .sum()
+    }
+
+    /// Attempts that were run again, over every variant.
+    pub fn retried_attempts(&self) -> u64 {
+        self.variants.iter().map(|v| v.retried_attempts).sum()
+    }
+}
+
+/// Which failed trials an analysis lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailedLimit {
+    /// At most this many per variant and task: the first by trial index.
+    pub per_task: usize,
+    /// At most this many in all, a rank at a time: every variant and
+    /// task's first failure before any one's second.
+    pub total: usize,
+}
+
+/// What an analysis lists besides the aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnalyzeOptions {
+    /// List every final attempt in [`RunAnalysis::trials`] (comparisons and
+    /// `--json` need them; a report of a million trials does not).
+    pub every_trial: bool,
+    /// `None`: list every failed trial.
+    pub failed: Option<FailedLimit>,
+}
+
+impl AnalyzeOptions {
+    /// Every trial and every failure.
+    pub fn everything() -> AnalyzeOptions {
+        AnalyzeOptions {
+            every_trial: true,
+            failed: None,
+        }
+    }
+}
+
+/// Reads `run_dir/manifest.json` and the trials table and aggregates them,
+/// listing every trial.
 pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
-    let manifest = read_manifest(run_dir)?;
-    let dir = run_dir.join(TRIALS_DIR);
-    let files = frame::parquet_files(&dir)?;
-    if files.is_empty() {
-        return Err(AnalysisError::NoTrials { dir });
-    }
-    // Read the files once; the aggregations below run on the collected frame.
-    let table = frame::Frame::collect(trials::scan(&dir, &files)?, &dir, TRIALS_DIR)?;
+    analyze(&RunTables::open(run_dir)?, AnalyzeOptions::everything())
+}
+
+/// The trials columns the aggregates read.
+fn summary_columns() -> Vec<Expr> {
+    [
+        col::TRIAL_ID,
+        col::VARIANT,
+        col::TASK,
+        col::TRIAL_INDEX,
+        col::OUTCOME,
+        col::STOP_REASON,
+        col::STEPS,
+        col::TOOL_ERRORS,
+        col::RETRIES,
+        col::INTERVENTIONS,
+        col::FEEDBACK_ROUNDS,
+        col::SANDBOX_DENIALS,
+        col::TAMPERED,
+        col::INPUT_TOKENS,
+        col::OUTPUT_TOKENS,
+        col::TOTAL_TOKENS,
+        col::COST_USD,
+        IS_FINAL,
+        IS_SCORED,
+    ]
+    .into_iter()
+    .map(col)
+    .collect()
+}
+
+/// Aggregates an opened run.
+pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysis, AnalysisError> {
+    let manifest = tables.manifest().clone();
+    let dir = tables.trials_dir();
+    // Every attempt's narrow columns, read once; the aggregates below run
+    // on the collected frame.
+    let lazy = tables.marked_trials()?.select(summary_columns());
+    let table = Frame::collect(lazy, dir, TRIALS_DIR)?;
     if table.height() == 0 {
-        return Err(AnalysisError::NoTrials { dir });
+        return Err(AnalysisError::NoTrials {
+            dir: dir.to_path_buf(),
+        });
     }
-    let trials_lf = table.lazy();
-    let span_counts = trace::span_counts(run_dir)?;
-    let mut trials = trials::trial_rows(&table, &span_counts)?;
-    let variants = summary::variant_summaries(&trials_lf, &dir, &manifest, &trials, &span_counts)?;
+    let marked = table.lazy();
+    let span_totals = match tables.spans() {
+        Some(spans) => {
+            let scored = marked.clone().filter(col(IS_SCORED));
+            trace::span_totals(spans, scored, tables.spans_dir())?
+        }
+        None => HashMap::new(),
+    };
+    let variants = summary::variant_summaries(&marked, dir, &manifest, span_totals)?;
     let variant_names: Vec<String> = variants.iter().map(|v| v.variant.clone()).collect();
-    let matrix = summary::task_matrix(&trials_lf, &dir, &manifest.tasks, &variant_names)?;
+    let matrix = summary::task_matrix(&marked, dir, &manifest.tasks, &variant_names)?;
+    let failed = failed::select(
+        &marked,
+        dir,
+        options.failed,
+        &variant_names,
+        &manifest.tasks,
+    )?;
+    let (trials, mut failed_trials) = if options.every_trial {
+        let all = load::final_trial_rows(tables)?;
+        let listed: std::collections::HashSet<&str> =
+            failed.ids.iter().map(String::as_str).collect();
+        let failed_rows = all
+            .iter()
+            .filter(|t| listed.contains(t.trial_id.as_str()))
+            .cloned()
+            .collect();
+        (all, failed_rows)
+    } else {
+        (Vec::new(), load::counted_trial_rows(tables, &failed.ids)?)
+    };
+    let mut trials = trials;
     trials::sort_rows(&mut trials, &variant_names, &manifest.tasks);
-    let failed_trials = trials
-        .iter()
-        .filter(|t| t.outcome != TrialOutcome::Passed.as_str())
-        .cloned()
-        .collect();
+    trials::sort_rows(&mut failed_trials, &variant_names, &manifest.tasks);
     Ok(RunAnalysis {
         manifest,
         variants,
         matrix,
         failed_trials,
+        failed_total: failed.total,
         trials,
-    })
-}
-
-/// Reads one trial's row, spans and messages.
-pub fn load_trial_trace(run_dir: &Path, trial_id: &str) -> Result<TrialTrace, AnalysisError> {
-    trace::check_trial_id(trial_id)?;
-    let dir = run_dir.join(TRIALS_DIR);
-    let not_found = || AnalysisError::TrialNotFound {
-        dir: dir.clone(),
-        trial_id: trial_id.to_string(),
-    };
-    // The trial's own file first; scan the whole table only if the writer
-    // ever named files differently.
-    let own_file = dir.join(format!("{trial_id}.parquet"));
-    let files = if own_file.is_file() {
-        vec![own_file]
-    } else {
-        frame::parquet_files(&dir)?
-    };
-    if files.is_empty() {
-        return Err(not_found());
-    }
-    let lazy = trials::scan(&dir, &files)?;
-    let mut trial = trials::find_trial(lazy, &dir, trial_id)?.ok_or_else(not_found)?;
-    let spans = trace::read_spans(run_dir, trial_id)?;
-    let counts = trace::SpanCounts::of(&spans);
-    trial.denied_calls = counts.denied_calls;
-    trial.injected_faults = counts.injected_faults();
-    trial.rate_limit_wait_ms = counts.rate_limit_wait_ms;
-    Ok(TrialTrace {
-        trial,
-        spans,
-        messages: trace::read_messages(run_dir, trial_id)?,
     })
 }
 

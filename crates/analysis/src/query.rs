@@ -1,7 +1,7 @@
 //! SQL over the trace tables of one or more runs (`tack query`), with Polars'
 //! SQL engine. The result comes out as plain rows so the CLI needs no Polars.
 
-use crate::frame::{self, Frame};
+use crate::frame;
 use crate::{AnalysisError, trials};
 use polars::prelude::*;
 use polars::sql::SQLContext;
@@ -12,6 +12,11 @@ use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col, kind};
 
 /// The tables a query can name, in the order the hint lists them.
 pub const TABLES: [&str; 3] = [TRIALS_DIR, SPANS_DIR, MESSAGES_DIR];
+
+/// A view of `trials` with the final attempt of each (variant, task, trial
+/// index) only: what the report counts (with infra errors, which it does not
+/// score: add `where outcome <> 'infra_error'` for its denominator).
+pub const FINAL_TRIALS: &str = "final_trials";
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -100,7 +105,7 @@ impl QueryTables {
             let dir = common_dir(run_dirs, table);
             let mut lazy = if table == TRIALS_DIR {
                 // Fills the columns older traces lack as the analysis does.
-                trials::scan(&dir, &files)?
+                trials::scan(&dir, &files, false)?
             } else {
                 frame::scan(&dir, table, &files)?
             };
@@ -111,7 +116,24 @@ impl QueryTables {
                     table,
                     source,
                 })?;
-            columns.push((table, schema.iter_names().map(|n| n.to_string()).collect()));
+            let names: Vec<String> = schema.iter_names().map(|n| n.to_string()).collect();
+            columns.push((table, names.clone()));
+            if table == TRIALS_DIR {
+                let last = crate::attempts::mark(lazy.clone())
+                    .map_err(|source| AnalysisError::Polars {
+                        dir: dir.clone(),
+                        table,
+                        source,
+                    })?
+                    .filter(col(crate::attempts::IS_FINAL))
+                    .drop(by_name(
+                        [crate::attempts::IS_FINAL, crate::attempts::IS_SCORED],
+                        true,
+                        false,
+                    ));
+                columns.push((FINAL_TRIALS, names));
+                ctx.register(FINAL_TRIALS, last);
+            }
             ctx.register(table, lazy);
         }
         if columns.is_empty() {
@@ -224,41 +246,54 @@ pub fn sandbox_denials(
 ) -> Result<BTreeMap<u32, Vec<String>>, AnalysisError> {
     crate::trace::check_trial_id(trial_id)?;
     let dir = run_dir.join(SPANS_DIR);
-    let file = dir.join(format!("{trial_id}.parquet"));
-    if !file.is_file() {
+    if !dir.is_dir() {
         return Ok(BTreeMap::new());
     }
-    let mut lazy = frame::scan(&dir, SPANS_DIR, &[file])?;
-    let schema = lazy
-        .collect_schema()
-        .map_err(|source| AnalysisError::Polars {
-            dir: dir.clone(),
-            table: SPANS_DIR,
+    let wanted = std::collections::HashSet::from([trial_id]);
+    let columns = [col::TRIAL_ID, col::SPAN_ID, col::KIND, col::SANDBOX_DENIALS];
+    let batches = tack_trace::read_trial_rows(run_dir, SPANS_DIR, Some(&columns), &wanted)
+        .map_err(|source| AnalysisError::Trace {
+            run_dir: run_dir.to_path_buf(),
             source,
         })?;
-    if !schema.contains(col::SANDBOX_DENIALS) {
-        return Ok(BTreeMap::new());
+    let mut out = BTreeMap::new();
+    for (path, batch) in batches {
+        let column = |name: &str| batch.column_by_name(name);
+        let Some(denials) = column(col::SANDBOX_DENIALS) else {
+            continue;
+        };
+        let malformed = |what: &str| AnalysisError::Column {
+            dir: dir.clone(),
+            table: SPANS_DIR,
+            column: what.to_string(),
+            problem: format!("has an unexpected type in {}", path.display()),
+        };
+        let denials = denials
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .ok_or_else(|| malformed(col::SANDBOX_DENIALS))?;
+        let ids = column(col::SPAN_ID)
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::UInt32Array>())
+            .ok_or_else(|| malformed(col::SPAN_ID))?;
+        let kinds = column(col::KIND)
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+            .ok_or_else(|| malformed(col::KIND))?;
+        for i in 0..batch.num_rows() {
+            use arrow_array::Array;
+            if kinds.value(i) == kind::TOOL_CALL
+                && !denials.is_null(i)
+                && !denials.value(i).is_empty()
+            {
+                let lines = denials.value(i).lines().map(str::to_owned).collect();
+                out.insert(ids.value(i), lines);
+            }
+        }
     }
-    let lazy = lazy
-        .filter(
-            col(col::KIND)
-                .eq(lit(kind::TOOL_CALL))
-                .and(col(col::SANDBOX_DENIALS).is_not_null()),
-        )
-        .select([col(col::SPAN_ID), col(col::SANDBOX_DENIALS)]);
-    let frame = Frame::collect(lazy, &dir, SPANS_DIR)?;
-    let ids = frame.u32s(col::SPAN_ID)?;
-    let denials = frame.strs(col::SANDBOX_DENIALS)?;
-    Ok(ids
-        .into_iter()
-        .zip(denials)
-        .filter(|(_, text)| !text.is_empty())
-        .map(|(id, text)| (id, text.lines().map(str::to_owned).collect()))
-        .collect())
+    Ok(out)
 }
 
 #[cfg(test)]
-#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/fixture/mod.rs"]
 mod fixture;
 
@@ -306,7 +341,7 @@ mod tests {
         fixture::write_run(tmp.path());
         let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
         let names: Vec<&str> = tables.tables().iter().map(|(t, _)| *t).collect();
-        assert_eq!(names, TABLES);
+        assert_eq!(names, [TRIALS_DIR, FINAL_TRIALS, SPANS_DIR, MESSAGES_DIR]);
         for sql in ["select nope from trials", "select * from nowhere", "selec"] {
             let error = tables.run(sql).unwrap_err();
             assert!(error.is_user_error(), "{sql}: {error}");
@@ -314,6 +349,24 @@ mod tests {
             assert!(text.contains("spans: run_id, trial_id, span_id"), "{text}");
             assert!(text.contains("messages: run_id"), "{text}");
         }
+    }
+
+    #[test]
+    fn final_trials_hold_the_last_attempt_of_each_trial() {
+        let tmp = tempfile::tempdir().unwrap();
+        fixture::write_run_with_attempts(tmp.path());
+        let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
+        let all = tables.run("select count(*) from trials").unwrap();
+        let last = tables
+            .run("select count(*), max(trial_attempt) from final_trials")
+            .unwrap();
+        let rows = (fixture::trials().len() + fixture::retried_trials().len()) as u64;
+        assert_eq!(all.rows, [[Cell::UInt(rows)]]);
+        // Two planned trials had three and two attempts.
+        assert_eq!(last.rows, [[Cell::UInt(rows - 3), Cell::UInt(2)]]);
+        let columns = &tables.tables()[1];
+        assert_eq!(columns.0, FINAL_TRIALS);
+        assert!(!columns.1.iter().any(|c| c.starts_with("is_")));
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! Per-variant and per-task aggregates, computed with Polars lazy group-bys.
 
 use crate::AnalysisError;
+use crate::attempts::{IS_FINAL, IS_SCORED, is_final_infra_error};
 use crate::frame::Frame;
 use crate::stats::wilson_interval;
-use crate::trace::SpanCounts;
-use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -22,19 +21,30 @@ mod agg {
     pub const COST_NULLS: &str = "cost_nulls";
     pub const MEAN_STEPS: &str = "mean_steps";
     pub const TAMPERED_TRIALS: &str = "tampered_trials";
+    pub const INFRA_ERRORS: &str = "infra_errors";
+    pub const RETRIED: &str = "retried_attempts";
 }
 
-/// One variant's results over all its trials.
+/// One variant's results over its scored trials: the final attempt of each
+/// planned trial, final infra errors left out (see the crate docs). Outcome
+/// and stop-reason counts cover every final attempt, infra errors included.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VariantSummary {
     pub variant: String,
     pub model: String,
     /// The model is built in (oracle, sim): these are not LLM results.
     pub simulated: bool,
+    /// Scored trials: the denominator of the success rate.
     pub trials: u64,
     pub passed: u64,
     /// `passed / trials`; 0 when there are no trials.
     pub success_rate: f64,
+    /// Planned trials whose final attempt ended in `infra_error`: not
+    /// scored, not in `trials`.
+    pub infra_errors: u64,
+    /// Attempts that were run again (after an infra error, or cut off by a
+    /// crash): in the traces, counted nowhere else.
+    pub retried_attempts: u64,
     /// Wilson 95% interval of the success rate.
     pub ci_low: f64,
     pub ci_high: f64,
@@ -87,8 +97,11 @@ pub struct MatrixRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MatrixCell {
     pub variant: String,
+    /// Scored trials.
     pub trials: u64,
     pub passed: u64,
+    /// Final infra errors, not in `trials`.
+    pub infra_errors: u64,
 }
 
 fn passed_expr() -> Expr {
@@ -119,39 +132,42 @@ struct Totals {
 }
 
 fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Totals>, AnalysisError> {
-    let lazy = trials.group_by([col(col::VARIANT)]).agg([
-        len().cast(DataType::UInt64).alias(agg::TRIALS),
-        passed_expr()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::PASSED),
-        sum_u64(col::TOTAL_TOKENS),
-        sum_u64(col::INPUT_TOKENS),
-        sum_u64(col::OUTPUT_TOKENS),
-        col(col::TOTAL_TOKENS)
-            .cast(DataType::Float64)
-            .filter(passed_expr())
-            .mean()
-            .alias(agg::MEAN_TOKENS_SUCCESSFUL),
-        col(col::COST_USD).sum(),
-        col(col::COST_USD)
-            .null_count()
-            .cast(DataType::UInt64)
-            .alias(agg::COST_NULLS),
-        col(col::STEPS)
-            .cast(DataType::Float64)
-            .mean()
-            .alias(agg::MEAN_STEPS),
-        sum_u64(col::RETRIES),
-        sum_u64(col::INTERVENTIONS),
-        sum_u64(col::FEEDBACK_ROUNDS),
-        sum_u64(col::SANDBOX_DENIALS),
-        col(col::TAMPERED)
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::TAMPERED_TRIALS),
-        sum_u64(col::TOOL_ERRORS),
-    ]);
+    let lazy = trials
+        .filter(col(IS_SCORED))
+        .group_by([col(col::VARIANT)])
+        .agg([
+            len().cast(DataType::UInt64).alias(agg::TRIALS),
+            passed_expr()
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(agg::PASSED),
+            sum_u64(col::TOTAL_TOKENS),
+            sum_u64(col::INPUT_TOKENS),
+            sum_u64(col::OUTPUT_TOKENS),
+            col(col::TOTAL_TOKENS)
+                .cast(DataType::Float64)
+                .filter(passed_expr())
+                .mean()
+                .alias(agg::MEAN_TOKENS_SUCCESSFUL),
+            col(col::COST_USD).sum(),
+            col(col::COST_USD)
+                .null_count()
+                .cast(DataType::UInt64)
+                .alias(agg::COST_NULLS),
+            col(col::STEPS)
+                .cast(DataType::Float64)
+                .mean()
+                .alias(agg::MEAN_STEPS),
+            sum_u64(col::RETRIES),
+            sum_u64(col::INTERVENTIONS),
+            sum_u64(col::FEEDBACK_ROUNDS),
+            sum_u64(col::SANDBOX_DENIALS),
+            col(col::TAMPERED)
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(agg::TAMPERED_TRIALS),
+            sum_u64(col::TOOL_ERRORS),
+        ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let variant = frame.strs(col::VARIANT)?;
     let trials = frame.u64s(agg::TRIALS)?;
@@ -192,13 +208,15 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
         .collect())
 }
 
-/// Trial counts per (variant, value of `column`), e.g. outcomes per variant.
+/// Final attempts per (variant, value of `column`), e.g. outcomes per
+/// variant.
 fn counts_by(
     trials: LazyFrame,
     dir: &Path,
     column: &str,
 ) -> Result<HashMap<String, BTreeMap<String, u64>>, AnalysisError> {
     let lazy = trials
+        .filter(col(IS_FINAL))
         .group_by([col(col::VARIANT), col(column)])
         .agg([len().cast(DataType::UInt64).alias(agg::COUNT)]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
@@ -212,38 +230,48 @@ fn counts_by(
     Ok(out)
 }
 
+/// Final infra errors and retried attempts per variant.
+fn attempt_counts(
+    trials: LazyFrame,
+    dir: &Path,
+) -> Result<HashMap<String, (u64, u64)>, AnalysisError> {
+    let lazy = trials.group_by([col(col::VARIANT)]).agg([
+        is_final_infra_error()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(agg::INFRA_ERRORS),
+        col(IS_FINAL)
+            .not()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(agg::RETRIED),
+    ]);
+    let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    let variants = frame.strs(col::VARIANT)?;
+    let infra = frame.u64s(agg::INFRA_ERRORS)?;
+    let retried = frame.u64s(agg::RETRIED)?;
+    Ok(variants
+        .into_iter()
+        .zip(infra.into_iter().zip(retried))
+        .collect())
+}
+
 /// One summary per variant, in manifest order; variants that appear only in
 /// the trials (not expected) follow, by name. A variant with no finished
-/// trials gets zeros rather than disappearing. `rows` are the trial rows of
-/// `trials`, which carry the per-trial counts from the spans table;
-/// `span_counts` has those counts per trial id, with the fault kinds.
+/// trials gets zeros rather than disappearing. `trials` is the trials table
+/// marked by [`crate::attempts::mark`]; `from_spans` has each variant's
+/// counts from the spans table, over its scored trials.
 pub(crate) fn variant_summaries(
     trials: &LazyFrame,
     dir: &Path,
     manifest: &Manifest,
-    rows: &[TrialRow],
-    span_counts: &HashMap<String, SpanCounts>,
+    mut from_spans: HashMap<String, SpanTotals>,
 ) -> Result<Vec<VariantSummary>, AnalysisError> {
-    let mut from_spans: HashMap<&str, SpanTotals> = HashMap::new();
-    for row in rows {
-        let totals = from_spans.entry(row.variant.as_str()).or_default();
-        totals.denied_calls += u64::from(row.denied_calls);
-        totals.injected_faults += u64::from(row.injected_faults);
-        totals.rate_limit_wait_ms = totals
-            .rate_limit_wait_ms
-            .saturating_add(row.rate_limit_wait_ms);
-        // Kinds from the trials the rows list, so that they add up to the
-        // rows' counts (spans of an unfinished trial are not counted).
-        if let Some(counts) = span_counts.get(&row.trial_id) {
-            for (kind, &count) in &counts.faults {
-                *totals.faults_by_kind.entry(kind.clone()).or_default() += u64::from(count);
-            }
-        }
-    }
     let mut totals = variant_totals(trials.clone(), dir)?;
     let mut outcomes = counts_by(trials.clone(), dir, col::OUTCOME)?;
     let mut stops = counts_by(trials.clone(), dir, col::STOP_REASON)?;
-    let mut extra: Vec<String> = totals
+    let mut attempts = attempt_counts(trials.clone(), dir)?;
+    let mut extra: Vec<String> = attempts
         .keys()
         .filter(|name| !manifest.variants.iter().any(|v| &v.name == *name))
         .cloned()
@@ -266,24 +294,26 @@ pub(crate) fn variant_summaries(
             let outcomes = outcomes.remove(&info.name).unwrap_or_default();
             let stop_reasons = stops.remove(&info.name).unwrap_or_default();
             let spans = from_spans.remove(info.name.as_str()).unwrap_or_default();
-            summarize(info, t, spans, outcomes, stop_reasons)
+            let attempts = attempts.remove(&info.name).unwrap_or_default();
+            summarize(info, t, spans, attempts, outcomes, stop_reasons)
         })
         .collect())
 }
 
-/// A variant's counts from the spans table, summed over its trials.
-#[derive(Default)]
-struct SpanTotals {
-    denied_calls: u64,
-    injected_faults: u64,
-    faults_by_kind: BTreeMap<String, u64>,
-    rate_limit_wait_ms: u64,
+/// A variant's counts from the spans table, summed over its scored trials.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SpanTotals {
+    pub denied_calls: u64,
+    pub injected_faults: u64,
+    pub faults_by_kind: BTreeMap<String, u64>,
+    pub rate_limit_wait_ms: u64,
 }
 
 fn summarize(
     info: VariantInfo,
     totals: Option<Totals>,
     spans: SpanTotals,
+    (infra_errors, retried_attempts): (u64, u64),
     outcomes: BTreeMap<String, u64>,
     stop_reasons: BTreeMap<String, u64>,
 ) -> VariantSummary {
@@ -315,6 +345,8 @@ fn summarize(
         } else {
             t.passed as f64 / t.trials as f64
         },
+        infra_errors,
+        retried_attempts,
         ci_low,
         ci_high,
         total_tokens: t.total_tokens,
@@ -349,23 +381,32 @@ pub(crate) fn task_matrix(
 ) -> Result<Vec<MatrixRow>, AnalysisError> {
     let lazy = trials
         .clone()
+        .filter(col(IS_FINAL))
         .group_by([col(col::TASK), col(col::VARIANT)])
         .agg([
-            len().cast(DataType::UInt64).alias(agg::TRIALS),
+            col(IS_SCORED)
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(agg::TRIALS),
             passed_expr()
                 .cast(DataType::UInt64)
                 .sum()
                 .alias(agg::PASSED),
+            is_final_infra_error()
+                .cast(DataType::UInt64)
+                .sum()
+                .alias(agg::INFRA_ERRORS),
         ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let task_col = frame.strs(col::TASK)?;
     let variant_col = frame.strs(col::VARIANT)?;
     let trial_counts = frame.u64s(agg::TRIALS)?;
     let passed_counts = frame.u64s(agg::PASSED)?;
-    let mut cells: HashMap<(String, String), (u64, u64)> = HashMap::new();
+    let infra_counts = frame.u64s(agg::INFRA_ERRORS)?;
+    let mut cells: HashMap<(String, String), (u64, u64, u64)> = HashMap::new();
     for i in 0..frame.height() {
         let key = (task_col[i].clone(), variant_col[i].clone());
-        cells.insert(key, (trial_counts[i], passed_counts[i]));
+        cells.insert(key, (trial_counts[i], passed_counts[i], infra_counts[i]));
     }
     let mut extra: Vec<String> = task_col
         .into_iter()
@@ -381,14 +422,15 @@ pub(crate) fn task_matrix(
             cells: variants
                 .iter()
                 .map(|variant| {
-                    let (trials, passed) = cells
+                    let (trials, passed, infra_errors) = cells
                         .get(&(task.clone(), variant.clone()))
                         .copied()
-                        .unwrap_or((0, 0));
+                        .unwrap_or((0, 0, 0));
                     MatrixCell {
                         variant: variant.clone(),
                         trials,
                         passed,
+                        infra_errors,
                     }
                 })
                 .collect(),

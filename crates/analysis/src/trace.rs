@@ -1,12 +1,13 @@
 //! One trial's full trace: its spans and messages, for a trial page.
 
 use crate::AnalysisError;
-use crate::frame::{self, Frame, parquet_files, scan};
+use crate::frame::{self, Frame};
+use crate::summary::SpanTotals;
 use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tack_protocol::ToolErrorKind;
 use tack_trace::schema::{SPANS_DIR, col, kind};
 
@@ -128,32 +129,15 @@ pub(crate) fn check_trial_id(trial_id: &str) -> Result<(), AnalysisError> {
     Ok(())
 }
 
-/// The rows of one trial in `table`, sorted by `sort_by`. Parts hold many
-/// trials; Polars pushes the filter down to the row groups' statistics.
-/// Runs before schema version 3 have the trial's own file, read alone. No
-/// rows is not an error: a trial that failed before its first event has
-/// nothing to show.
-fn read_trial_table(
-    run_dir: &Path,
-    table: &'static str,
-    trial_id: &str,
-    sort_by: &str,
-    added: &[(&str, DataType, Expr)],
-) -> Result<Option<Frame>, AnalysisError> {
-    let dir = run_dir.join(table);
-    let own_file = dir.join(format!("{trial_id}.parquet"));
-    let files = if own_file.is_file() {
-        vec![own_file]
-    } else {
-        parquet_files(&dir)?
-    };
-    if files.is_empty() {
-        return Ok(None);
-    }
-    let lazy = frame::with_columns(scan(&dir, table, &files)?, added, &dir, table)?
-        .filter(col(col::TRIAL_ID).eq(lit(trial_id)))
-        .sort([sort_by], SortMultipleOptions::default());
-    Frame::collect(lazy, &dir, table).map(Some)
+/// A scan of spans files, with the columns added since the first traces
+/// were written (null in older files).
+pub(crate) fn scan_spans(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, AnalysisError> {
+    frame::with_columns(
+        frame::scan(dir, SPANS_DIR, files)?,
+        &added_span_columns(),
+        dir,
+        SPANS_DIR,
+    )
 }
 
 /// Span columns added after the first traces were written, with their types:
@@ -176,14 +160,6 @@ fn added_span_columns() -> [(&'static str, DataType, Expr); 11] {
         (col::APPROVED, DataType::Boolean, lit(NULL)),
         (col::APPROVER, DataType::String, lit(NULL)),
     ]
-}
-
-pub(crate) fn read_spans(run_dir: &Path, trial_id: &str) -> Result<Vec<SpanRow>, AnalysisError> {
-    let added = added_span_columns();
-    match read_trial_table(run_dir, SPANS_DIR, trial_id, col::SEQ, &added)? {
-        Some(frame) => span_rows(&frame),
-        None => Ok(Vec::new()),
-    }
 }
 
 fn is_denied_call() -> Expr {
@@ -239,48 +215,53 @@ impl SpanCounts {
     }
 }
 
-/// Denied tool calls, injected faults and rate-limit waits per trial id;
-/// trials with none of them are absent.
+/// The spans that change a count: denied tool calls, injected faults and
+/// rate-limit waits. Few spans of a run are: filtering them first keeps the
+/// group-bys small.
+fn counted() -> Expr {
+    is_denied_call()
+        .or(is_injected_fault())
+        .or(col(col::RATE_LIMIT_WAIT_MS).gt(lit(0u64)))
+}
+
+const DENIED: &str = "denied_calls";
+const FAULTS: &str = "injected_faults";
+const WAIT: &str = "rate_limit_wait_ms_sum";
+
+/// The sums behind [`SpanCounts`], per group of `keys` and fault kind.
+fn count_aggregates() -> [Expr; 3] {
+    [
+        is_denied_call().cast(DataType::UInt64).sum().alias(DENIED),
+        is_injected_fault()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(FAULTS),
+        col(col::RATE_LIMIT_WAIT_MS)
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(WAIT),
+    ]
+}
+
+/// Denied tool calls, injected faults and rate-limit waits per trial id, of
+/// the spans in `spans`; trials with none of them are absent.
 ///
-/// This reads every trial's spans file, but only the `trial_id`, `kind`,
-/// `error_kind`, `fault` and `rate_limit_wait_ms` columns of it: the filter
-/// and group-by let Polars push the projection into the Parquet reader, so
-/// the large text columns (tool output, check output, arguments) are never
-/// decoded. The cost is reading each file's footer and five small column
-/// chunks, of the same order as reading the trials table itself, and the
-/// counts need no trials column that older traces would lack. Traces written
+/// Only the `trial_id`, `kind`, `error_kind`, `fault` and
+/// `rate_limit_wait_ms` columns are read: the filter and group-by let Polars
+/// push the projection into the Parquet reader, so the large text columns
+/// (tool output, check output, arguments) are never decoded. Traces written
 /// before `fault` and `rate_limit_wait_ms` existed read as having none.
-pub(crate) fn span_counts(run_dir: &Path) -> Result<HashMap<String, SpanCounts>, AnalysisError> {
-    let dir = run_dir.join(SPANS_DIR);
-    let files = parquet_files(&dir)?;
-    if files.is_empty() {
-        return Ok(HashMap::new());
-    }
-    const DENIED: &str = "denied_calls";
-    const FAULTS: &str = "injected_faults";
-    const WAIT: &str = "rate_limit_wait_ms_sum";
-    let added = [
-        (col::FAULT, DataType::String, lit(NULL)),
-        (col::RATE_LIMIT_WAIT_MS, DataType::UInt64, lit(NULL)),
-    ];
-    let waited = col(col::RATE_LIMIT_WAIT_MS).gt(lit(0u64));
+pub(crate) fn span_counts(
+    spans: LazyFrame,
+    dir: &Path,
+) -> Result<HashMap<String, SpanCounts>, AnalysisError> {
     // One group per trial and fault kind; the group without a fault carries
     // the trial's denials and the waits of its calls without a fault.
-    let lazy = frame::with_columns(scan(&dir, SPANS_DIR, &files)?, &added, &dir, SPANS_DIR)?
-        .filter(is_denied_call().or(is_injected_fault()).or(waited))
+    let lazy = spans
+        .filter(counted())
         .group_by([col(col::TRIAL_ID), col(col::FAULT)])
-        .agg([
-            is_denied_call().cast(DataType::UInt64).sum().alias(DENIED),
-            is_injected_fault()
-                .cast(DataType::UInt64)
-                .sum()
-                .alias(FAULTS),
-            col(col::RATE_LIMIT_WAIT_MS)
-                .cast(DataType::UInt64)
-                .sum()
-                .alias(WAIT),
-        ]);
-    let frame = Frame::collect(lazy, &dir, SPANS_DIR)?;
+        .agg(count_aggregates());
+    let frame = Frame::collect(lazy, dir, SPANS_DIR)?;
     let trial_ids = frame.strs(col::TRIAL_ID)?;
     let fault = frame.opt_strs(col::FAULT)?;
     let denied = frame.u32s(DENIED)?;
@@ -301,16 +282,55 @@ pub(crate) fn span_counts(run_dir: &Path) -> Result<HashMap<String, SpanCounts>,
     Ok(out)
 }
 
-pub(crate) fn read_messages(
-    run_dir: &Path,
-    trial_id: &str,
-) -> Result<Vec<MessageRow>, AnalysisError> {
-    let transcript =
-        tack_trace::trial_transcript(run_dir, trial_id).map_err(|source| AnalysisError::Trace {
-            run_dir: run_dir.to_path_buf(),
-            source,
-        })?;
-    Ok(transcript
+/// The same counts summed per variant over the trials of `trials` (columns
+/// `trial_id` and `variant`): the counted spans are joined to their trial's
+/// variant, so no per-trial table is built.
+pub(crate) fn span_totals(
+    spans: LazyFrame,
+    trials: LazyFrame,
+    dir: &Path,
+) -> Result<HashMap<String, SpanTotals>, AnalysisError> {
+    let lazy = spans
+        .filter(counted())
+        .select([
+            col(col::TRIAL_ID),
+            col(col::KIND),
+            col(col::ERROR_KIND),
+            col(col::FAULT),
+            col(col::RATE_LIMIT_WAIT_MS),
+        ])
+        .join(
+            trials.select([col(col::TRIAL_ID), col(col::VARIANT)]),
+            [col(col::TRIAL_ID)],
+            [col(col::TRIAL_ID)],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .group_by([col(col::VARIANT), col(col::FAULT)])
+        .agg(count_aggregates());
+    let frame = Frame::collect(lazy, dir, SPANS_DIR)?;
+    let variants = frame.strs(col::VARIANT)?;
+    let fault = frame.opt_strs(col::FAULT)?;
+    let denied = frame.u64s(DENIED)?;
+    let faults = frame.u64s(FAULTS)?;
+    let wait = frame.u64s(WAIT)?;
+    let mut out: HashMap<String, SpanTotals> = HashMap::new();
+    for (i, variant) in variants.into_iter().enumerate() {
+        let totals = out.entry(variant).or_default();
+        totals.denied_calls += denied[i];
+        totals.injected_faults += faults[i];
+        totals.rate_limit_wait_ms = totals.rate_limit_wait_ms.saturating_add(wait[i]);
+        if let Some(kind) = &fault[i]
+            && faults[i] > 0
+        {
+            *totals.faults_by_kind.entry(kind.clone()).or_default() += faults[i];
+        }
+    }
+    Ok(out)
+}
+
+/// A trial's conversation as message rows.
+pub(crate) fn message_rows(transcript: Vec<tack_trace::TranscriptMessage>) -> Vec<MessageRow> {
+    transcript
         .into_iter()
         .enumerate()
         .map(|(index, entry)| MessageRow {
@@ -323,7 +343,7 @@ pub(crate) fn read_messages(
                 .then(|| serde_json::to_string(&entry.message.tool_calls).unwrap_or_default()),
             tool_call_id: entry.message.tool_call_id,
         })
-        .collect())
+        .collect()
 }
 
 /// The ids a model call sent: listed in current runs; a position range in
@@ -336,7 +356,7 @@ fn sent_ids(
     listed.or_else(|| Some((from?..to?).map(tack_trace::legacy_message_id).collect()))
 }
 
-fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
+pub(crate) fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
     let span_id = f.u32s(col::SPAN_ID)?;
     let parent = f.opt_u32s(col::PARENT_SPAN_ID)?;
     let seq = f.u64s(col::SEQ)?;

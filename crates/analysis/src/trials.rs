@@ -16,6 +16,9 @@ pub struct TrialRow {
     pub variant: String,
     pub task: String,
     pub trial_index: u32,
+    /// 0 for the first attempt at this (variant, task, trial index); reruns
+    /// count up. Listings show final attempts only (see the crate docs).
+    pub trial_attempt: u32,
     pub model: String,
     /// A `TrialOutcome::as_str()` value.
     pub outcome: String,
@@ -51,16 +54,60 @@ pub struct TrialRow {
     pub error: Option<String>,
 }
 
-/// A scan of the trials table. Traces written before `feedback_rounds` and
-/// `tampered` existed read as 0 and false there.
-pub(crate) fn scan(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, AnalysisError> {
-    let lazy = frame::scan(dir, TRIALS_DIR, files)?;
+/// A scan of the trials table, with each row's file as
+/// [`frame::FILE_PATH`] when `file_names`. Traces written before
+/// `feedback_rounds`, `tampered`, `sandbox_denials` and `trial_attempt`
+/// existed read as 0 and false there (every trial of them was a first
+/// attempt).
+pub(crate) fn scan(
+    dir: &Path,
+    files: &[PathBuf],
+    file_names: bool,
+) -> Result<LazyFrame, AnalysisError> {
+    let lazy = if file_names {
+        frame::scan_with_file_names(dir, TRIALS_DIR, files)?
+    } else {
+        frame::scan(dir, TRIALS_DIR, files)?
+    };
     let added = [
         (col::FEEDBACK_ROUNDS, DataType::UInt32, lit(0u32)),
         (col::TAMPERED, DataType::Boolean, lit(false)),
         (col::SANDBOX_DENIALS, DataType::UInt32, lit(0u32)),
+        (col::TRIAL_ATTEMPT, DataType::UInt32, lit(0u32)),
     ];
     frame::with_columns(lazy, &added, dir, TRIALS_DIR)
+}
+
+/// The trials columns a [`TrialRow`] is made of: not the transcripts'
+/// message lists, which are most of the table's bytes.
+pub(crate) fn row_columns() -> Vec<Expr> {
+    [
+        col::TRIAL_ID,
+        col::VARIANT,
+        col::TASK,
+        col::TRIAL_INDEX,
+        col::TRIAL_ATTEMPT,
+        col::MODEL,
+        col::OUTCOME,
+        col::STOP_REASON,
+        col::STEPS,
+        col::TOOL_CALLS,
+        col::TOOL_ERRORS,
+        col::RETRIES,
+        col::INTERVENTIONS,
+        col::FEEDBACK_ROUNDS,
+        col::TAMPERED,
+        col::INPUT_TOKENS,
+        col::OUTPUT_TOKENS,
+        col::TOTAL_TOKENS,
+        col::COST_USD,
+        col::CHECKS_PASSED,
+        col::DURATION_MS,
+        col::ERROR,
+    ]
+    .into_iter()
+    .map(col)
+    .collect()
 }
 
 /// Every row of a collected trials frame, in frame order, with what the
@@ -74,6 +121,7 @@ pub(crate) fn trial_rows(
     let variant = frame.strs(col::VARIANT)?;
     let task = frame.strs(col::TASK)?;
     let trial_index = frame.u32s(col::TRIAL_INDEX)?;
+    let trial_attempt = frame.u32s(col::TRIAL_ATTEMPT)?;
     let model = frame.strs(col::MODEL)?;
     let outcome = frame.strs(col::OUTCOME)?;
     let stop_reason = frame.strs(col::STOP_REASON)?;
@@ -99,6 +147,7 @@ pub(crate) fn trial_rows(
                 variant: variant[i].clone(),
                 task: task[i].clone(),
                 trial_index: trial_index[i],
+                trial_attempt: trial_attempt[i],
                 model: model[i].clone(),
                 outcome: outcome[i].clone(),
                 stop_reason: stop_reason[i].clone(),
@@ -124,19 +173,6 @@ pub(crate) fn trial_rows(
         .collect())
 }
 
-/// The row of one trial (the first, should there be several) from the trials
-/// table. Its span counts (`denied_calls`, `injected_faults`,
-/// `rate_limit_wait_ms`) are 0: the caller counts them in the spans.
-pub(crate) fn find_trial(
-    trials: LazyFrame,
-    dir: &Path,
-    trial_id: &str,
-) -> Result<Option<TrialRow>, AnalysisError> {
-    let lazy = trials.filter(col(col::TRIAL_ID).eq(lit(trial_id)));
-    let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
-    Ok(trial_rows(&frame, &HashMap::new())?.into_iter().next())
-}
-
 /// Sorts rows by the manifest's variant and task order, then trial index, so
 /// every listing of a run reads the same way. Names the manifest does not know
 /// (should not happen) sort last, by name.
@@ -150,6 +186,7 @@ pub(crate) fn sort_rows(rows: &mut [TrialRow], variants: &[String], tasks: &[Str
                 position(tasks, &r.task).unwrap_or(usize::MAX),
                 r.task.clone(),
                 r.trial_index,
+                r.trial_attempt,
                 r.trial_id.clone(),
             )
         };

@@ -46,6 +46,16 @@ pub fn render(c: &Comparison, drift: &[String]) -> String {
             c.tasks.len()
         );
     }
+    for (name, s) in [("base", &c.base), ("candidate", &c.candidate)] {
+        if s.infra_errors > 0 {
+            let _ = writeln!(
+                out,
+                "note: {} {name} trial{} ended in an infra error: not scored, not paired",
+                s.infra_errors,
+                if s.infra_errors == 1 { "" } else { "s" }
+            );
+        }
+    }
     if c.simulated() {
         out.push_str("note: results from a simulated (built-in) model, not an LLM\n");
     }

@@ -22,6 +22,14 @@ pub struct ReportArgs {
     /// of writing HTML; with --json, as JSON. The HTML report has it too, as cost.html and cost.csv.
     #[arg(long)]
     cost: bool,
+    /// List (and write a page for) at most this many failed trials per variant and task: the first
+    /// by trial index. The index says how many were left out; `tack show` opens any of them.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    failed_per_task: usize,
+    /// List at most this many failed trials in all, every variant and task's first failure before
+    /// any one's second. Infra errors count among them.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    max_failed: usize,
 }
 
 pub fn run(args: ReportArgs) -> CommandResult {
@@ -66,7 +74,13 @@ pub fn run(args: ReportArgs) -> CommandResult {
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("reports").join(&manifest.run_id));
-    let files = tack_report::write_report_with_prices(&args.run, &out, set_prices)
+    let options = tack_report::ReportOptions {
+        failed: tack_analysis::FailedLimit {
+            per_task: args.failed_per_task,
+            total: args.max_failed,
+        },
+    };
+    let files = tack_report::write_report_with_prices(&args.run, &out, &options, set_prices)
         .or_fail(Failure::Internal)?;
     println!("report: {}", files.index.display());
     Ok(ExitCode::SUCCESS)

@@ -245,6 +245,7 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         let files = tack_report::write_report_with_prices(
             &result.run_dir,
             &out,
+            &tack_report::ReportOptions::default(),
             crate::report_cmd::set_prices,
         )
         .or_fail(Failure::Internal)?;
@@ -258,6 +259,13 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         );
     } else {
         print_summary(&result);
+        if result.kept > 0 {
+            println!(
+                "resumed: the table covers the {} trials run now; {} finished before were kept (the report covers all)",
+                result.trials.len(),
+                result.kept
+            );
+        }
         println!("traces: {}", result.run_dir.display());
         match &report {
             Some(index) => println!("report: {}", index.display()),
@@ -329,37 +337,62 @@ fn stop_on_ctrl_c(cancel: CancelFlag) {
     });
 }
 
+/// One variant's line of the run summary.
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    scored: u64,
+    tokens: u64,
+    infra_errors: u64,
+}
+
 fn print_summary(result: &RunResult) {
     // In the suite's variant order, which is the order trials were planned in.
-    let mut per_variant: Vec<(&str, (u64, u64, u64))> = Vec::new();
+    // Final attempts only (what `result.trials` holds); a final infra error
+    // is not scored, as in the report, and is counted apart.
+    let mut per_variant: Vec<(&str, Tally)> = Vec::new();
     for trial in &result.trials {
         let at = match per_variant.iter().position(|(v, _)| *v == trial.variant) {
             Some(at) => at,
             None => {
-                per_variant.push((trial.variant.as_str(), (0, 0, 0)));
+                per_variant.push((trial.variant.as_str(), Tally::default()));
                 per_variant.len() - 1
             }
         };
         let entry = &mut per_variant[at].1;
-        entry.1 += 1;
-        entry.2 += trial.totals.usage.total();
+        if trial.outcome == TrialOutcome::InfraError {
+            entry.infra_errors += 1;
+            continue;
+        }
+        entry.scored += 1;
+        entry.tokens += trial.totals.usage.total();
         if trial.outcome == TrialOutcome::Passed {
-            entry.0 += 1;
+            entry.passed += 1;
         }
     }
     println!(
         "\n{:<16} {:>8} {:>7} {:>15} {:>15}",
         "variant", "passed", "rate", "95% CI", "tokens/success"
     );
-    for (variant, (passed, total, tokens)) in per_variant {
+    for (variant, tally) in per_variant {
+        let Tally {
+            passed,
+            scored: total,
+            tokens,
+            infra_errors: infra,
+        } = tally;
         let rate = 100.0 * passed as f64 / total.max(1) as f64;
         let (low, high) = tack_analysis::wilson_interval(passed, total);
         let interval = format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high);
         let per_success = tokens
             .checked_div(passed)
             .map_or("—".to_string(), |t| t.to_string());
+        let infra = match infra {
+            0 => String::new(),
+            n => format!("  +{n} infra error(s), not scored"),
+        };
         println!(
-            "{variant:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}",
+            "{variant:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}{infra}",
             format!("{passed}/{total}")
         );
     }

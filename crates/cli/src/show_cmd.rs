@@ -10,7 +10,7 @@ use clap::Args;
 use tack_analysis::{AnalysisError, MessageRow, SpanRow, TrialTrace};
 use tack_protocol::{SpanStatus, TrialOutcome};
 use tack_trace::Manifest;
-use tack_trace::schema::{TRIALS_DIR, kind};
+use tack_trace::schema::kind;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 
@@ -121,16 +121,9 @@ pub(crate) fn run_ids(traces: &Path) -> Vec<String> {
 }
 
 fn unknown_trial(run_dir: &Path, trial: &str) -> CommandError {
-    let mut ids: Vec<String> = std::fs::read_dir(run_dir.join(TRIALS_DIR))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_owned();
-            let id = name.strip_suffix(".parquet")?;
-            (!id.starts_with('.')).then(|| id.to_owned())
-        })
-        .collect();
+    let mut ids: Vec<String> = tack_trace::stored_trial_ids(run_dir)
+        .map(|ids| ids.into_iter().collect())
+        .unwrap_or_default();
     let total = ids.len();
     // The ids sharing the longest prefix with what was typed come first.
     let shared = |id: &String| {

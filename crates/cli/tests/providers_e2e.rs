@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -184,6 +185,68 @@ fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retri
             file.display()
         );
     }
+}
+
+#[test]
+fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
+    let options = ServerOptions {
+        port: 0,
+        expected_key: PLANTED_KEY.to_string(),
+    };
+    // The first attempt meets an outage through both of its call attempts;
+    // the trial's second attempt finds the provider back.
+    let script = vec![
+        ScriptedResponse::status(503),
+        ScriptedResponse::status(503),
+        ScriptedResponse::tool_calls(vec![fix_call()]),
+        ScriptedResponse::text("Fixed: missing files now exit 1."),
+    ];
+    let server = MockServer::start_background(Dialect::OpenAi, script, options).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite(dir.path(), &server.base_url());
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    std::fs::write(
+        suite.join("suite.toml"),
+        format!("{toml}[variants.harness]\nmodel_attempts = 2\n"),
+    )
+    .unwrap();
+    let traces = dir.path().join("traces");
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["run", suite.to_str().unwrap(), "--json", "--no-report"])
+        .args(["--infra-retries", "1", "--traces"])
+        .arg(&traces)
+        .env("TACK_E2E_KEY", PLANTED_KEY)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let trials = json["run"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 1, "{json}");
+    assert_eq!(trials[0]["outcome"], "passed");
+    assert_eq!(trials[0]["attempt"], 1);
+
+    let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+    let mut recorded = tack_trace::recorded_trials(&run_dir).unwrap();
+    recorded.sort_by_key(|t| t.attempt);
+    let seen: Vec<(&str, u32, &str)> = recorded
+        .iter()
+        .map(|t| (t.trial_id.as_str(), t.attempt, t.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("local-openai--total-missing-file--0", 0, "infra_error"),
+            ("local-openai--total-missing-file--0--attempt1", 1, "passed"),
+        ]
+    );
+    let trials = &tack_trace::read_table(&run_dir, "trials").unwrap()[0];
+    let stops = column::<StringArray>(trials, "stop_reason");
+    let stops: BTreeSet<&str> = (0..stops.len()).map(|i| stops.value(i)).collect();
+    assert!(stops.contains("provider_unavailable"), "{stops:?}");
 }
 
 #[test]

@@ -44,6 +44,17 @@ pub struct TrialStarted {
     pub started_at_ms: i64,
 }
 
+/// The id of one attempt at one planned trial: `<variant>--<task>--<index>`
+/// for the first attempt, `--attempt<k>` appended for each rerun. Ids depend
+/// only on the plan, so shards, resumes and merged runs agree on them.
+pub fn trial_id(variant: &str, task: &str, trial_index: u32, attempt: u32) -> String {
+    if attempt == 0 {
+        format!("{variant}--{task}--{trial_index}")
+    } else {
+        format!("{variant}--{task}--{trial_index}--attempt{attempt}")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SpanStatus {

@@ -21,7 +21,7 @@ pub use config::{
 };
 pub use event::{
     ApprovalRecord, CheckRecord, Event, EventSink, ModelCallRecord, RunTotals, SinkError,
-    SpanStatus, ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink,
+    SpanStatus, ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink, trial_id,
 };
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};

@@ -18,6 +18,8 @@ pub(crate) struct CostView {
     pub by_variant: Vec<RowView>,
     pub rows: Vec<RowView>,
     pub total: RowView,
+    /// Attempts run again and final infra errors, when there are any.
+    pub not_scored: Option<RowView>,
     pub prices: Vec<PriceView>,
     pub prices_note: Option<String>,
 }
@@ -68,6 +70,7 @@ pub(crate) fn cost_view(report: &CostReport) -> CostView {
         by_variant: report.by_variant.iter().map(row_view).collect(),
         rows: report.rows.iter().map(row_view).collect(),
         total: row_view(&report.total),
+        not_scored: (report.not_scored.trials > 0).then(|| row_view(&report.not_scored)),
         prices: report.prices.iter().map(price_view).collect(),
         prices_note: report.prices_note.clone(),
     }
@@ -169,6 +172,12 @@ mod tests {
             by_variant: vec![row("real", None, 0.0425, 1, 4), row("sim", None, 0.0, 3, 3)],
             rows: vec![real, sim],
             total,
+            // Every attempt was scored.
+            not_scored: {
+                let mut none = row("not scored", None, 0.0, 0, 0);
+                none.trials = 0;
+                none
+            },
             prices: vec![
                 ModelPrice {
                     model: "openai:gpt-4o".to_string(),
@@ -208,7 +217,7 @@ mod tests {
         let html = page(&report());
         assert!(html.contains("≥ $0.0425"), "{html}");
         assert!(!html.contains("<td class=\"num\">$0</td>"), "{html}");
-        assert!(html.contains("7 model calls in all"), "{html}");
+        assert!(html.contains("7 model calls of scored trials"), "{html}");
     }
 
     #[test]

@@ -18,7 +18,9 @@ use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, context};
 use std::path::{Path, PathBuf};
 use tack_analysis::cost::CostReport;
-use tack_analysis::{AnalysisError, RunAnalysis, analyze_run, load_trial_trace};
+use tack_analysis::{
+    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, analyze, load_trial_traces,
+};
 
 /// The files a report consists of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,8 +52,10 @@ pub enum ReportError {
 }
 
 pub use compare_page::write_compare_report;
+/// Re-exported for [`ReportOptions`].
+pub use tack_analysis::FailedLimit;
 
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 9] = [
     ("base.html", include_str!("../templates/base.html")),
     ("compare.html", include_str!("../templates/compare.html")),
     (
@@ -59,27 +63,57 @@ const TEMPLATES: [(&str, &str); 8] = [
         include_str!("../templates/compare_task.html"),
     ),
     ("cost.html", include_str!("../templates/cost.html")),
+    (
+        "failed_table.html",
+        include_str!("../templates/failed_table.html"),
+    ),
     ("index.html", include_str!("../templates/index.html")),
     ("summary.html", include_str!("../templates/summary.html")),
     ("trial.html", include_str!("../templates/trial.html")),
     ("variants.html", include_str!("../templates/variants.html")),
 ];
 
+/// What a report lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// Which failed trials the index lists and gets a page for: a run of a
+    /// million trials cannot have a page per failure. The rest are counted,
+    /// and `tack show` opens any of them.
+    pub failed: FailedLimit,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            failed: FailedLimit {
+                per_task: 5,
+                total: 500,
+            },
+        }
+    }
+}
+
 /// Analyses `run_dir` (a `traces/<run-id>/` directory) and writes the report
 /// to `out_dir`, creating it if needed.
 pub fn write_report(run_dir: &Path, out_dir: &Path) -> Result<ReportFiles, ReportError> {
-    write_report_with_prices(run_dir, out_dir, |_| {})
+    write_report_with_prices(run_dir, out_dir, &ReportOptions::default(), |_| {})
 }
 
-/// [`write_report`], letting the caller list the models' prices on the cost
-/// page (`set_prices`): the price table lives with the providers, which this
-/// crate does not depend on.
+/// [`write_report`] with `options`, letting the caller list the models'
+/// prices on the cost page (`set_prices`): the price table lives with the
+/// providers, which this crate does not depend on.
 pub fn write_report_with_prices(
     run_dir: &Path,
     out_dir: &Path,
+    options: &ReportOptions,
     set_prices: impl FnOnce(&mut CostReport),
 ) -> Result<ReportFiles, ReportError> {
-    let analysis = analyze_run(run_dir)?;
+    let tables = RunTables::open(run_dir)?;
+    let analyze_options = AnalyzeOptions {
+        every_trial: false,
+        failed: Some(options.failed),
+    };
+    let analysis = analyze(&tables, analyze_options)?;
     let env = environment()?;
     let trials_dir = out_dir.join("trials");
     std::fs::create_dir_all(&trials_dir).map_err(|source| ReportError::Write {
@@ -87,15 +121,14 @@ pub fn write_report_with_prices(
         source,
     })?;
     let mut trial_pages = Vec::new();
-    for trial in &analysis.failed_trials {
-        let trace = load_trial_trace(run_dir, &trial.trial_id)?;
+    for trace in load_trial_traces(&tables, &analysis.failed_trials)? {
         let view = trial_page::trial_view(&trace);
         let html = render(&env, "trial.html", context! { trial => Serde(view) })?;
-        let path = trials_dir.join(trial_page::file_name(&trial.trial_id));
+        let path = trials_dir.join(trial_page::file_name(&trace.trial.trial_id));
         write(&path, &html)?;
         trial_pages.push(path);
     }
-    let mut cost = tack_analysis::cost::cost_report(run_dir)?;
+    let mut cost = tack_analysis::cost::cost_report_of(&tables)?;
     set_prices(&mut cost);
     let cost_csv = out_dir.join("cost.csv");
     write(&cost_csv, &cost.to_csv())?;
@@ -104,7 +137,7 @@ pub fn write_report_with_prices(
     let html = render(&env, "cost.html", context! { cost => Serde(cost_view) })?;
     write(&cost, &html)?;
     let index = out_dir.join("index.html");
-    write(&index, &render_index(&env, &analysis)?)?;
+    write(&index, &render_index(&env, &analysis, options)?)?;
     Ok(ReportFiles {
         index,
         trial_pages,
@@ -113,7 +146,11 @@ pub fn write_report_with_prices(
     })
 }
 
-fn render_index(env: &Environment<'static>, analysis: &RunAnalysis) -> Result<String, ReportError> {
+fn render_index(
+    env: &Environment<'static>,
+    analysis: &RunAnalysis,
+    options: &ReportOptions,
+) -> Result<String, ReportError> {
     let plots = plots::all(&analysis.variants)
         .map_err(|(plot, message)| ReportError::Plot { plot, message })?;
     let ctx = context! {
@@ -124,8 +161,10 @@ fn render_index(env: &Environment<'static>, analysis: &RunAnalysis) -> Result<St
         any_faults => view::any_faults(&analysis.variants),
         plots => Serde(plots),
         matrix => Serde(view::matrix(&analysis.matrix, &analysis.variants)),
-        failed => Serde(view::failed(&analysis.failed_trials)),
-        trial_count => analysis.trials.len(),
+        failed => Serde(view::failed(&analysis.failed_trials, false)),
+        infra => Serde(view::failed(&analysis.failed_trials, true)),
+        listing => Serde(view::listing(analysis, &options.failed)),
+        attempts => Serde(view::attempts(analysis)),
     };
     render(env, "index.html", ctx)
 }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tack_analysis::{MatrixRow, RunAnalysis, TrialRow, VariantSummary};
+use tack_analysis::{FailedLimit, MatrixRow, RunAnalysis, TrialRow, VariantSummary};
 use tack_protocol::{StopReason, TrialOutcome};
 
 #[derive(Debug, Serialize)]
@@ -41,6 +41,10 @@ pub(crate) struct SummaryRow {
     pub simulated: bool,
     pub trials: u64,
     pub passed: u64,
+    /// Final infra errors, not in `trials`.
+    pub infra_errors: u64,
+    /// Attempts run again, counted nowhere else.
+    pub retried_attempts: u64,
     pub rate: String,
     pub ci: String,
     pub tokens_per_success: String,
@@ -170,6 +174,8 @@ fn summary_row(v: &VariantSummary) -> SummaryRow {
         simulated: v.simulated,
         trials: v.trials,
         passed: v.passed,
+        infra_errors: v.infra_errors,
+        retried_attempts: v.retried_attempts,
         // With no trials there is no rate to show, and 0% would be a claim.
         rate: optional((v.trials > 0).then(|| percent(v.success_rate))),
         ci: optional(
@@ -240,7 +246,10 @@ pub(crate) fn matrix(rows: &[MatrixRow], variants: &[VariantSummary]) -> MatrixV
                     .cells
                     .iter()
                     .map(|c| MatrixCellView {
-                        text: format!("{}/{}", c.passed, c.trials),
+                        text: match c.infra_errors {
+                            0 => format!("{}/{}", c.passed, c.trials),
+                            n => format!("{}/{} +{n} infra", c.passed, c.trials),
+                        },
                         color: rate_color(c.passed, c.trials),
                     })
                     .collect(),
@@ -258,9 +267,14 @@ fn rate_color(passed: u64, trials: u64) -> String {
     format!("hsl({hue:.0}, 65%, 80%)")
 }
 
-pub(crate) fn failed(trials: &[TrialRow]) -> Vec<FailedRow> {
+/// The rows of the listed trials that failed (`infra` false) or ended in an
+/// infra error (`infra` true): the agent's failures and the
+/// infrastructure's are listed apart.
+pub(crate) fn failed(trials: &[TrialRow], infra: bool) -> Vec<FailedRow> {
+    let infra_error = TrialOutcome::InfraError.as_str();
     trials
         .iter()
+        .filter(|t| (t.outcome == infra_error) == infra)
         .map(|t| FailedRow {
             page: crate::trial_page::file_name(&t.trial_id),
             trial_id: t.trial_id.clone(),
@@ -276,6 +290,49 @@ pub(crate) fn failed(trials: &[TrialRow]) -> Vec<FailedRow> {
             error: t.error.as_deref().map(|e| shorten(e, 300)),
         })
         .collect()
+}
+
+/// How many trials did not pass, and how many of them are listed.
+#[derive(Debug, Serialize)]
+pub(crate) struct Listing {
+    pub listed: usize,
+    pub total: u64,
+    pub left_out: u64,
+    pub per_task: usize,
+    pub limit: usize,
+    pub run_id: String,
+}
+
+pub(crate) fn listing(analysis: &RunAnalysis, limit: &FailedLimit) -> Listing {
+    let listed = analysis.failed_trials.len();
+    Listing {
+        listed,
+        total: analysis.failed_total,
+        left_out: analysis.failed_total.saturating_sub(listed as u64),
+        per_task: limit.per_task,
+        limit: limit.total,
+        run_id: analysis.manifest.run_id.clone(),
+    }
+}
+
+/// What counted: final attempts, those scored, and those not.
+#[derive(Debug, Serialize)]
+pub(crate) struct Attempts {
+    pub final_trials: u64,
+    pub scored: u64,
+    pub infra_errors: u64,
+    pub retried_attempts: u64,
+}
+
+pub(crate) fn attempts(analysis: &RunAnalysis) -> Attempts {
+    let infra_errors = analysis.variants.iter().map(|v| v.infra_errors).sum();
+    let final_trials = analysis.final_trials();
+    Attempts {
+        final_trials,
+        scored: final_trials - infra_errors,
+        infra_errors,
+        retried_attempts: analysis.retried_attempts(),
+    }
 }
 
 /// The first `max` characters of `text`, marked when cut; the trial page

@@ -68,6 +68,9 @@ pub struct RunResult {
     pub trials: Vec<TrialSummary>,
     /// Cancelled before every planned trial ran.
     pub interrupted: bool,
+    /// On `--resume`: the trials that had finished before and were kept
+    /// (not in `trials`).
+    pub kept: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -152,6 +155,7 @@ pub async fn run(
         let writer = RunWriter::create(&plan.traces_root, &manifest)?;
         (writer, manifest, planned)
     };
+    let kept = manifest.resumes.last().map_or(0, |r| r.trials_kept);
     let total = trials.len();
     progress(Progress::Started {
         run_id: manifest.run_id.clone(),
@@ -182,6 +186,7 @@ pub async fn run(
         run_dir: writer.dir().to_path_buf(),
         trials: summaries,
         interrupted,
+        kept,
     })
 }
 

@@ -105,13 +105,8 @@ impl TrialSpec {
     }
 
     pub fn with_attempt(&self, attempt: u32) -> TrialSpec {
-        let base = format!("{}--{}--{}", self.variant, self.task, self.trial_index);
         TrialSpec {
-            trial_id: if attempt == 0 {
-                base
-            } else {
-                format!("{base}--attempt{attempt}")
-            },
+            trial_id: tack_protocol::trial_id(&self.variant, &self.task, self.trial_index, attempt),
             attempt,
             ..self.clone()
         }
@@ -212,7 +207,7 @@ impl RunPlan {
             for task in &tasks {
                 for index in 0..self.trials_per_task {
                     trials.push(TrialSpec {
-                        trial_id: format!("{}--{}--{}", variant.name, task.id, index),
+                        trial_id: tack_protocol::trial_id(&variant.name, &task.id, index, 0),
                         variant: variant.name.clone(),
                         task: task.id.clone(),
                         trial_index: index,

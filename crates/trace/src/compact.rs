@@ -7,18 +7,19 @@
 //! carried out. A crash at any point leaves either the old files, or a plan
 //! that [`finish_pending`] completes, never a half-compacted run.
 
-use std::collections::HashSet;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use arrow_array::{Array, RecordBatch, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::TraceError;
 use crate::fsutil::{temporary_path, write_atomically};
-use crate::parts::{PART_TABLES, PartLimits, next_session, parse_part_name, part_name};
-use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
+use crate::parts::{
+    PART_TABLES, PartLimits, StoredMessages, next_session, parquet_writer, parse_part_name,
+    part_name,
+};
+use crate::schema::{MESSAGES_DIR, TRIALS_DIR};
 
 const PLAN_FILE: &str = "compaction.json";
 
@@ -71,10 +72,12 @@ fn carry_out(plan: &Plan) -> Result<(), TraceError> {
     Ok(())
 }
 
-/// One part: its name, present in every table, and its trial count.
+/// One part: its name, present in every table, its trial count and its
+/// bytes in all three tables.
 struct Part {
     name: String,
     trials: usize,
+    bytes: u64,
 }
 
 /// The run's parts in the order they were written. Files of runs before
@@ -94,33 +97,49 @@ fn parts(run_dir: &Path) -> Result<Vec<Part>, TraceError> {
         .into_iter()
         .map(|(_, _, name)| {
             let trials = row_count(&dir.join(&name))?;
-            Ok(Part { name, trials })
+            let mut bytes = 0;
+            for table in PART_TABLES {
+                let path = run_dir.join(table).join(&name);
+                bytes += fs::metadata(&path)
+                    .map_err(|e| TraceError::io(&path, e))?
+                    .len();
+            }
+            Ok(Part {
+                name,
+                trials,
+                bytes,
+            })
         })
         .collect()
 }
 
-fn row_count(path: &Path) -> Result<usize, TraceError> {
+fn reader(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
     let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::Parquet {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Ok(builder.metadata().file_metadata().num_rows().max(0) as usize)
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
-/// Groups consecutive parts into bins of at most `limit` trials.
-fn bins(parts: Vec<Part>, limit: usize) -> Vec<Vec<Part>> {
+fn row_count(path: &Path) -> Result<usize, TraceError> {
+    Ok(reader(path)?.metadata().file_metadata().num_rows().max(0) as usize)
+}
+
+/// Groups consecutive parts into bins within the part limits.
+fn bins(parts: Vec<Part>, limits: PartLimits) -> Vec<Vec<Part>> {
     let mut bins: Vec<Vec<Part>> = Vec::new();
-    let mut current_trials = 0;
+    let (mut trials, mut bytes) = (0, 0);
     for part in parts {
+        let fits = trials + part.trials <= limits.trials.max(1)
+            && bytes + part.bytes <= limits.bytes as u64;
         match bins.last_mut() {
-            Some(bin) if current_trials + part.trials <= limit => {
-                current_trials += part.trials;
+            Some(bin) if fits => {
+                trials += part.trials;
+                bytes += part.bytes;
                 bin.push(part);
             }
             _ => {
-                current_trials = part.trials;
+                (trials, bytes) = (part.trials, part.bytes);
                 bins.push(vec![part]);
             }
         }
@@ -138,12 +157,12 @@ pub fn compact(run_dir: &Path, limits: PartLimits) -> Result<Compaction, TraceEr
     };
     let session = next_session(run_dir);
     let mut seq = 0;
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut seen = StoredMessages::default();
     let mut plan = Plan {
         rename: Vec::new(),
         remove: Vec::new(),
     };
-    let bins = bins(parts, limits.trials.max(1));
+    let bins = bins(parts, limits);
     summary.parts_after = bins.len();
     for bin in bins {
         let sources: Vec<&str> = bin.iter().map(|p| p.name.as_str()).collect();
@@ -151,11 +170,13 @@ pub fn compact(run_dir: &Path, limits: PartLimits) -> Result<Compaction, TraceEr
             // A part that stays: only its messages may need rewriting, when
             // another writer stored some of them first.
             let path = run_dir.join(MESSAGES_DIR).join(only);
-            let (kept, dropped) = copy_messages(std::slice::from_ref(&path), &mut seen)?;
+            let (temporary, dropped) =
+                rewrite(&path, std::slice::from_ref(&path), Some(&mut seen))?;
             if dropped > 0 {
                 summary.messages_deduplicated += dropped;
-                let temporary = write_batches(&path, &kept)?;
                 plan.rename.push((temporary, path));
+            } else {
+                fs::remove_file(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
             }
             continue;
         }
@@ -165,14 +186,9 @@ pub fn compact(run_dir: &Path, limits: PartLimits) -> Result<Compaction, TraceEr
             let dir = run_dir.join(table);
             let inputs: Vec<PathBuf> = sources.iter().map(|s| dir.join(s)).collect();
             let target = dir.join(&name);
-            let batches = if table == MESSAGES_DIR {
-                let (kept, dropped) = copy_messages(&inputs, &mut seen)?;
-                summary.messages_deduplicated += dropped;
-                kept
-            } else {
-                read_all(&inputs)?
-            };
-            let temporary = write_batches(&target, &batches)?;
+            let dedupe = (table == MESSAGES_DIR).then_some(&mut seen);
+            let (temporary, dropped) = rewrite(&target, &inputs, dedupe)?;
+            summary.messages_deduplicated += dropped;
             plan.rename.push((temporary, target));
             plan.remove.extend(inputs);
         }
@@ -189,78 +205,66 @@ pub fn compact(run_dir: &Path, limits: PartLimits) -> Result<Compaction, TraceEr
     Ok(summary)
 }
 
-fn read_all(paths: &[PathBuf]) -> Result<Vec<RecordBatch>, TraceError> {
-    let mut batches = Vec::new();
-    for path in paths {
-        let parquet_error = |source| TraceError::Parquet {
-            path: path.clone(),
-            source,
-        };
-        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| b.build())
-            .map_err(parquet_error)?;
-        for batch in reader {
-            batches.push(batch.map_err(|e| TraceError::Format {
-                path: path.clone(),
-                message: e.to_string(),
-            })?);
-        }
-    }
-    Ok(batches)
-}
-
-/// The message rows of `paths` whose ids are not in `seen` (adding them),
-/// and how many were dropped as duplicates.
-fn copy_messages(
-    paths: &[PathBuf],
-    seen: &mut HashSet<String>,
-) -> Result<(Vec<RecordBatch>, usize), TraceError> {
-    let mut dropped = 0;
-    let mut kept = Vec::new();
-    for batch in read_all(paths)? {
-        let Some(ids) = batch
-            .column_by_name(col::MESSAGE_ID)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        else {
-            kept.push(batch);
-            continue;
-        };
-        let keep: arrow_array::BooleanArray = (0..ids.len())
-            .map(|i| Some(seen.insert(ids.value(i).to_string())))
-            .collect();
-        dropped += keep.false_count();
-        let filtered =
-            arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|source| {
-                TraceError::Arrow {
-                    table: MESSAGES_DIR,
-                    source,
-                }
-            })?;
-        kept.push(filtered);
-    }
-    Ok((kept, dropped))
-}
-
-/// Writes `batches` to `path`'s temporary name, durably; returns that name.
-pub(crate) fn write_batches(path: &Path, batches: &[RecordBatch]) -> Result<PathBuf, TraceError> {
-    let temporary = temporary_path(path);
+/// Copies the rows of `inputs`, files of one table, batch by batch into the
+/// temporary name of `target`, durably; with `dedupe`, messages already
+/// stored are dropped. Returns the temporary name and how many rows were
+/// dropped. Memory stays at a batch, whatever the parts hold.
+fn rewrite(
+    target: &Path,
+    inputs: &[PathBuf],
+    mut dedupe: Option<&mut StoredMessages>,
+) -> Result<(PathBuf, usize), TraceError> {
+    let temporary = temporary_path(target);
     let parquet_error = |source| TraceError::Parquet {
         path: temporary.clone(),
         source,
     };
-    let Some(schema) = batches.first().map(RecordBatch::schema) else {
+    let mut writer = None;
+    let mut dropped = 0;
+    for input in inputs {
+        let builder = reader(input)?;
+        let writer = match &mut writer {
+            Some(writer) => writer,
+            None => {
+                let file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
+                let created =
+                    parquet_writer(file, builder.schema().clone()).map_err(parquet_error)?;
+                writer.insert(created)
+            }
+        };
+        let batches = builder.build().map_err(|source| TraceError::Parquet {
+            path: input.clone(),
+            source,
+        })?;
+        for batch in batches {
+            let batch = batch.map_err(|e| TraceError::Format {
+                path: input.clone(),
+                message: e.to_string(),
+            })?;
+            let batch = match dedupe.as_deref_mut() {
+                Some(stored) => {
+                    let (kept, count) =
+                        stored
+                            .drop_stored(&batch)
+                            .map_err(|message| TraceError::Format {
+                                path: input.clone(),
+                                message,
+                            })?;
+                    dropped += count;
+                    kept
+                }
+                None => batch,
+            };
+            writer.write(&batch).map_err(parquet_error)?;
+        }
+    }
+    let Some(writer) = writer else {
         return Err(TraceError::Format {
-            path: path.to_path_buf(),
-            message: "nothing to write".to_string(),
+            path: target.to_path_buf(),
+            message: "no part to compact into it".to_string(),
         });
     };
-    let file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
-    let mut writer = crate::parts::parquet_writer(file, schema).map_err(parquet_error)?;
-    for batch in batches {
-        writer.write(batch).map_err(parquet_error)?;
-    }
     let file = writer.into_inner().map_err(parquet_error)?;
     file.sync_all().map_err(|e| TraceError::io(&temporary, e))?;
-    Ok(temporary)
+    Ok((temporary, dropped))
 }

@@ -21,6 +21,7 @@ mod reader;
 mod recorded;
 mod rows;
 pub mod schema;
+mod transcript;
 mod writer;
 
 pub use compact::{Compaction, compact, finish_pending};
@@ -36,9 +37,9 @@ pub use manifest::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, Resume, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
 pub use parts::{PartLimits, adopt_parts};
-pub use reader::{count_rows, read_table, read_table_files, table_files};
+pub use reader::{count_rows, read_table, read_table_files, read_trial_rows, table_files};
 pub use recorded::{
-    RecordedAnswers, RecordedTrial, TranscriptMessage, legacy_message_id, recorded_answers,
-    recorded_trials, trial_identity, trial_transcript,
+    RecordedAnswers, RecordedTrial, recorded_answers, recorded_trials, trial_identity,
 };
+pub use transcript::{TranscriptMessage, legacy_message_id, trial_transcript, trial_transcripts};
 pub use writer::{RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids};

@@ -13,13 +13,15 @@
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use arrow_array::{Array, RecordBatch, StringArray};
+use arrow_array::{BooleanArray, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
+use sha2::{Digest, Sha256};
 
 use crate::TraceError;
 use crate::fsutil::temporary_path;
@@ -35,6 +37,11 @@ pub struct PartLimits {
     pub trials: usize,
     /// Encoded bytes of the three tables together.
     pub bytes: usize,
+    /// A part also closes when a trial finishes this long after the part
+    /// opened. Until its part is written a trial is only in its journal,
+    /// invisible to `tack report` on the running run; compaction at the end
+    /// combines the small parts a slow run leaves.
+    pub age: Duration,
 }
 
 impl Default for PartLimits {
@@ -42,6 +49,7 @@ impl Default for PartLimits {
         PartLimits {
             trials: 1000,
             bytes: 128 << 20,
+            age: Duration::from_secs(120),
         }
     }
 }
@@ -190,6 +198,7 @@ struct OpenPart {
     trials: TableFile,
     trial_count: usize,
     journals: Vec<PathBuf>,
+    opened: Instant,
 }
 
 /// Writes one run's parts; one per process writing the run.
@@ -198,8 +207,8 @@ pub(crate) struct PartWriter {
     session: u32,
     next_seq: u32,
     limits: PartLimits,
-    /// Ids of the messages the run has stored, in any part.
-    stored: HashSet<String>,
+    /// The messages the run has stored, in any part.
+    stored: StoredMessages,
     open: Option<OpenPart>,
 }
 
@@ -209,7 +218,7 @@ impl std::fmt::Debug for PartWriter {
             .field("run_dir", &self.run_dir)
             .field("session", &self.session)
             .field("next_seq", &self.next_seq)
-            .field("stored_messages", &self.stored.len())
+            .field("stored_messages", &self.stored.0.len())
             .finish()
     }
 }
@@ -223,7 +232,7 @@ impl PartWriter {
             session: next_session(run_dir),
             next_seq: 0,
             limits,
-            stored: stored_message_ids(run_dir)?,
+            stored: StoredMessages::of_run(run_dir)?,
             open: None,
         })
     }
@@ -242,7 +251,8 @@ impl PartWriter {
         part.trial_count += 1;
         part.journals.extend(rows.journal);
         let size = part.spans.size() + part.messages.size() + part.trials.size();
-        if part.trial_count >= self.limits.trials || size >= self.limits.bytes {
+        let full = part.trial_count >= self.limits.trials || size >= self.limits.bytes;
+        if full || part.opened.elapsed() >= self.limits.age {
             self.flush()?;
         }
         Ok(())
@@ -279,26 +289,76 @@ impl PartWriter {
             trials: file(TRIALS_DIR, crate::schema::trials_schema())?,
             trial_count: 0,
             journals: Vec::new(),
+            opened: Instant::now(),
         })
     }
 
     /// The rows of `messages` whose ids the run has not stored, marking them
     /// stored. Repeats within the batch are dropped too.
     fn unstored(&mut self, messages: &RecordBatch) -> Result<RecordBatch, TraceError> {
-        let ids = message_ids(messages).ok_or_else(|| TraceError::Format {
-            path: self.run_dir.clone(),
-            message: "a messages batch has no message_id column".to_string(),
-        })?;
-        let keep: arrow_array::BooleanArray = (0..ids.len())
-            .map(|i| Some(self.stored.insert(ids.value(i).to_string())))
-            .collect();
-        arrow_select::filter::filter_record_batch(messages, &keep).map_err(|source| {
-            TraceError::Arrow {
-                table: MESSAGES_DIR,
-                source,
-            }
-        })
+        let (kept, _) =
+            self.stored
+                .drop_stored(messages)
+                .map_err(|message| TraceError::Format {
+                    path: self.run_dir.clone(),
+                    message,
+                })?;
+        Ok(kept)
     }
+}
+
+/// The messages a run has stored, by id. Ids are 64-bit content hashes
+/// written as hex: kept as numbers, ten million of them take 160 MB, not
+/// the 600 MB their text would.
+#[derive(Debug, Default)]
+pub(crate) struct StoredMessages(HashSet<u64>);
+
+impl StoredMessages {
+    /// Every message the run's parts hold. Runs before schema version 3
+    /// have no ids and hold none.
+    pub fn of_run(run_dir: &Path) -> Result<StoredMessages, TraceError> {
+        let mut stored = StoredMessages::default();
+        if !run_dir.join(MESSAGES_DIR).is_dir() {
+            return Ok(stored);
+        }
+        for (_, batch) in read_table_files(run_dir, MESSAGES_DIR, Some(&[col::MESSAGE_ID]))? {
+            if let Some(ids) = message_ids(&batch) {
+                stored.0.extend(ids.iter().flatten().map(id_key));
+            }
+        }
+        Ok(stored)
+    }
+
+    /// `batch` without the messages already stored, marking the rest
+    /// stored, and how many were dropped. A batch without ids (a run before
+    /// schema version 3) is kept whole.
+    pub fn drop_stored(&mut self, batch: &RecordBatch) -> Result<(RecordBatch, usize), String> {
+        let Some(ids) = message_ids(batch) else {
+            return Ok((batch.clone(), 0));
+        };
+        let keep: BooleanArray = ids
+            .iter()
+            .map(|id| Some(id.is_none_or(|id| self.0.insert(id_key(id)))))
+            .collect();
+        let dropped = keep.false_count();
+        if dropped == 0 {
+            return Ok((batch.clone(), 0));
+        }
+        let kept = arrow_select::filter::filter_record_batch(batch, &keep)
+            .map_err(|e| format!("could not filter messages: {e}"))?;
+        Ok((kept, dropped))
+    }
+}
+
+/// A message id as a number: the 16 hex digits it is, or for any other text
+/// a hash of it.
+fn id_key(id: &str) -> u64 {
+    u64::from_str_radix(id, 16).unwrap_or_else(|_| {
+        let digest = Sha256::digest(id.as_bytes());
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        u64::from_le_bytes(bytes)
+    })
 }
 
 fn message_ids(batch: &RecordBatch) -> Option<&StringArray> {
@@ -306,21 +366,6 @@ fn message_ids(batch: &RecordBatch) -> Option<&StringArray> {
         .column_by_name(col::MESSAGE_ID)?
         .as_any()
         .downcast_ref::<StringArray>()
-}
-
-/// Ids of every message the run's parts hold. Runs before schema version 3
-/// have no ids and hold none.
-fn stored_message_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
-    let mut stored = HashSet::new();
-    if !run_dir.join(MESSAGES_DIR).is_dir() {
-        return Ok(stored);
-    }
-    for (_, batch) in read_table_files(run_dir, MESSAGES_DIR, Some(&[col::MESSAGE_ID]))? {
-        if let Some(ids) = message_ids(&batch) {
-            stored.extend((0..ids.len()).map(|i| ids.value(i).to_string()));
-        }
-    }
-    Ok(stored)
 }
 
 /// Copies the tables and journals of run `from` into run `into`, renumbering

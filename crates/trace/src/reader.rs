@@ -1,11 +1,14 @@
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::metadata::RowGroupMetaData;
 
 use crate::TraceError;
+use crate::schema::col;
 
 /// The finished Parquet files of one table (`trials`, `spans`, `messages`),
 /// in name order. Temporary files are skipped.
@@ -58,6 +61,90 @@ pub fn read_table_files(
         }
     }
     Ok(batches)
+}
+
+/// The rows of `trial_ids` in one table (`trials` or `spans`), each batch
+/// with the file it came from, decoding only `columns` when given (they must
+/// include `trial_id`). A row group whose `trial_id` statistics rule out
+/// every wanted trial is not read: parts hold trials in the order they ran,
+/// so a few trials of a million are found without decoding the rest.
+pub fn read_trial_rows(
+    run_dir: &Path,
+    table: &str,
+    columns: Option<&[&str]>,
+    trial_ids: &HashSet<&str>,
+) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
+    let mut batches = Vec::new();
+    if trial_ids.is_empty() {
+        return Ok(batches);
+    }
+    for path in table_files(run_dir, table)? {
+        let parquet_error = |source| TraceError::Parquet {
+            path: path.clone(),
+            source,
+        };
+        let format = |message: String| TraceError::Format {
+            path: path.clone(),
+            message,
+        };
+        let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
+        let mut builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_error)?;
+        let id_column = builder
+            .parquet_schema()
+            .columns()
+            .iter()
+            .position(|c| c.path().string() == col::TRIAL_ID);
+        let Some(id_column) = id_column else {
+            return Err(format("the table has no trial_id column".to_string()));
+        };
+        let groups: Vec<usize> = builder
+            .metadata()
+            .row_groups()
+            .iter()
+            .enumerate()
+            .filter(|(_, group)| may_hold(group, id_column, trial_ids))
+            .map(|(i, _)| i)
+            .collect();
+        if groups.is_empty() {
+            continue;
+        }
+        builder = builder.with_row_groups(groups);
+        if let Some(columns) = columns {
+            let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+            builder = builder.with_projection(mask);
+        }
+        for batch in builder.build().map_err(parquet_error)? {
+            let batch = batch.map_err(|e| format(e.to_string()))?;
+            let ids = batch
+                .column_by_name(col::TRIAL_ID)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| format("trial_id is not text".to_string()))?;
+            let keep: BooleanArray = (0..batch.num_rows())
+                .map(|i| Some(trial_ids.contains(ids.value(i))))
+                .collect();
+            if keep.true_count() == 0 {
+                continue;
+            }
+            let rows = arrow_select::filter::filter_record_batch(&batch, &keep)
+                .map_err(|e| format(e.to_string()))?;
+            batches.push((path.clone(), rows));
+        }
+    }
+    Ok(batches)
+}
+
+/// Whether a row group's `trial_id` range (its statistics, bounds even when
+/// truncated) can hold one of `trial_ids`; without statistics it can.
+fn may_hold(group: &RowGroupMetaData, column: usize, trial_ids: &HashSet<&str>) -> bool {
+    let Some(stats) = group.column(column).statistics() else {
+        return true;
+    };
+    let (Some(min), Some(max)) = (stats.min_bytes_opt(), stats.max_bytes_opt()) else {
+        return true;
+    };
+    trial_ids
+        .iter()
+        .any(|id| min <= id.as_bytes() && id.as_bytes() <= max)
 }
 
 /// Rows in a table.

@@ -11,7 +11,7 @@ use tack_protocol::{
 };
 
 use crate::compact::{compact, finish_pending};
-use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows};
+use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows, parse_part_name};
 use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
 use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
 use crate::{Manifest, RunStatus, TraceError, read_table_files};
@@ -118,6 +118,24 @@ impl RunWriter {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Records a finished trial whose events were kept elsewhere (an import,
+    /// a synthetic trace): its rows go into the open part as
+    /// [`TrialRecorder::finish`] puts them, but no journal is written, so
+    /// the events are lost if the process dies before the part closes. The
+    /// first event must be `TrialStarted`, the last `TrialFinished`.
+    pub fn record_trial(&self, events: Vec<Event>) -> Result<(), TraceError> {
+        let Some(Event::TrialStarted(started)) = events.first() else {
+            return Err(TraceError::Format {
+                path: self.dir.clone(),
+                message: "a recorded trial must start with TrialStarted".to_string(),
+            });
+        };
+        let started = started.clone();
+        let events: Vec<(u64, Event)> = (0u64..).zip(events).collect();
+        let rows = trial_rows(&self.dir, &started, &events, None)?;
+        self.parts().append(rows)
     }
 
     /// Starts recording a trial: its journal is created and the start event
@@ -286,6 +304,8 @@ fn journal_files(run_dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
 }
 
 /// Parts a dead process was still writing: their trials are in journals.
+/// A part is complete once its trials file is there (it is renamed last), so
+/// a spans or messages file without one is removed too.
 fn remove_partial_parts(run_dir: &Path) -> Result<(), TraceError> {
     for table in PART_TABLES {
         let dir = run_dir.join(table);
@@ -293,8 +313,11 @@ fn remove_partial_parts(run_dir: &Path) -> Result<(), TraceError> {
             continue;
         };
         for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name.to_string_lossy().ends_with(".partial") {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let orphan = table != TRIALS_DIR
+                && parse_part_name(&name).is_some()
+                && !run_dir.join(TRIALS_DIR).join(&name).exists();
+            if name.ends_with(".partial") || orphan {
                 let path = entry.path();
                 fs::remove_file(&path).map_err(|e| TraceError::io(&path, e))?;
             }
@@ -322,7 +345,8 @@ pub fn stored_trial_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
     Ok(ids)
 }
 
-/// The rows of one journal's trial, or `None` when a part already holds it.
+/// The rows of one journal's trial, or `None` when a part already holds it
+/// or it recorded nothing.
 fn recover_journal(
     run_dir: &Path,
     path: &Path,
@@ -338,6 +362,11 @@ fn recover_journal(
             Ok(entry) => events.push((entry.seq, entry.event)),
             Err(_) => break,
         }
+    }
+    if events.is_empty() {
+        // Killed before the journal's first line was complete: the trial
+        // recorded nothing, and runs again on resume.
+        return Ok(None);
     }
     let Some(Event::TrialStarted(started)) = events.first().map(|(_, e)| e.clone()) else {
         return Err(TraceError::Format {

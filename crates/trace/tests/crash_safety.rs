@@ -240,7 +240,7 @@ fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
     let root = tempfile::tempdir().unwrap();
     let limits = tack_trace::PartLimits {
         trials: 2,
-        bytes: usize::MAX,
+        ..tack_trace::PartLimits::default()
     };
     let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
     for id in ["a", "b", "c", "d", "e"] {
@@ -303,4 +303,127 @@ fn compaction_keeps_a_message_stored_by_two_runs_once() {
     assert_eq!(tack_trace::count_rows(&merged, "messages").unwrap(), 3);
     assert_eq!(part_files(&merged, "trials").len(), 1);
     assert_eq!(tack_trace::stored_trial_ids(&merged).unwrap().len(), 4);
+}
+
+#[test]
+fn a_journal_cut_off_before_its_first_line_is_discarded() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "a");
+    let journals = writer.dir().join("journal");
+    std::fs::write(journals.join("empty.jsonl"), b"").unwrap();
+    std::fs::write(journals.join("torn.jsonl"), b"{\"seq\":0,\"event\":{\"ty").unwrap();
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 1);
+    assert_eq!(outcomes(writer.dir()), ["passed"]);
+    assert_eq!(part_files(writer.dir(), "journal").len(), 0);
+    // A journal that is not one is not silently dropped.
+    let line = serde_json::json!({"seq": 0, "event": {"type": "message", "index": 0,
+        "message": {"role": "user", "content": "hi"}}});
+    std::fs::write(journals.join("other.jsonl"), format!("{line}\n")).unwrap();
+    assert!(tack_trace::recover_journals(writer.dir()).is_err());
+}
+
+#[test]
+fn a_part_closes_once_its_first_trial_has_waited_long_enough() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        age: std::time::Duration::ZERO,
+        ..tack_trace::PartLimits::default()
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    record_finished(&writer, "a");
+    // Readable while the run goes on, without waiting for a thousand trials.
+    assert_eq!(outcomes(writer.dir()), ["passed"]);
+    record_finished(&writer, "b");
+    assert_eq!(part_files(writer.dir(), "trials").len(), 2);
+    writer.close(&manifest()).unwrap();
+    assert_eq!(part_files(writer.dir(), "trials").len(), 1);
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+}
+
+#[test]
+fn a_part_cut_off_between_its_renames_is_replaced_from_the_journals() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "a");
+    writer.flush().unwrap();
+    record_finished(&writer, "b");
+    let journal = writer.dir().join("journal/b.jsonl");
+    let kept = std::fs::read(&journal).unwrap();
+    writer.flush().unwrap();
+    // As if killed after the second part's spans and messages were renamed
+    // into place, before its trials were: no trials file, the journal kept.
+    let second = &part_files(writer.dir(), "trials")[1];
+    std::fs::remove_file(writer.dir().join("trials").join(second)).unwrap();
+    std::fs::write(&journal, kept).unwrap();
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 1);
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+    // One span per trial: the orphaned spans file is gone.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
+}
+
+#[test]
+fn a_trial_recorded_without_a_journal_is_stored_as_a_journalled_one() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "journalled");
+    let events = vec![
+        Event::TrialStarted(started("direct")),
+        Event::Message {
+            index: 0,
+            message: Message::user("task journalled"),
+        },
+        model_call(1),
+        finished(),
+    ];
+    writer.record_trial(events).unwrap();
+    assert!(writer.record_trial(vec![finished()]).is_err());
+    assert_eq!(part_files(writer.dir(), "journal"), ["journalled.jsonl"]);
+    writer.close(&manifest()).unwrap();
+    assert_eq!(outcomes(writer.dir()), ["passed", "passed"]);
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
+    // The same message in both trials is stored once.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 1);
+    let transcript = tack_trace::trial_transcript(writer.dir(), "direct").unwrap();
+    assert_eq!(transcript[0].message, Message::user("task journalled"));
+}
+
+#[test]
+fn transcripts_of_several_trials_find_messages_stored_by_other_parts() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        trials: 1,
+        bytes: usize::MAX,
+        ..tack_trace::PartLimits::default()
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    for id in ["a", "b", "c"] {
+        let mut trial = writer.trial(started(id)).unwrap();
+        for (index, text) in [(0, "shared prompt".to_string()), (1, format!("task {id}"))] {
+            trial
+                .record(Event::Message {
+                    index,
+                    message: Message::user(text),
+                })
+                .unwrap();
+        }
+        trial.record(finished()).unwrap();
+        trial.finish().unwrap();
+    }
+    writer.flush().unwrap();
+    assert_eq!(part_files(writer.dir(), "messages").len(), 3);
+    let transcripts = tack_trace::trial_transcripts(writer.dir(), &["c", "a", "nope"]).unwrap();
+    assert_eq!(transcripts.len(), 2, "a trial without a row is absent");
+    for id in ["a", "c"] {
+        let texts: Vec<&str> = transcripts[id]
+            .iter()
+            .map(|m| m.message.content.as_str())
+            .collect();
+        assert_eq!(texts, ["shared prompt", format!("task {id}").as_str()]);
+    }
+    // The shared prompt is stored once, in the first part.
+    assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 4);
+    assert!(tack_trace::trial_transcript(writer.dir(), "nope").is_err());
 }

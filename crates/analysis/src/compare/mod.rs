@@ -60,8 +60,11 @@ pub struct SideInfo {
     pub model: String,
     /// The model is built in: these are not LLM results.
     pub simulated: bool,
-    /// Trials of the paired tasks.
+    /// Scored trials of the paired tasks.
     pub trials: u64,
+    /// Trials of the side's variant whose final attempt ended in
+    /// `infra_error`: not scored, so not paired (see the crate docs).
+    pub infra_errors: u64,
     pub passed: u64,
     pub success_rate: f64,
     /// Wilson 95% interval.
@@ -236,13 +239,23 @@ fn trials_of<'a>(side: Side<'a>) -> Result<ByTask<'a>, CompareError> {
         });
     }
     let mut by_task: ByTask = BTreeMap::new();
-    for trial in side.run.trials.iter().filter(|t| t.variant == side.variant) {
+    // `trials` holds final attempts only; final infra errors are not scored.
+    let scored = side
+        .run
+        .trials
+        .iter()
+        .filter(|t| t.variant == side.variant && !is_infra_error(t));
+    for trial in scored {
         by_task.entry(trial.task.as_str()).or_default().push(trial);
     }
     for trials in by_task.values_mut() {
         trials.sort_by_key(|t| t.trial_index);
     }
     Ok(by_task)
+}
+
+fn is_infra_error(trial: &TrialRow) -> bool {
+    trial.outcome == TrialOutcome::InfraError.as_str()
 }
 
 fn passed(trial: &TrialRow) -> bool {
@@ -361,6 +374,12 @@ fn side_info<'a>(side: Side<'_>, trials: impl Iterator<Item = &'a TrialRow>) -> 
         model: info.map(|v| v.model.clone()).unwrap_or_default(),
         simulated: info.is_some_and(|v| v.simulated),
         trials: total,
+        infra_errors: side
+            .run
+            .trials
+            .iter()
+            .filter(|t| t.variant == side.variant && is_infra_error(t))
+            .count() as u64,
         passed: passed_count,
         success_rate: if total == 0 {
             0.0

@@ -1,0 +1,86 @@
+//! Which failed trials an analysis lists: all of them, or at a million
+//! trials the first few of each variant and task.
+
+use crate::attempts::IS_FINAL;
+use crate::frame::Frame;
+use crate::{AnalysisError, FailedLimit};
+use polars::prelude::*;
+use std::path::Path;
+use tack_protocol::TrialOutcome;
+use tack_trace::schema::{TRIALS_DIR, col};
+
+/// The failed trials to list, and how many failed in all.
+pub(crate) struct Failed {
+    pub ids: Vec<String>,
+    pub total: u64,
+}
+
+/// Final attempts of `marked` (see [`crate::attempts::mark`]) that did not
+/// pass, limited by `limit`: the first `per_task` of each variant and task
+/// by trial index, then at most `total`, taking every variant and task's
+/// first failure (in manifest order) before any one's second.
+pub(crate) fn select(
+    marked: &LazyFrame,
+    dir: &Path,
+    limit: Option<FailedLimit>,
+    variants: &[String],
+    tasks: &[String],
+) -> Result<Failed, AnalysisError> {
+    let failed = marked
+        .clone()
+        .filter(col(IS_FINAL).and(col(col::OUTCOME).neq(lit(TrialOutcome::Passed.as_str()))))
+        .select([
+            col(col::TRIAL_ID),
+            col(col::VARIANT),
+            col(col::TASK),
+            col(col::TRIAL_INDEX),
+        ]);
+    let count = Frame::collect(
+        failed
+            .clone()
+            .select([len().cast(DataType::UInt64).alias("n")]),
+        dir,
+        TRIALS_DIR,
+    )?;
+    let total = count.u64s("n")?.first().copied().unwrap_or(0);
+    let Some(limit) = limit else {
+        let frame = Frame::collect(failed, dir, TRIALS_DIR)?;
+        return Ok(Failed {
+            ids: frame.strs(col::TRIAL_ID)?,
+            total,
+        });
+    };
+    let firsts = failed
+        .sort(
+            [col::VARIANT, col::TASK, col::TRIAL_INDEX],
+            SortMultipleOptions::default(),
+        )
+        .group_by_stable([col(col::VARIANT), col(col::TASK)])
+        .head(Some(limit.per_task));
+    let frame = Frame::collect(firsts, dir, TRIALS_DIR)?;
+    let ids = frame.strs(col::TRIAL_ID)?;
+    let variant = frame.strs(col::VARIANT)?;
+    let task = frame.strs(col::TASK)?;
+    let index = frame.u32s(col::TRIAL_INDEX)?;
+    let position = |list: &[String], name: &str| list.iter().position(|n| n == name);
+    // Rank within its variant and task: rows come sorted by trial index.
+    let mut keyed: Vec<(usize, usize, usize, u32, String)> = Vec::with_capacity(ids.len());
+    let mut rank = 0;
+    for i in 0..ids.len() {
+        let same_cell = i > 0 && variant[i] == variant[i - 1] && task[i] == task[i - 1];
+        rank = if same_cell { rank + 1 } else { 0 };
+        keyed.push((
+            rank,
+            position(variants, &variant[i]).unwrap_or(usize::MAX),
+            position(tasks, &task[i]).unwrap_or(usize::MAX),
+            index[i],
+            ids[i].clone(),
+        ));
+    }
+    keyed.sort();
+    keyed.truncate(limit.total);
+    Ok(Failed {
+        ids: keyed.into_iter().map(|(.., id)| id).collect(),
+        total,
+    })
+}

@@ -1,0 +1,165 @@
+//! Reading whole trials back: a trial's row, spans and conversation, for a
+//! trial page or `tack show`. Several trials are read together: one pass
+//! over the parts that hold them, not one pass over the run per trial.
+
+use crate::AnalysisError;
+use crate::attempts::IS_FINAL;
+use crate::frame::{FILE_PATH, Frame};
+use crate::tables::{RunTables, file_name};
+use crate::trace::{self, SpanCounts, TrialTrace, check_trial_id};
+use crate::trials::{self, TrialRow};
+use polars::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col};
+
+/// Reads one trial's row, spans and messages; any attempt, final or not.
+pub fn load_trial_trace(run_dir: &Path, trial_id: &str) -> Result<TrialTrace, AnalysisError> {
+    check_trial_id(trial_id)?;
+    let tables = RunTables::open(run_dir)?;
+    let ids = [trial_id.to_string()];
+    let rows = trial_rows_of(&tables, &ids)?;
+    let not_found = || AnalysisError::TrialNotFound {
+        dir: run_dir.join(TRIALS_DIR),
+        trial_id: trial_id.to_string(),
+    };
+    let row = rows.into_iter().next().ok_or_else(not_found)?;
+    load_trial_traces(&tables, &[row])?
+        .pop()
+        .ok_or_else(not_found)
+}
+
+/// The rows of the trials `ids` (any attempt) with nothing from the spans
+/// yet; in no particular order, absent ids left out.
+pub(crate) fn trial_rows_of(
+    tables: &RunTables,
+    ids: &[String],
+) -> Result<Vec<TrialRow>, AnalysisError> {
+    let lazy = tables
+        .trials()
+        .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
+        .select(trials::row_columns());
+    let frame = Frame::collect(lazy, tables.trials_dir(), TRIALS_DIR)?;
+    trials::trial_rows(&frame, &HashMap::new())
+}
+
+/// `ids` as the right side of `is_in`: one list to look each value up in.
+fn id_list(ids: &[String]) -> Expr {
+    lit(Series::new("ids".into(), ids)).implode(false)
+}
+
+/// The traces of `rows`' trials, in the order of `rows`. Each row's span
+/// counts (denied calls, injected faults, rate-limit waits) are taken from
+/// the spans read.
+pub fn load_trial_traces(
+    tables: &RunTables,
+    rows: &[TrialRow],
+) -> Result<Vec<TrialTrace>, AnalysisError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = rows.iter().map(|r| r.trial_id.clone()).collect();
+    let mut spans = spans_of(tables, &ids)?;
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut transcripts =
+        tack_trace::trial_transcripts(tables.run_dir(), &id_refs).map_err(|source| {
+            AnalysisError::Trace {
+                run_dir: tables.run_dir().to_path_buf(),
+                source,
+            }
+        })?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let spans = spans.remove(&row.trial_id).unwrap_or_default();
+            let counts = SpanCounts::of(&spans);
+            let mut trial = row.clone();
+            trial.denied_calls = counts.denied_calls;
+            trial.injected_faults = counts.injected_faults();
+            trial.rate_limit_wait_ms = counts.rate_limit_wait_ms;
+            // No transcript: the trial failed before its first message.
+            let transcript = transcripts.remove(&row.trial_id).unwrap_or_default();
+            TrialTrace {
+                trial,
+                spans,
+                messages: trace::message_rows(transcript),
+            }
+        })
+        .collect())
+}
+
+/// The spans of trials `ids`, by trial id in `seq` order, read from the
+/// files that hold them only.
+fn spans_of(
+    tables: &RunTables,
+    ids: &[String],
+) -> Result<HashMap<String, Vec<trace::SpanRow>>, AnalysisError> {
+    let files = files_of(tables, ids)?;
+    let Some(spans) = tables.spans_in(&files)? else {
+        return Ok(HashMap::new());
+    };
+    let lazy = spans
+        .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
+        .sort([col::TRIAL_ID, col::SEQ], SortMultipleOptions::default());
+    let frame = Frame::collect(lazy, tables.spans_dir(), SPANS_DIR)?;
+    let trial_ids = frame.strs(col::TRIAL_ID)?;
+    let mut out: HashMap<String, Vec<trace::SpanRow>> = HashMap::new();
+    for (trial_id, row) in trial_ids.into_iter().zip(trace::span_rows(&frame)?) {
+        out.entry(trial_id).or_default().push(row);
+    }
+    Ok(out)
+}
+
+/// The names of the files holding the rows of trials `ids`.
+fn files_of(tables: &RunTables, ids: &[String]) -> Result<Vec<String>, AnalysisError> {
+    let lazy = tables
+        .trials()
+        .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
+        .select([col(FILE_PATH)])
+        .unique(None, UniqueKeepStrategy::Any);
+    let frame = Frame::collect(lazy, tables.trials_dir(), TRIALS_DIR)?;
+    Ok(frame
+        .strs(FILE_PATH)?
+        .iter()
+        .map(|path| file_name(path))
+        .collect())
+}
+
+/// Every final attempt's row, with its span counts.
+pub(crate) fn final_trial_rows(tables: &RunTables) -> Result<Vec<TrialRow>, AnalysisError> {
+    let lazy = tables
+        .marked_trials()?
+        .filter(col(IS_FINAL))
+        .select(trials::row_columns());
+    let frame = Frame::collect(lazy, tables.trials_dir(), TRIALS_DIR)?;
+    let counts = match tables.spans() {
+        Some(spans) => trace::span_counts(spans, tables.spans_dir())?,
+        None => HashMap::new(),
+    };
+    trials::trial_rows(&frame, &counts)
+}
+
+/// The rows of trials `ids` with their span counts, read from the files
+/// that hold them only.
+pub(crate) fn counted_trial_rows(
+    tables: &RunTables,
+    ids: &[String],
+) -> Result<Vec<TrialRow>, AnalysisError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rows = trial_rows_of(tables, ids)?;
+    let files = files_of(tables, ids)?;
+    if let Some(spans) = tables.spans_in(&files)? {
+        let spans = spans.filter(col(col::TRIAL_ID).is_in(id_list(ids), false));
+        let counts = trace::span_counts(spans, tables.spans_dir())?;
+        for row in &mut rows {
+            if let Some(c) = counts.get(&row.trial_id) {
+                row.denied_calls = c.denied_calls;
+                row.injected_faults = c.injected_faults();
+                row.rate_limit_wait_ms = c.rate_limit_wait_ms;
+            }
+        }
+    }
+    Ok(rows)
+}

@@ -1,0 +1,119 @@
+//! A run's tables, opened once for every query an analysis makes: listing a
+//! thousand part files and reading their footers is done once, not per
+//! aggregate.
+
+use crate::frame::parquet_files;
+use crate::{AnalysisError, attempts, read_manifest, trace, trials};
+use polars::prelude::*;
+use std::path::{Path, PathBuf};
+use tack_trace::Manifest;
+use tack_trace::schema::{SPANS_DIR, TRIALS_DIR};
+
+/// The manifest and lazy scans of one run's trials and spans.
+pub struct RunTables {
+    run_dir: PathBuf,
+    manifest: Manifest,
+    trials_dir: PathBuf,
+    /// Every trials row, columns added since the first traces filled in, and
+    /// the file each row came from.
+    trials: LazyFrame,
+    spans_dir: PathBuf,
+    /// `None` when no trial recorded a span.
+    spans: Option<LazyFrame>,
+}
+
+impl std::fmt::Debug for RunTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunTables")
+            .field("run_dir", &self.run_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunTables {
+    /// Reads `run_dir/manifest.json` and lists the run's Parquet files. A
+    /// run without a finished trial is an error.
+    pub fn open(run_dir: &Path) -> Result<RunTables, AnalysisError> {
+        let manifest = read_manifest(run_dir)?;
+        let trials_dir = run_dir.join(TRIALS_DIR);
+        let files = parquet_files(&trials_dir)?;
+        if files.is_empty() {
+            return Err(AnalysisError::NoTrials { dir: trials_dir });
+        }
+        let trials = trials::scan(&trials_dir, &files, true)?;
+        let spans_dir = run_dir.join(SPANS_DIR);
+        let span_files = parquet_files(&spans_dir)?;
+        let spans = if span_files.is_empty() {
+            None
+        } else {
+            Some(trace::scan_spans(&spans_dir, &span_files)?)
+        };
+        Ok(RunTables {
+            run_dir: run_dir.to_path_buf(),
+            manifest,
+            trials_dir,
+            trials,
+            spans_dir,
+            spans,
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    pub(crate) fn trials_dir(&self) -> &Path {
+        &self.trials_dir
+    }
+
+    pub(crate) fn spans_dir(&self) -> &Path {
+        &self.spans_dir
+    }
+
+    /// Every row of the trials table, every attempt.
+    pub(crate) fn trials(&self) -> LazyFrame {
+        self.trials.clone()
+    }
+
+    /// [`RunTables::trials`] with which rows count ([`attempts::mark`]).
+    pub(crate) fn marked_trials(&self) -> Result<LazyFrame, AnalysisError> {
+        attempts::mark(self.trials()).map_err(|source| AnalysisError::Polars {
+            dir: self.trials_dir.clone(),
+            table: TRIALS_DIR,
+            source,
+        })
+    }
+
+    pub(crate) fn spans(&self) -> Option<LazyFrame> {
+        self.spans.clone()
+    }
+
+    /// The spans of the trials in `files` (names of trials files; the
+    /// spans file of the same name holds their spans), or `None` when none
+    /// of those files exists.
+    pub(crate) fn spans_in(&self, files: &[String]) -> Result<Option<LazyFrame>, AnalysisError> {
+        let mut paths: Vec<PathBuf> = files
+            .iter()
+            .map(|name| self.spans_dir.join(name))
+            .filter(|path| path.is_file())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        trace::scan_spans(&self.spans_dir, &paths).map(Some)
+    }
+}
+
+/// The file name of a path from [`crate::frame::FILE_PATH`].
+pub(crate) fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,224 @@
+//! Trials run more than once: only the final attempt counts, and a final
+//! infra error is counted apart instead of scored.
+
+// Tests may panic on failure; the workspace's unwrap ban is for library code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fixture;
+
+use std::collections::HashSet;
+use tack_analysis::compare::{CompareOptions, Side, compare};
+use tack_analysis::{
+    AnalyzeOptions, FailedLimit, RunTables, VariantSummary, analyze, analyze_run, load_trial_trace,
+};
+
+fn run_with_attempts() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_run_with_attempts(dir.path());
+    dir
+}
+
+fn variant<'a>(variants: &'a [VariantSummary], name: &str) -> &'a VariantSummary {
+    variants.iter().find(|v| v.variant == name).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn only_the_final_attempt_of_a_trial_counts() {
+    let dir = run_with_attempts();
+    let analysis = analyze_run(dir.path()).unwrap();
+    let real = variant(&analysis.variants, "real");
+    // Three trials before, plus the third attempt of add-test #1.
+    assert_eq!((real.trials, real.passed), (4, 3));
+    assert_eq!((real.infra_errors, real.retried_attempts), (0, 2));
+    assert!(close(real.success_rate, 0.75));
+    // The cut-off attempt's 1,000 tokens, $0.05, denied call and rate-limit
+    // wait belong to an attempt that was run again.
+    assert_eq!(real.total_tokens, 800 + 600);
+    assert!(close(real.cost_usd.unwrap(), 0.06));
+    assert_eq!((real.denied_calls, real.rate_limit_wait_ms), (0, 0));
+    assert_eq!(real.outcomes.get("cancelled"), None);
+    assert_eq!(real.outcomes.get("infra_error"), None);
+    assert_eq!(real.outcomes.values().sum::<u64>(), 4);
+
+    // Every (variant, task, trial index) once, by its final attempt.
+    let mut seen = HashSet::new();
+    for t in &analysis.trials {
+        assert!(seen.insert((&t.variant, &t.task, t.trial_index)), "{t:?}");
+    }
+    let ids: Vec<&str> = analysis
+        .trials
+        .iter()
+        .map(|t| t.trial_id.as_str())
+        .collect();
+    assert!(ids.contains(&"real--add-test--1--attempt2"));
+    assert!(!ids.contains(&fixture::cut_off_trial_id().as_str()));
+    assert!(!ids.contains(&"real--add-test--1--attempt1"));
+    let rerun = analysis
+        .trials
+        .iter()
+        .find(|t| t.trial_id == "real--add-test--1--attempt2")
+        .unwrap();
+    assert_eq!(rerun.trial_attempt, 2);
+    assert_eq!(analysis.retried_attempts(), 3);
+    assert_eq!(analysis.final_trials(), fixture::trials().len() as u64 + 2);
+
+    // An earlier attempt still opens, with its own spans.
+    let cut_off = load_trial_trace(dir.path(), &fixture::cut_off_trial_id()).unwrap();
+    assert_eq!(cut_off.trial.outcome, "cancelled");
+    assert_eq!(
+        (cut_off.trial.trial_attempt, cut_off.trial.denied_calls),
+        (0, 1)
+    );
+    assert_eq!(cut_off.trial.rate_limit_wait_ms, 700);
+}
+
+#[test]
+fn a_final_infra_error_is_counted_apart_not_scored() {
+    let dir = run_with_attempts();
+    let analysis = analyze_run(dir.path()).unwrap();
+    let chaos = variant(&analysis.variants, "chaos");
+    assert_eq!(
+        (chaos.trials, chaos.passed),
+        (2, 1),
+        "not in the denominator"
+    );
+    assert!(close(chaos.success_rate, 0.5));
+    assert_eq!((chaos.infra_errors, chaos.retried_attempts), (1, 1));
+    assert_eq!(chaos.total_tokens, 700, "its tokens are not the agent's");
+    assert_eq!(
+        chaos.outcomes.get("infra_error"),
+        Some(&1),
+        "outcomes list it"
+    );
+    assert_eq!(chaos.stop_reasons.get("provider_unavailable"), Some(&1));
+    let cell = analysis
+        .matrix
+        .iter()
+        .find(|row| row.task == "fix-bug")
+        .unwrap()
+        .cells
+        .iter()
+        .find(|c| c.variant == "chaos")
+        .unwrap();
+    assert_eq!((cell.trials, cell.passed, cell.infra_errors), (1, 0, 1));
+    // Listed among the trials that did not pass, where the report shows
+    // infra errors apart.
+    let failed: Vec<&str> = analysis
+        .failed_trials
+        .iter()
+        .map(|t| t.trial_id.as_str())
+        .collect();
+    assert!(failed.contains(&fixture::final_infra_error_id().as_str()));
+    assert!(!failed.contains(&"chaos--fix-bug--1"), "an earlier attempt");
+    assert_eq!(analysis.failed_total, failed.len() as u64);
+}
+
+#[test]
+fn comparisons_pair_final_scored_attempts() {
+    let dir = run_with_attempts();
+    let analysis = analyze_run(dir.path()).unwrap();
+    let side = |variant| Side {
+        run: &analysis,
+        variant,
+    };
+    let options = CompareOptions {
+        bootstrap_reps: 200,
+        ..CompareOptions::default()
+    };
+    let comparison = compare(side("real"), side("chaos"), &options).unwrap();
+    assert_eq!(comparison.candidate.infra_errors, 1);
+    assert_eq!(comparison.base.infra_errors, 0);
+    let fix_bug = comparison
+        .tasks
+        .iter()
+        .find(|t| t.task == "fix-bug")
+        .unwrap();
+    assert_eq!(fix_bug.candidate_trials, 1, "the infra error is not paired");
+    let add_test = comparison
+        .tasks
+        .iter()
+        .find(|t| t.task == "add-test")
+        .unwrap();
+    assert_eq!(
+        add_test.base_trial_ids,
+        ["real--add-test--0", "real--add-test--1--attempt2"]
+    );
+}
+
+#[test]
+fn the_cost_table_counts_scored_trials_and_the_rest_apart() {
+    let dir = run_with_attempts();
+    let cost = tack_analysis::cost::cost_report(dir.path()).unwrap();
+    let real = cost
+        .by_variant
+        .iter()
+        .find(|r| r.variant == "real")
+        .unwrap();
+    assert_eq!((real.trials, real.successes), (4, 3));
+    // The cut-off attempt's and the final infra error's answered calls.
+    assert_eq!(cost.not_scored.trials, 4);
+    assert_eq!(cost.not_scored.calls, 2);
+    assert!(close(cost.not_scored.known_usd, 0.06));
+    let scored_calls: u64 = cost.by_variant.iter().map(|r| r.calls).sum();
+    assert_eq!(cost.total.calls, scored_calls);
+}
+
+#[test]
+fn a_capped_listing_takes_every_tasks_first_failure_first() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_run(dir.path());
+    let everything = analyze_run(dir.path()).unwrap();
+    let tables = RunTables::open(dir.path()).unwrap();
+    let options = AnalyzeOptions {
+        every_trial: false,
+        failed: Some(FailedLimit {
+            per_task: 1,
+            total: 3,
+        }),
+    };
+    let capped = analyze(&tables, options).unwrap();
+    assert!(capped.trials.is_empty());
+    assert_eq!(capped.failed_total, everything.failed_total);
+    assert_eq!(capped.failed_total, 4);
+    let ids: Vec<&str> = capped
+        .failed_trials
+        .iter()
+        .map(|t| t.trial_id.as_str())
+        .collect();
+    // Manifest order of variants, then tasks; chaos's failure is left out.
+    assert_eq!(
+        ids,
+        [
+            "baseline--fix-bug--1",
+            "baseline--add-test--1",
+            "real--fix-bug--0"
+        ]
+    );
+    // The listed rows are the same as in the full analysis, span counts
+    // included.
+    for row in &capped.failed_trials {
+        let full = everything
+            .trials
+            .iter()
+            .find(|t| t.trial_id == row.trial_id)
+            .unwrap();
+        assert_eq!(row, full);
+    }
+    assert_eq!(capped.variants, everything.variants);
+    assert_eq!(capped.matrix, everything.matrix);
+}
+
+#[test]
+fn runs_from_before_attempts_read_as_first_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every file lacks trial_attempt and the other newer columns.
+    fixture::write_run_as(dir.path(), |_| true);
+    let analysis = analyze_run(dir.path()).unwrap();
+    assert_eq!(analysis.retried_attempts(), 0);
+    assert!(analysis.trials.iter().all(|t| t.trial_attempt == 0));
+    assert_eq!(analysis.final_trials(), fixture::trials().len() as u64);
+}

@@ -1,0 +1,294 @@
+//! Trials' conversations read back: each trial's row lists its messages by
+//! content address, and each message is in the part that stored it first.
+//!
+//! A million trials make a thousand parts per table, so nothing here reads a
+//! whole table: a trial's row is found by the row groups' `trial_id`
+//! statistics, and its messages are looked for in its own part first (where
+//! everything it said new was stored), then in the other parts in the order
+//! they were written (a system prompt is stored by the first trial that sent
+//! it), decoding message text only for the rows asked for.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use tack_protocol::{Message, Role, ToolCall};
+
+use crate::reader::{read_trial_rows, table_files};
+use crate::recorded::{numbers, strings};
+use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
+use crate::{TraceError, read_table};
+
+/// One message of a trial's conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptMessage {
+    /// Its content address; in runs before schema version 3, which had
+    /// none, `#<position>`.
+    pub id: String,
+    /// The sequence number of the event that added it to the conversation.
+    pub seq: u64,
+    pub message: Message,
+}
+
+/// A trial's conversation in the order it grew.
+pub fn trial_transcript(
+    run_dir: &Path,
+    trial_id: &str,
+) -> Result<Vec<TranscriptMessage>, TraceError> {
+    trial_transcripts(run_dir, &[trial_id])?
+        .remove(trial_id)
+        .ok_or_else(|| TraceError::Format {
+            path: run_dir.to_path_buf(),
+            message: format!("trial {trial_id}: no such finished trial in this run"),
+        })
+}
+
+/// The conversations of `trial_ids`, read together, by trial id. A trial
+/// the trials table does not hold is absent; a message its row lists that
+/// no part holds is an error naming it.
+pub fn trial_transcripts(
+    run_dir: &Path,
+    trial_ids: &[&str],
+) -> Result<HashMap<String, Vec<TranscriptMessage>>, TraceError> {
+    let wanted: HashSet<&str> = trial_ids.iter().copied().collect();
+    let columns = [col::TRIAL_ID, col::MESSAGE_IDS, col::MESSAGE_SEQS];
+    let mut listed: HashMap<String, Vec<(String, u64)>> = HashMap::new();
+    // Trials in files of runs before schema version 3 (a run resumed by a
+    // newer tack has both kinds).
+    let mut legacy: HashSet<String> = HashSet::new();
+    // Files whose trials are wanted: their messages are looked in first.
+    let mut own_parts: Vec<String> = Vec::new();
+    for (path, batch) in read_trial_rows(run_dir, TRIALS_DIR, Some(&columns), &wanted)? {
+        let format = |message: String| TraceError::Format {
+            path: path.clone(),
+            message,
+        };
+        let ids = strings(&batch, col::TRIAL_ID).map_err(format)?;
+        if batch.column_by_name(col::MESSAGE_IDS).is_none() {
+            legacy.extend((0..batch.num_rows()).map(|i| ids.value(i).to_string()));
+            continue;
+        }
+        for row in 0..batch.num_rows() {
+            listed.insert(
+                ids.value(row).to_string(),
+                transcript_of_row(&batch, row).map_err(format)?,
+            );
+        }
+        if let Some(name) = path.file_name().and_then(|n| n.to_str())
+            && !own_parts.iter().any(|p| p == name)
+        {
+            own_parts.push(name.to_string());
+        }
+    }
+    let needed: HashSet<&str> = listed
+        .values()
+        .flatten()
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let found = find_messages(run_dir, needed, &own_parts)?;
+    let mut transcripts = if legacy.is_empty() {
+        HashMap::new()
+    } else {
+        legacy_transcripts(run_dir, &legacy.iter().map(String::as_str).collect())?
+    };
+    for entry in listed.into_iter().map(|(trial_id, entries)| {
+        let messages = entries
+            .into_iter()
+            .map(|(id, seq)| match found.get(&id) {
+                Some(message) => Ok(TranscriptMessage {
+                    message: message.clone(),
+                    id,
+                    seq,
+                }),
+                None => Err(TraceError::Format {
+                    path: run_dir.join(MESSAGES_DIR),
+                    message: format!(
+                        "trial {trial_id}: message {id} is not in the messages table; \
+                             the run is incomplete (was a part file removed?)"
+                    ),
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((trial_id, messages))
+    }) {
+        let (trial_id, messages) = entry?;
+        transcripts.insert(trial_id, messages);
+    }
+    Ok(transcripts)
+}
+
+/// The messages of `needed`, by id: from the parts named in `first`, then
+/// from the others in name order (the order they were written), until every
+/// one is found. Each file's ids are read on their own; the rest of a row is
+/// decoded only when it is needed.
+fn find_messages(
+    run_dir: &Path,
+    mut needed: HashSet<&str>,
+    first: &[String],
+) -> Result<HashMap<String, Message>, TraceError> {
+    let mut found = HashMap::new();
+    if needed.is_empty() {
+        return Ok(found);
+    }
+    let dir = run_dir.join(MESSAGES_DIR);
+    let mut files: Vec<PathBuf> = first.iter().map(|name| dir.join(name)).collect();
+    files.retain(|path| path.is_file());
+    for path in table_files(run_dir, MESSAGES_DIR)? {
+        if !files.contains(&path) {
+            files.push(path);
+        }
+    }
+    for path in files {
+        if needed.is_empty() {
+            break;
+        }
+        let parquet_error = |source| TraceError::Parquet {
+            path: path.clone(),
+            source,
+        };
+        let format = |message: String| TraceError::Format {
+            path: path.clone(),
+            message,
+        };
+        let open = || File::open(&path).map_err(|e| TraceError::io(&path, e));
+        let builder = ParquetRecordBatchReaderBuilder::try_new(open()?).map_err(parquet_error)?;
+        let ids_only = ProjectionMask::columns(builder.parquet_schema(), [col::MESSAGE_ID]);
+        let mut keep = Vec::new();
+        for batch in builder
+            .with_projection(ids_only)
+            .build()
+            .map_err(parquet_error)?
+        {
+            let batch = batch.map_err(|e| format(e.to_string()))?;
+            let ids = strings(&batch, col::MESSAGE_ID).map_err(format)?;
+            keep.push(
+                (0..batch.num_rows())
+                    .map(|i| Some(needed.contains(ids.value(i))))
+                    .collect::<arrow_array::BooleanArray>(),
+            );
+        }
+        if keep.iter().all(|mask| mask.true_count() == 0) {
+            continue;
+        }
+        let selection = RowSelection::from_filters(&keep);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(open()?)
+            .map_err(parquet_error)?
+            .with_row_selection(selection)
+            .build()
+            .map_err(parquet_error)?;
+        for batch in reader {
+            let batch = batch.map_err(|e| format(e.to_string()))?;
+            let ids = strings(&batch, col::MESSAGE_ID).map_err(format)?;
+            for i in 0..batch.num_rows() {
+                let id = ids.value(i);
+                if needed.remove(id) {
+                    found.insert(id.to_string(), message_at(&batch, i).map_err(format)?);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The (message id, seq) list of one trials row.
+fn transcript_of_row(batch: &RecordBatch, row: usize) -> Result<Vec<(String, u64)>, String> {
+    let lists = numbers::<ListArray>(batch, col::MESSAGE_IDS)?;
+    let seq_lists = numbers::<ListArray>(batch, col::MESSAGE_SEQS)?;
+    let ids = lists.value(row);
+    let ids = ids
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or("message_ids is not a list of text")?;
+    let seqs = seq_lists.value(row);
+    let seqs = seqs
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .ok_or("message_seqs is not a list of numbers")?;
+    if ids.len() != seqs.len() {
+        return Err("message_ids and message_seqs differ in length".to_string());
+    }
+    Ok((0..ids.len())
+        .map(|i| (ids.value(i).to_string(), seqs.value(i)))
+        .collect())
+}
+
+fn message_at(batch: &RecordBatch, i: usize) -> Result<Message, String> {
+    let roles = strings(batch, col::ROLE)?;
+    let contents = strings(batch, col::CONTENT)?;
+    let calls = strings(batch, col::TOOL_CALLS_JSON)?;
+    let call_ids = strings(batch, col::TOOL_CALL_ID)?;
+    let role: Role = serde_json::from_value(serde_json::Value::String(roles.value(i).to_string()))
+        .map_err(|e| format!("role: {e}"))?;
+    let tool_calls: Vec<ToolCall> = if calls.is_null(i) {
+        Vec::new()
+    } else {
+        serde_json::from_str(calls.value(i)).map_err(|e| format!("tool_calls_json: {e}"))?
+    };
+    Ok(Message {
+        role,
+        content: contents.value(i).to_string(),
+        tool_calls,
+        tool_call_id: (!call_ids.is_null(i)).then(|| call_ids.value(i).to_string()),
+    })
+}
+
+/// Runs before schema version 3 stored each trial's messages by position,
+/// with the trial's id on every row.
+fn legacy_transcripts(
+    run_dir: &Path,
+    wanted: &HashSet<&str>,
+) -> Result<HashMap<String, Vec<TranscriptMessage>>, TraceError> {
+    let format = |message: String| TraceError::Format {
+        path: run_dir.join(MESSAGES_DIR),
+        message,
+    };
+    let mut by_trial: HashMap<String, Vec<(u32, TranscriptMessage)>> = HashMap::new();
+    for batch in read_table(run_dir, MESSAGES_DIR)? {
+        let trials = strings(&batch, col::TRIAL_ID).map_err(format)?;
+        let indices = numbers::<UInt32Array>(&batch, col::MESSAGE_INDEX).map_err(format)?;
+        let seqs = numbers::<UInt64Array>(&batch, col::SEQ).map_err(format)?;
+        for i in 0..batch.num_rows() {
+            if wanted.contains(trials.value(i)) {
+                let index = indices.value(i);
+                by_trial
+                    .entry(trials.value(i).to_string())
+                    .or_default()
+                    .push((
+                        index,
+                        TranscriptMessage {
+                            id: legacy_message_id(index),
+                            seq: seqs.value(i),
+                            message: message_at(&batch, i).map_err(format)?,
+                        },
+                    ));
+            }
+        }
+    }
+    // A trial whose row exists but that recorded no message has an empty
+    // conversation, not a missing one.
+    for (path, batch) in read_trial_rows(run_dir, TRIALS_DIR, Some(&[col::TRIAL_ID]), wanted)? {
+        let ids = strings(&batch, col::TRIAL_ID).map_err(|message| TraceError::Format {
+            path: path.clone(),
+            message,
+        })?;
+        for i in 0..batch.num_rows() {
+            by_trial.entry(ids.value(i).to_string()).or_default();
+        }
+    }
+    Ok(by_trial
+        .into_iter()
+        .map(|(trial, mut messages)| {
+            messages.sort_by_key(|(index, _)| *index);
+            (trial, messages.into_iter().map(|(_, m)| m).collect())
+        })
+        .collect())
+}
+
+/// The id a message of a run before schema version 3 goes by: its position
+/// in the trial's history, which is what those runs' model calls referred to.
+pub fn legacy_message_id(index: u32) -> String {
+    format!("#{index}")
+}
