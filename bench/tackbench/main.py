@@ -183,7 +183,8 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+        method = (env.repo / "bench" / "method.md").read_text()
+        args.out.write_text(method + "\n# Figures\n\n" + "\n".join(lines) + "\n")
     return 1 if failed else 0
 
 

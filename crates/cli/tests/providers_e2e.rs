@@ -192,6 +192,7 @@ fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
     let options = ServerOptions {
         port: 0,
         expected_key: PLANTED_KEY.to_string(),
+        record_to: None,
     };
     // The first attempt meets an outage through both of its call attempts;
     // the trial's second attempt finds the provider back.

@@ -107,6 +107,9 @@ fn tool_results(dialect: Dialect, request: &Value) -> usize {
     }
 }
 
+/// Picks one field out of a tool definition.
+type Field = fn(&Value) -> Option<&Value>;
+
 /// The first required parameter of the tool named `tool` among the
 /// request's tools (else its first property).
 fn first_parameter(dialect: Dialect, request: &Value, tool: &str) -> Result<String, LoopError> {
@@ -115,14 +118,13 @@ fn first_parameter(dialect: Dialect, request: &Value, tool: &str) -> Result<Stri
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let (name_of, schema_of): (fn(&Value) -> Option<&Value>, fn(&Value) -> Option<&Value>) =
-        match dialect {
-            Dialect::OpenAi => (
-                |t| t.pointer("/function/name"),
-                |t| t.pointer("/function/parameters"),
-            ),
-            Dialect::Anthropic => (|t| t.get("name"), |t| t.get("input_schema")),
-        };
+    let (name_of, schema_of): (Field, Field) = match dialect {
+        Dialect::OpenAi => (
+            |t| t.pointer("/function/name"),
+            |t| t.pointer("/function/parameters"),
+        ),
+        Dialect::Anthropic => (|t| t.get("name"), |t| t.get("input_schema")),
+    };
     let offered: Vec<&str> = tools
         .iter()
         .filter_map(|t| name_of(t).and_then(Value::as_str))
