@@ -16,3 +16,8 @@ check-suite:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+
+# Benchmarks (release build): tack against Inspect AI, trace sizes, concurrency,
+# sandbox overhead; writes docs/benchmarks.md.
+bench *ARGS:
+    bench/run --out docs/benchmarks.md {{ARGS}}

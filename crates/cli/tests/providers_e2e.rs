@@ -83,8 +83,8 @@ fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retries() {
     let options = ServerOptions {
-        port: 0,
         expected_key: PLANTED_KEY.to_string(),
+        ..ServerOptions::default()
     };
     let mut answer = ScriptedResponse::tool_calls(vec![fix_call()]);
     if let ScriptedResponse::Reply(reply) = &mut answer {
@@ -192,6 +192,7 @@ fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
     let options = ServerOptions {
         port: 0,
         expected_key: PLANTED_KEY.to_string(),
+        record_to: None,
     };
     // The first attempt meets an outage through both of its call attempts;
     // the trial's second attempt finds the provider back.

@@ -5,13 +5,14 @@
 //! dated price table.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tack_agent::Pricer;
 use tack_model::{ChaosModel, ChaosParams, Model, SimParams, TaskBrief, builtin_model};
 use tack_protocol::ModelSpec;
 use tack_providers::{
-    ApiKey, PriceError, PriceTable, ProviderConfig, ProviderError, RateLimiters, RateLimits, cost,
-    provider_model,
+    ApiKey, HttpClients, PriceError, PriceTable, ProviderConfig, ProviderError, RateLimiters,
+    RateLimits, cost, provider_model,
 };
 use tack_suite::{ProviderSettings, Variant};
 
@@ -55,10 +56,11 @@ impl ModelChoice {
 }
 
 /// What all models of a run share: rate limiters per provider and base URL,
-/// and the price table.
+/// HTTP clients, and the price table.
 #[derive(Debug)]
 pub struct Models {
     limiters: RateLimiters,
+    clients: Arc<HttpClients>,
     prices: PriceTable,
 }
 
@@ -67,6 +69,7 @@ impl Models {
     pub fn new() -> Result<Models, ModelError> {
         Ok(Models {
             limiters: RateLimiters::default(),
+            clients: Arc::default(),
             prices: price_table()?,
         })
     }
@@ -135,6 +138,7 @@ impl Models {
             self.limiters
                 .get(config.provider, config.base_url(), limits),
         );
+        config.http_clients = Some(self.clients.clone());
         Ok(config)
     }
 }

@@ -8,6 +8,7 @@ use tack_model::Model;
 use tack_protocol::ModelSpec;
 
 use crate::env::{EnvSettings, env_settings_with};
+use crate::http::HttpClients;
 use crate::ratelimit::{RateLimiter, WaitObserver};
 use crate::{AnthropicModel, OpenAiModel};
 pub use tack_protocol::Provider;
@@ -59,6 +60,9 @@ pub struct ProviderConfig {
     pub rate_limiter: Option<Arc<RateLimiter>>,
     /// Told about every wait for the rate limiter, for the trace.
     pub on_rate_wait: Option<WaitObserver>,
+    /// Clients shared with the run's other models; `None` builds one for
+    /// this model alone.
+    pub http_clients: Option<Arc<HttpClients>>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -73,6 +77,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("max_tokens", &self.max_tokens)
             .field("timeout", &self.timeout)
             .field("rate_limited", &self.rate_limiter.is_some())
+            .field("shared_clients", &self.http_clients.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -93,6 +98,7 @@ impl ProviderConfig {
             timeout: DEFAULT_TIMEOUT,
             rate_limiter: None,
             on_rate_wait: None,
+            http_clients: None,
         }
     }
 

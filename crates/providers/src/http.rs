@@ -2,8 +2,9 @@
 //! its headers, status and transport errors mapped to `ModelError`, server-
 //! sent events read chunk by chunk, and the rate limiter around each call.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -77,7 +78,10 @@ impl Endpoint {
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Ok(Endpoint {
-            client: client(config.timeout, base)?,
+            client: match &config.http_clients {
+                Some(shared) => shared.get(config.timeout, base)?,
+                None => client(config.timeout, base)?,
+            },
             url: format!("{base}{path}"),
             headers,
             key,
@@ -178,6 +182,35 @@ impl Endpoint {
             }
         }
         Ok(Flow::Continue)
+    }
+}
+
+/// HTTP clients shared by the models of one run. Building a client loads
+/// the system's root certificates (milliseconds of PEM decoding each, which
+/// at a thousand trials starting at once held the whole run up), and a
+/// shared client keeps its connections alive from one trial to the next.
+/// Keyed by what a client fixes: its timeouts and whether it bypasses
+/// proxies. Pooled connections belong to the tokio runtime that opened
+/// them, so one set serves one runtime (one run).
+#[derive(Debug, Default)]
+pub struct HttpClients {
+    clients: Mutex<HashMap<(Duration, bool), reqwest::Client>>,
+}
+
+impl HttpClients {
+    fn get(&self, timeout: Duration, base_url: &str) -> Result<reqwest::Client, ProviderError> {
+        // Held while building, so trials starting together build it once.
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let key = (timeout, is_loopback(base_url));
+        if let Some(shared) = clients.get(&key) {
+            return Ok(shared.clone());
+        }
+        let built = client(timeout, base_url)?;
+        clients.insert(key, built.clone());
+        Ok(built)
     }
 }
 

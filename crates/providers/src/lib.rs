@@ -25,6 +25,7 @@ pub use config::{
     build_model, provider_model,
 };
 pub use env::{EnvSettings, env_file_path, env_settings, env_settings_with, parse_env_file};
+pub use http::HttpClients;
 pub use openai::OpenAiModel;
 pub use prices::{Price, PriceError, PriceTable, cost};
 pub use ratelimit::{

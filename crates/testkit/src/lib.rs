@@ -3,7 +3,10 @@
 //! HTTP with no key and no network. Each server answers requests in order
 //! from its script — replies (JSON or server-sent events, as the request
 //! asks), HTTP errors with Retry-After, delays, malformed bodies, streams cut
-//! part-way, connection resets — and records every request.
+//! part-way, connection resets — and records every request. A server can
+//! instead run a [`ToolLoop`]: it answers every conversation from its own
+//! messages, so benchmarks drive many concurrent trials (of tack or of
+//! another harness) with it.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -23,15 +26,17 @@ mod io;
 mod openai_wire;
 mod script;
 mod server;
+mod tool_loop;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::ops::Deref;
 use std::sync::Arc;
 
 pub use script::{Finish, Reply, ScriptedCall, ScriptedResponse, ScriptedUsage};
-pub use server::{Dialect, RecordedRequest};
+pub use server::{Dialect, RecordedRequest, STATS_PATH, ServerStats};
+pub use tool_loop::ToolLoop;
 
-use server::Shared;
+use server::{Answers, Shared};
 
 /// The key test servers expect unless told otherwise. Not a real key.
 pub const TEST_API_KEY: &str = "sk-tack-testkit-0000000000000000";
@@ -42,6 +47,9 @@ pub struct ServerOptions {
     /// 0 picks a free port.
     pub port: u16,
     pub expected_key: String,
+    /// A scripted server also appends every request it records to this
+    /// file, one JSON line each, for callers in another process.
+    pub record_to: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -49,6 +57,7 @@ impl Default for ServerOptions {
         ServerOptions {
             port: 0,
             expected_key: TEST_API_KEY.to_string(),
+            record_to: None,
         }
     }
 }
@@ -110,7 +119,7 @@ impl MockServer {
         script: Vec<ScriptedResponse>,
         options: ServerOptions,
     ) -> std::io::Result<MockServer> {
-        let shared = Arc::new(Shared::new(dialect, script, &options.expected_key));
+        let shared = Arc::new(Shared::new(dialect, Shared::script(script), &options));
         let listener = server::bind(loopback(options.port)).await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(server::serve(listener, shared.clone()));
@@ -128,7 +137,27 @@ impl MockServer {
         script: Vec<ScriptedResponse>,
         options: ServerOptions,
     ) -> std::io::Result<MockServer> {
-        let shared = Arc::new(Shared::new(dialect, script, &options.expected_key));
+        MockServer::background(dialect, Shared::script(script), options)
+    }
+
+    /// Starts a [`ToolLoop`] server on a thread of its own. It keeps
+    /// connections alive and, unlike a scripted server, records no
+    /// requests (a benchmark's thousands would fill memory): see
+    /// [`MockServer::stats`].
+    pub fn start_tool_loop(
+        dialect: Dialect,
+        tool_loop: ToolLoop,
+        options: ServerOptions,
+    ) -> std::io::Result<MockServer> {
+        MockServer::background(dialect, Answers::Loop(tool_loop), options)
+    }
+
+    fn background(
+        dialect: Dialect,
+        answers: Answers,
+        options: ServerOptions,
+    ) -> std::io::Result<MockServer> {
+        let shared = Arc::new(Shared::new(dialect, answers, &options));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let serving = shared.clone();
@@ -166,7 +195,13 @@ impl MockServer {
         }
     }
 
-    /// Every request so far, in arrival order.
+    /// Requests so far and the server's own time (also served as JSON at
+    /// `GET` [`STATS_PATH`]).
+    pub fn stats(&self) -> ServerStats {
+        self.shared.stats()
+    }
+
+    /// Every request so far, in arrival order (none for a tool loop).
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.requests()
     }

@@ -1,14 +1,17 @@
-//! The loopback server: hyper on 127.0.0.1, one request per connection so
-//! that a connection-level fault (a reset, a cut) hits exactly the request
-//! it was scripted for, every request recorded before it is answered.
+//! The loopback server: hyper on 127.0.0.1. A scripted server takes one
+//! request per connection so that a connection-level fault (a reset, a cut)
+//! hits exactly the request it was scripted for, and records every request
+//! before answering it; a tool-loop server keeps connections alive, as a
+//! real API does, and keeps counts only.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::io;
+use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -18,11 +21,14 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use serde::Serialize;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
+use crate::ServerOptions;
 use crate::io::Resettable;
 use crate::script::{Reply, ScriptedResponse};
+use crate::tool_loop::ToolLoop;
 use crate::{anthropic_wire, openai_wire};
 
 /// The wire format a server speaks.
@@ -61,7 +67,7 @@ impl Dialect {
 const KEY_HEADERS: [&str; 2] = ["authorization", "x-api-key"];
 
 /// One request as the server saw it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecordedRequest {
     pub method: String,
     pub path: String,
@@ -77,21 +83,52 @@ pub struct RecordedRequest {
     pub body: Value,
 }
 
+/// Where answers come from.
+pub(crate) enum Answers {
+    /// In arrival order, one entry per request.
+    Script(Mutex<VecDeque<ScriptedResponse>>),
+    /// From each request's own conversation.
+    Loop(ToolLoop),
+}
+
+/// What a server has done so far (`GET /tack-testkit/stats` returns it as
+/// JSON).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ServerStats {
+    /// Requests received, on any path but this one.
+    pub requests: u64,
+    /// Time spent in the server's own work — reading the request, choosing
+    /// and writing the answer — not counting scripted delays or latency,
+    /// nor the sending of a streamed body. Benchmarks subtract it from a
+    /// client's wall time.
+    pub busy_us: u64,
+}
+
 pub(crate) struct Shared {
     pub(crate) dialect: Dialect,
     expected_key: String,
-    script: Mutex<VecDeque<ScriptedResponse>>,
+    record_to: Option<PathBuf>,
+    answers: Answers,
     requests: Mutex<Vec<RecordedRequest>>,
+    received: AtomicU64,
+    busy_us: AtomicU64,
 }
 
 impl Shared {
-    pub(crate) fn new(dialect: Dialect, script: Vec<ScriptedResponse>, key: &str) -> Shared {
+    pub(crate) fn new(dialect: Dialect, answers: Answers, options: &ServerOptions) -> Shared {
         Shared {
             dialect,
-            expected_key: key.to_string(),
-            script: Mutex::new(script.into()),
+            expected_key: options.expected_key.clone(),
+            record_to: options.record_to.clone(),
+            answers,
             requests: Mutex::new(Vec::new()),
+            received: AtomicU64::new(0),
+            busy_us: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn script(script: Vec<ScriptedResponse>) -> Answers {
+        Answers::Script(Mutex::new(script.into()))
     }
 
     pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
@@ -99,11 +136,28 @@ impl Shared {
     }
 
     pub(crate) fn remaining(&self) -> usize {
-        lock(&self.script).len()
+        match &self.answers {
+            Answers::Script(script) => lock(script).len(),
+            Answers::Loop(_) => 0,
+        }
     }
 
+    /// Adds to a script; a tool loop has none, and ignores it.
     pub(crate) fn push(&self, response: ScriptedResponse) {
-        lock(&self.script).push_back(response);
+        if let Answers::Script(script) = &self.answers {
+            lock(script).push_back(response);
+        }
+    }
+
+    pub(crate) fn stats(&self) -> ServerStats {
+        ServerStats {
+            requests: self.received.load(Ordering::SeqCst),
+            busy_us: self.busy_us.load(Ordering::SeqCst),
+        }
+    }
+
+    fn keep_alive(&self) -> bool {
+        matches!(self.answers, Answers::Loop(_))
     }
 }
 
@@ -130,11 +184,12 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         let reset = Arc::new(AtomicBool::new(false));
         let io = TokioIo::new(Resettable::new(stream, reset.clone()));
         let shared = shared.clone();
+        let keep_alive = shared.keep_alive();
         tokio::spawn(async move {
             let service = service_fn(move |request| answer(shared.clone(), reset.clone(), request));
             // A connection that ends in a scripted fault ends in an error.
             let _ = http1::Builder::new()
-                .keep_alive(false)
+                .keep_alive(keep_alive)
                 .serve_connection(io, service)
                 .await;
         });
@@ -145,11 +200,35 @@ pub(crate) async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
+/// The path of the server's counters.
+pub const STATS_PATH: &str = "/tack-testkit/stats";
+
 async fn answer(
     shared: Arc<Shared>,
     reset: Arc<AtomicBool>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    if request.method() == hyper::Method::GET && request.uri().path() == STATS_PATH {
+        let stats = serde_json::to_string(&shared.stats()).unwrap_or_default();
+        return Ok(json_response(200, &[], Bytes::from(stats)));
+    }
+    let started = Instant::now();
+    let number = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    let (response, slept) = handle(&shared, &reset, request, number).await;
+    let busy = started.elapsed().saturating_sub(slept);
+    let busy_us = u64::try_from(busy.as_micros()).unwrap_or(u64::MAX);
+    shared.busy_us.fetch_add(busy_us, Ordering::SeqCst);
+    Ok(response)
+}
+
+/// The answer to request `number`, and how long it slept (scripted delays,
+/// latency) before answering.
+async fn handle(
+    shared: &Shared,
+    reset: &AtomicBool,
+    request: Request<Incoming>,
+    number: u64,
+) -> (Response<Body>, Duration) {
     let (parts, body) = request.into_parts();
     let bytes = body
         .collect()
@@ -158,12 +237,59 @@ async fn answer(
         .unwrap_or_default();
     let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let dialect = shared.dialect;
+    if !shared.keep_alive() {
+        let recorded = record(shared, &parts, json.clone());
+        if let Some(path) = &shared.record_to {
+            append_line(path, &recorded);
+        }
+        lock(&shared.requests).push(recorded);
+    }
+    if parts.method != hyper::Method::POST || parts.uri.path() != dialect.path() {
+        let message = format!(
+            "tack-testkit: no route for {} {}",
+            parts.method,
+            parts.uri.path()
+        );
+        return (error(dialect, 404, &message, &[]), Duration::ZERO);
+    }
+    let next = match &shared.answers {
+        Answers::Script(script) => lock(script).pop_front(),
+        Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &json, bytes.len()) {
+            Ok((reply, _)) => {
+                ScriptedResponse::delayed(tool_loop.latency_ms, ScriptedResponse::Reply(reply))
+            }
+            Err(refused) => {
+                return (error(dialect, 400, &refused.0, &[]), Duration::ZERO);
+            }
+        }),
+    };
+    let Some(next) = next else {
+        let message = format!("tack-testkit: the script has no answer left for request {number}");
+        return (error(dialect, 400, &message, &[]), Duration::ZERO);
+    };
+    let context = Context {
+        dialect,
+        stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        model: json
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string(),
+        id: format!("tack-test-{number}"),
+    };
+    respond(&context, next, reset).await
+}
+
+/// The request as recorded: headers without key values, whether the
+/// expected key came.
+fn record(shared: &Shared, parts: &hyper::http::request::Parts, body: Value) -> RecordedRequest {
+    let dialect = shared.dialect;
     let auth = parts
         .headers
         .get(dialect.auth_header())
         .map(|v| v.as_bytes().to_vec());
     let expected = dialect.key_value(&shared.expected_key);
-    let recorded = RecordedRequest {
+    RecordedRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_string(),
         headers: parts
@@ -182,37 +308,24 @@ async fn answer(
             .filter(|name| **name != dialect.auth_header() && parts.headers.contains_key(**name))
             .map(|name| name.to_string())
             .collect(),
-        body: json.clone(),
-    };
-    let number = {
-        let mut requests = lock(&shared.requests);
-        requests.push(recorded);
-        requests.len()
-    };
-    if parts.method != hyper::Method::POST || parts.uri.path() != dialect.path() {
-        let message = format!(
-            "tack-testkit: no route for {} {}",
-            parts.method,
-            parts.uri.path()
-        );
-        return Ok(error(dialect, 404, &message, &[]));
+        body,
     }
-    let next = lock(&shared.script).pop_front();
-    let Some(next) = next else {
-        let message = format!("tack-testkit: the script has no answer left for request {number}");
-        return Ok(error(dialect, 400, &message, &[]));
+}
+
+/// Appends `recorded` to the record file. A failure shows as a missing
+/// line, which the caller reading the file reports; the answer still goes.
+fn append_line(path: &Path, recorded: &RecordedRequest) {
+    let Ok(mut line) = serde_json::to_vec(recorded) else {
+        return;
     };
-    let context = Context {
-        dialect,
-        stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_string(),
-        id: format!("tack-test-{number}"),
-    };
-    Ok(respond(&context, next, &reset).await)
+    line.push(b'\n');
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    if let Ok(mut file) = file {
+        let _ = file.write_all(&line);
+    }
 }
 
 struct Context {
@@ -226,11 +339,15 @@ async fn respond(
     context: &Context,
     mut next: ScriptedResponse,
     reset: &AtomicBool,
-) -> Response<Body> {
+) -> (Response<Body>, Duration) {
+    let mut slept = Duration::ZERO;
     loop {
-        return match next {
+        let response = match next {
             ScriptedResponse::Delay { delay_ms, then } => {
-                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                let delay = Duration::from_millis(delay_ms);
+                let before = Instant::now();
+                tokio::time::sleep(delay).await;
+                slept += before.elapsed();
                 next = *then;
                 continue;
             }
@@ -265,6 +382,7 @@ async fn respond(
                 json_response(200, &[], Bytes::from_static(b"{}"))
             }
         };
+        return (response, slept);
     }
 }
 

@@ -155,9 +155,12 @@ fn the_binary_serves_a_script_file() {
         r#"[{"type": "status", "status": 529}, {"type": "reply", "text": "ok"}]"#,
     )
     .unwrap();
+    let record = dir.join("requests.jsonl");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tack-testkit-server"))
         .args(["--provider", "anthropic", "--script"])
         .arg(&script)
+        .arg("--record")
+        .arg(&record)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -172,10 +175,24 @@ fn the_binary_serves_a_script_file() {
         .parse()
         .unwrap();
     let (first, body) = post(addr, "/v1/messages", &[], &request(false));
-    let (second, _) = post(addr, "/v1/messages", &[], &request(false));
+    let (second, _) = post(
+        addr,
+        "/v1/messages",
+        &[("x-api-key", "sk-secret")],
+        &request(true),
+    );
     child.kill().unwrap();
     child.wait().unwrap();
+    let recorded = std::fs::read_to_string(&record).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+    let lines: Vec<Value> = recorded
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{recorded}");
+    assert_eq!(lines[1]["body"]["stream"], true);
+    assert_eq!(lines[1]["auth_present"], true);
+    assert!(!recorded.contains("sk-secret"));
     assert_eq!((first, second), (529, 200));
     assert!(body.contains("overloaded_error"), "{body}");
 
@@ -183,4 +200,101 @@ fn the_binary_serves_a_script_file() {
         .output()
         .unwrap();
     assert_eq!(usage.status.code(), Some(2));
+}
+
+/// A conversation with `results` tool results, offering tack's `bash`.
+fn conversation(results: usize) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "go"})];
+    for step in 1..=results {
+        messages.push(json!({"role": "assistant", "tool_calls": [{"id": format!("call_{step}")}]}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": format!("call_{step}"), "content": "ok"}));
+    }
+    json!({
+        "model": "m",
+        "messages": messages,
+        "tools": [{"type": "function", "function": {"name": "bash", "parameters": {
+            "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}],
+    })
+}
+
+#[test]
+fn the_binary_serves_a_tool_loop_to_concurrent_conversations() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tack-testkit-server"))
+        .args(["--provider", "openai", "--tool-loop", "2"])
+        .args(["--argument", "echo {step}", "--latency-ms", "30"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("http://")
+        .unwrap()
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    // The server keeps connections alive; these ask it to close.
+    let close = [("connection", "close")];
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = [0, 1, 2, 0]
+            .map(|results| {
+                scope.spawn(move || {
+                    post(addr, "/v1/chat/completions", &close, &conversation(results))
+                })
+            })
+            .into_iter()
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let stats = {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "GET /tack-testkit/stats HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let body = answer.split_once("\r\n\r\n").unwrap().1.to_string();
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let (status, refused) = post(
+        addr,
+        "/v1/chat/completions",
+        &close,
+        &json!({"messages": []}),
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let bodies: Vec<Value> = answers
+        .iter()
+        .map(|(status, body)| {
+            assert_eq!(*status, 200, "{body}");
+            serde_json::from_str(body).unwrap()
+        })
+        .collect();
+    let call = |body: &Value| body["choices"][0]["message"]["tool_calls"][0]["function"].clone();
+    assert_eq!(
+        call(&bodies[0]),
+        json!({"name": "bash", "arguments": r#"{"command":"echo 1"}"#})
+    );
+    assert_eq!(call(&bodies[1])["arguments"], r#"{"command":"echo 2"}"#);
+    assert_eq!(bodies[2]["choices"][0]["message"]["content"], "done");
+    assert_eq!(bodies[2]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(bodies[3], {
+        let mut same = bodies[0].clone();
+        same["id"] = bodies[3]["id"].clone();
+        same
+    });
+    assert!(bodies[0]["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    // Four requests, each with 30 ms of latency that is not the server's time.
+    assert_eq!(stats["requests"], 4);
+    assert!(stats["busy_us"].as_u64().unwrap() < 4 * 30_000, "{stats}");
+    assert_eq!(status, 400);
+    assert!(refused.contains("offers []"), "{refused}");
 }

@@ -1,0 +1,128 @@
+"""1,000 concurrent trials against a loopback model server with 100 ms of
+latency per call: model calls per second in steady state against the ideal
+(concurrency / latency), and the tack process's memory over the run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .common import BenchError, Env, Server
+from .suites import Variant, write_suite
+
+
+@dataclass
+class Sample:
+    at: float  # seconds since the run started
+    requests: int  # model calls the server has answered
+    rss_kb: int  # the tack process's resident memory
+
+
+@dataclass
+class Result:
+    jobs: int
+    trials: int
+    steps: int
+    latency_ms: int
+    calls: int
+    wall: float
+    steady_calls_per_s: float
+    ideal_calls_per_s: float
+    peak_rss_kb: int
+    rss_mid_kb: int  # resident memory half-way through the model calls
+    rss_late_kb: int  # … and at 90% of them
+    exit_code: int
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def fraction(self) -> float:
+        return self.steady_calls_per_s / self.ideal_calls_per_s
+
+
+def rss_kb(pid: int, key: str = "VmRSS") -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def watch(process: subprocess.Popen, server: Server, samples: list[Sample],
+          peak: list[int], started: float) -> None:
+    """Samples the server's counter and tack's memory until tack exits."""
+    while process.poll() is None:
+        try:
+            stats = server.stats()
+        except OSError:
+            stats = {"requests": samples[-1].requests if samples else 0}
+        rss = rss_kb(process.pid)
+        peak[0] = max(peak[0], rss_kb(process.pid, "VmHWM"))
+        samples.append(Sample(time.perf_counter() - started, stats["requests"], rss))
+        time.sleep(0.25)
+
+
+def steady_rate(samples: list[Sample], total: int) -> float:
+    """Calls per second between 20% and 80% of all calls: after the first
+    trials' set-up, before the last ones drain."""
+    lo, hi = 0.2 * total, 0.8 * total
+    first = next((s for s in samples if s.requests >= lo), None)
+    last = next((s for s in samples if s.requests >= hi), None)
+    if first is None or last is None or last.at <= first.at:
+        return 0.0
+    return (last.requests - first.requests) / (last.at - first.at)
+
+
+def at_fraction(samples: list[Sample], total: int, fraction: float) -> int:
+    found = next((s for s in samples if s.requests >= fraction * total), None)
+    return found.rss_kb if found else 0
+
+
+def run(env: Env, jobs: int = 1000, trials: int = 2000, steps: int = 20,
+        latency_ms: int = 100, sandbox: str = "off") -> Result:
+    """`tack run -j jobs` of `trials` trials, each `steps` model calls of
+    `read_file` (no process per step: the harness, not process start-up, is
+    what is measured) and a final answer."""
+    root = env.scratch("concurrency")
+    with Server(env, steps, tool="read_file", argument="notes.txt",
+                latency_ms=latency_ms) as server:
+        suite = write_suite(root / "suite", "concurrency", [
+            Variant("loopback", server.base_url, ["read_file"], max_steps=steps + 5,
+                    sandbox=sandbox),
+        ])
+        args = [str(env.tack), "run", str(suite), "-j", str(jobs), "--trials", str(trials),
+                "--no-report", "--traces", str(root / "traces"), "--reports",
+                str(root / "reports")]
+        tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key")
+        log = (root / "tack.log").open("w")
+        samples: list[Sample] = []
+        peak = [0]
+        started = time.perf_counter()
+        process = subprocess.Popen(args, env=tack_env, stdout=log, stderr=subprocess.STDOUT)
+        watcher = threading.Thread(target=watch, args=(process, server, samples, peak, started))
+        watcher.start()
+        code = process.wait()
+        wall = time.perf_counter() - started
+        watcher.join()
+        log.close()
+        calls = server.stats()["requests"]
+    expected = trials * (steps + 1)
+    if code != 0 or calls < expected:
+        tail = (root / "tack.log").read_text()[-3000:]
+        raise BenchError(f"the concurrency run exited {code} after {calls} of {expected} "
+                         f"model calls:\n{tail}")
+    return Result(
+        jobs=jobs, trials=trials, steps=steps, latency_ms=latency_ms, calls=calls, wall=wall,
+        steady_calls_per_s=steady_rate(samples, calls),
+        ideal_calls_per_s=jobs / (latency_ms / 1000),
+        peak_rss_kb=peak[0],
+        rss_mid_kb=at_fraction(samples, calls, 0.5),
+        rss_late_kb=at_fraction(samples, calls, 0.9),
+        exit_code=code,
+        samples=samples,
+    )
