@@ -50,6 +50,13 @@ pub(crate) fn select(
             total,
         });
     };
+    // Polars' group-wise head(0) yields a row of nulls, not no rows.
+    if limit.per_task == 0 || limit.total == 0 {
+        return Ok(Failed {
+            ids: Vec::new(),
+            total,
+        });
+    }
     let firsts = failed
         .sort(
             [col::VARIANT, col::TASK, col::TRIAL_INDEX],

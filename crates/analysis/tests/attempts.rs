@@ -213,6 +213,22 @@ fn a_capped_listing_takes_every_tasks_first_failure_first() {
 }
 
 #[test]
+fn a_listing_capped_at_zero_lists_nothing_and_still_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_run(dir.path());
+    let tables = RunTables::open(dir.path()).unwrap();
+    for (per_task, total) in [(0, 500), (5, 0)] {
+        let options = AnalyzeOptions {
+            every_trial: false,
+            failed: Some(FailedLimit { per_task, total }),
+        };
+        let capped = analyze(&tables, options).unwrap();
+        assert!(capped.failed_trials.is_empty(), "{per_task} / {total}");
+        assert_eq!(capped.failed_total, 4);
+    }
+}
+
+#[test]
 fn runs_from_before_attempts_read_as_first_attempts() {
     let dir = tempfile::tempdir().unwrap();
     // Every file lacks trial_attempt and the other newer columns.

@@ -1,0 +1,254 @@
+//! `tack-bench gen-traces`: a synthetic run written through tack-trace's own
+//! writer, so its parts, content-addressed messages and manifest are exactly
+//! what `tack run` leaves. One thread draws the trials, another records
+//! them; memory holds the open part and the run's message ids, not the run.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::sync_channel;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use tack_protocol::Event;
+use tack_trace::{HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, RunWriter, SuiteInfo};
+
+use crate::synth::{Attempt, Shape, TrialSlot, trial_events};
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    /// Planned trials (variant × task × trial index); reruns add attempts.
+    pub trials: u64,
+    /// Mean spans per trial the step counts aim at.
+    pub spans_per_trial: u32,
+    pub variants: usize,
+    /// `None`: enough tasks for about twenty trials per variant and task,
+    /// between 10 and 500.
+    pub tasks: Option<usize>,
+    pub seed: u64,
+    /// The run directory to create; its name is the run id.
+    pub out: PathBuf,
+}
+
+/// What was generated.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenSummary {
+    pub run_dir: PathBuf,
+    pub trials: u64,
+    /// Rows of the trials table: trials plus reruns.
+    pub attempts: u64,
+    pub spans: u64,
+    pub variants: usize,
+    pub tasks: usize,
+    pub trials_per_task: u32,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub files: u64,
+}
+
+/// The first trial starts at 2026-06-01T00:00:00Z; one starts every 400 ms
+/// on average, as a run with a few dozen jobs starts them.
+const RUN_START_MS: i64 = 1_780_272_000_000;
+
+pub fn gen_traces(options: &GenOptions) -> anyhow::Result<GenSummary> {
+    let clock = Instant::now();
+    let (root, run_id) = split_out(&options.out)?;
+    let tasks = options.tasks.unwrap_or_else(|| {
+        let per_task = options.variants.max(1) as u64 * 20;
+        (options.trials / per_task).clamp(10, 500) as usize
+    });
+    let shape = Shape::new(
+        options.trials,
+        options.variants,
+        tasks,
+        options.spans_per_trial,
+        options.seed,
+    );
+    let mut manifest = manifest(&shape, &run_id, options.seed);
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let writer = RunWriter::create(&root, &manifest)?;
+    let (send, receive) = sync_channel::<Vec<Event>>(256);
+    let (attempts, spans) = std::thread::scope(|scope| -> anyhow::Result<(u64, u64)> {
+        let shape = &shape;
+        let run_id = run_id.as_str();
+        let producer = scope
+            .spawn(move || draw_trials(shape, run_id, options, |events| send.send(events).is_ok()));
+        let mut attempts = 0u64;
+        let mut spans = 0u64;
+        for events in receive {
+            attempts += 1;
+            spans += events.iter().filter(|e| is_span(e)).count() as u64;
+            writer.record_trial(events)?;
+        }
+        if producer.join().is_err() {
+            bail!("the trial generator stopped unexpectedly; this is a bug in tack-bench");
+        }
+        Ok((attempts, spans))
+    })?;
+    manifest.status = RunStatus::Finished;
+    manifest.finished_at = Some(iso_time(RUN_START_MS + options.trials as i64 * 400));
+    writer.close(&manifest)?;
+    let (files, bytes) = disk_usage(writer.dir())?;
+    Ok(GenSummary {
+        run_dir: writer.dir().to_path_buf(),
+        trials: options.trials,
+        attempts,
+        spans,
+        variants: shape.variants.len(),
+        tasks: shape.tasks.len(),
+        trials_per_task: shape.trials_per_task,
+        seconds: clock.elapsed().as_secs_f64(),
+        bytes,
+        files,
+    })
+}
+
+/// `out`'s parent and name; `out` must not exist yet.
+fn split_out(out: &Path) -> anyhow::Result<(PathBuf, String)> {
+    if out.exists() {
+        bail!(
+            "{} already exists; pass a new directory (the run is written there)",
+            out.display()
+        );
+    }
+    let name = out
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.starts_with('.'))
+        .with_context(|| format!("{} does not end in a run name", out.display()))?;
+    let root = match out.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((root, name.to_string()))
+}
+
+/// Draws every attempt of every planned trial in plan order (variant, task,
+/// trial index) and hands each to `record` until it returns false.
+fn draw_trials(
+    shape: &Shape,
+    run_id: &str,
+    options: &GenOptions,
+    mut record: impl FnMut(Vec<Event>) -> bool,
+) {
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed ^ 0x7ac6_be9c_5eed_0001);
+    let mut position = 0u64;
+    for variant in &shape.variants {
+        for task in &shape.tasks {
+            for trial_index in 0..shape.trials_per_task {
+                if position >= options.trials {
+                    return;
+                }
+                let started = RUN_START_MS + position as i64 * 400 + rng.random_range(0..400);
+                let seed = rng.random::<u64>();
+                for (attempt, kind) in (0u32..).zip(Attempt::chain(&mut rng)) {
+                    let slot = TrialSlot {
+                        run_id,
+                        variant,
+                        task,
+                        trial_index,
+                        attempt,
+                        seed,
+                        started_at_ms: started + i64::from(attempt) * 60_000,
+                    };
+                    if !record(trial_events(shape, &slot, kind, &mut rng)) {
+                        return;
+                    }
+                }
+                position += 1;
+            }
+        }
+    }
+}
+
+fn is_span(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::ModelCall(_) | Event::ToolCall(_) | Event::Approval(_) | Event::Check(_)
+    )
+}
+
+fn manifest(shape: &Shape, run_id: &str, seed: u64) -> Manifest {
+    Manifest {
+        schema_version: MANIFEST_SCHEMA_VERSION,
+        run_id: run_id.to_string(),
+        tack_version: env!("CARGO_PKG_VERSION").to_string(),
+        suite: SuiteInfo {
+            name: "synthetic".to_string(),
+            path: "(generated by tack-bench gen-traces)".to_string(),
+            content_hash: format!("{seed:064x}"),
+        },
+        variants: shape.variant_infos(),
+        tasks: shape.tasks.iter().map(|t| t.name.clone()).collect(),
+        trials_per_task: shape.trials_per_task,
+        seed,
+        jobs: 32,
+        host: HostInfo::current(),
+        command_line: std::env::args().collect(),
+        started_at: iso_time(RUN_START_MS),
+        finished_at: None,
+        status: RunStatus::Running,
+        price_table: None,
+        fingerprint: None,
+        shard: None,
+        merged_from: Vec::new(),
+        resumes: Vec::new(),
+    }
+}
+
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+fn iso_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        day_secs / 3600,
+        day_secs % 3600 / 60,
+        day_secs % 60
+    )
+}
+
+/// Files and bytes under `dir`.
+fn disk_usage(dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            let (f, b) = disk_usage(&entry.path())?;
+            files += f;
+            bytes += b;
+        } else {
+            files += 1;
+            bytes += meta.len();
+        }
+    }
+    Ok((files, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso_time;
+
+    #[test]
+    fn times_are_utc_dates() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso_time(1_780_272_000_000), "2026-06-01T00:00:00Z");
+        assert_eq!(
+            iso_time(951_782_400_000 + 3_723_000),
+            "2000-02-29T01:02:03Z"
+        );
+    }
+}

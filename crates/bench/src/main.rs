@@ -1,0 +1,122 @@
+//! `tack-bench`: tools for measuring tack at scale. `gen-traces` writes a
+//! synthetic run in the real trace layout, for `tack report` and DuckDB to
+//! aggregate side by side (see `bench/report-scale`).
+
+mod gen_traces;
+mod synth;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "tack-bench", version, about = "Benchmark tools for tack")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write a synthetic run (manifest and Parquet parts, as `tack run` writes them) for
+    /// benchmarks of the analysis.
+    ///
+    /// Trials run through realistic variants (priced, unpriced and simulated models, a step
+    /// limit, a stdout-only result view, an approver, injected faults) on tasks of varied
+    /// difficulty; about 1.3% of trials hit an infrastructure failure and are rerun, a few were
+    /// cut off by a crash and resumed. Tool output varies in length (log-normal, cut at 16 KiB);
+    /// system prompts, instructions and file contents repeat, and are stored once.
+    ///
+    /// Example: tack-bench gen-traces --trials 100000 --out /var/tmp/tack-bench/run-100k
+    GenTraces {
+        /// Planned trials (variant × task × trial index); reruns add attempts on top.
+        #[arg(long)]
+        trials: u64,
+        /// Mean spans (model calls, tool calls, approvals, checks) per trial.
+        #[arg(long, default_value_t = 20)]
+        spans_per_trial: u32,
+        /// The run directory to create; its name becomes the run id. Must not exist.
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed of every random choice: the same seed and sizes give the same run.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Number of variants.
+        #[arg(long, default_value_t = 6)]
+        variants: usize,
+        /// Number of tasks [default: about 20 trials per variant and task, 10 to 500].
+        #[arg(long)]
+        tasks: Option<usize>,
+        /// Print what was written as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::GenTraces {
+            trials,
+            spans_per_trial,
+            out,
+            seed,
+            variants,
+            tasks,
+            json,
+        } => {
+            if trials == 0 || variants == 0 || tasks == Some(0) {
+                eprintln!("error: --trials, --variants and --tasks must be at least 1");
+                return ExitCode::from(2);
+            }
+            if out.exists() {
+                eprintln!(
+                    "error: {} already exists; pass a new directory (the run is written there)",
+                    out.display()
+                );
+                return ExitCode::from(2);
+            }
+            let options = gen_traces::GenOptions {
+                trials,
+                spans_per_trial,
+                variants,
+                tasks,
+                seed,
+                out,
+            };
+            match gen_traces::gen_traces(&options) {
+                Ok(summary) => {
+                    eprintln!(
+                        "wrote {} trials ({} attempts, {} spans; {} variants × {} tasks × {} trials) \
+                         to {} in {:.1} s: {} files, {:.1} MB",
+                        summary.trials,
+                        summary.attempts,
+                        summary.spans,
+                        summary.variants,
+                        summary.tasks,
+                        summary.trials_per_task,
+                        summary.run_dir.display(),
+                        summary.seconds,
+                        summary.files,
+                        summary.bytes as f64 / 1e6
+                    );
+                    if json {
+                        match serde_json::to_string(&summary) {
+                            Ok(text) => println!("{text}"),
+                            Err(error) => {
+                                eprintln!("error: {error}");
+                                return ExitCode::from(3);
+                            }
+                        }
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("error: {error:#}");
+                    ExitCode::from(3)
+                }
+            }
+        }
+    }
+}
