@@ -81,6 +81,20 @@ enum Command {
     Sandbox(sandbox_cmd::SandboxCommand),
 }
 
+impl Command {
+    /// Whether it runs commands in the sandbox (and so wants the spawner).
+    fn runs_commands(&self) -> bool {
+        matches!(
+            self,
+            Command::Run(_)
+                | Command::Exec(_)
+                | Command::Replay(_)
+                | Command::Suite(SuiteCommand::Check(_))
+                | Command::Sandbox(_)
+        )
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum SuiteCommand {
     /// Prove a suite sound: each task's checks fail untouched and pass with its reference solution.
@@ -97,6 +111,12 @@ enum SuiteCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before the async runtime starts any thread: see tack_sandbox::spawner.
+    if cli.command.runs_commands()
+        && let Err(error) = tack_sandbox::spawner::start()
+    {
+        eprintln!("warning: {error}; confined commands will be forked from tack itself");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -8,7 +8,7 @@ pub(crate) struct Captured {
     pub truncated: bool,
 }
 
-type Reader = Option<JoinHandle<std::io::Result<Captured>>>;
+pub(crate) type Reader = Option<JoinHandle<std::io::Result<Captured>>>;
 
 /// Reads a pipe to its end, keeping the first `limit` bytes. Reading goes on
 /// past the limit so the command never blocks on a full pipe.

@@ -8,7 +8,7 @@ use tack_protocol::SandboxProfile;
 /// Per-command resource limits, applied with `setrlimit` (and, for the
 /// process count, a pid namespace `pid_max` and a pids cgroup where the
 /// kernel offers them: `RLIMIT_NPROC` does not bind root).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResourceLimits {
     /// CPU seconds per process (`RLIMIT_CPU`).
     pub cpu_secs: u64,
@@ -34,7 +34,7 @@ impl Default for ResourceLimits {
 /// How one command is confined. Build it with [`Confinement::strict`],
 /// [`Confinement::workspace_write`] or [`Confinement::off`], then add
 /// `hidden` (and more `read_only`) paths as the caller knows them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Confinement {
     pub profile: SandboxProfile,
     /// Writable beneath these (the workspace). A private temporary directory

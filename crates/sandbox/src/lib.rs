@@ -26,18 +26,18 @@ mod files;
 mod gate;
 mod landlock;
 mod limits;
+mod local;
 mod mounts;
 mod pidns;
 mod plan;
 mod probe;
 mod profiles;
 mod seccomp;
+pub mod spawner;
+mod supervise;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-use tokio::process::Command;
 
 pub use confinement::{Confinement, ResourceLimits};
 pub use denials::{MAX_DENIALS, extract_denials};
@@ -123,132 +123,42 @@ pub enum SandboxError {
 /// Runs one command to completion (or timeout) and returns what it did.
 /// A confined profile this machine cannot enforce fails with
 /// [`SandboxError::Unavailable`] before anything runs.
+///
+/// Confined commands need a fork (their setup runs between fork and exec),
+/// and forking copies the page tables of the whole process: with a thousand
+/// trials in flight that was a third of tack's CPU. So when a spawner runs
+/// ([`spawner::start`]), a small process forked at start-up, they are forked
+/// from it instead.
 pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
     let started = Instant::now();
     let profile = spec.confinement.profile;
-    let mut prepared = if spec.confinement.is_confined() {
-        let probe = probe();
-        check_profile(profile, probe)?;
-        Some(plan::prepare(spec.confinement, spec.cwd, probe)?)
+    let ended = if spec.confinement.is_confined() {
+        check_profile(profile, probe())?;
+        match spawner::client() {
+            Some(spawner) => spawner.run(spec).await?,
+            None => local::run(spec).await?,
+        }
     } else {
-        None
+        local::run(spec).await?
     };
-    let mut command = Command::new("bash");
-    command
-        .arg("-c")
-        .arg(spec.script)
-        .current_dir(spec.cwd)
-        .env_clear()
-        .envs(scrubbed_environment())
-        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    match prepared.as_mut() {
-        Some(prepared) => confine(&mut command, prepared)?,
-        None => {
-            command.process_group(0);
-        }
-    }
-    let spawned = command.spawn();
-    // The child has its copies; drop ours of the plan's descriptors (and
-    // the failure pipe's write end, so reading it cannot block).
-    drop(command);
-    let mut child = spawned.map_err(|source| {
-        match prepared.as_mut().and_then(plan::Prepared::failed_step) {
-            Some(step) => SandboxError::Confine { step, source },
-            None => SandboxError::Spawn {
-                cwd: spec.cwd.display().to_string(),
-                source,
-            },
-        }
-    })?;
-    let group = child.id();
-    // If this future is dropped (the run was cancelled), still kill the
-    // whole group, not just the direct child.
-    let mut cancel = KillOnDrop(group);
-    let stdout = capture::spawn_reader(child.stdout.take(), spec.output_limit);
-    let stderr = capture::spawn_reader(child.stderr.take(), spec.output_limit);
-
-    let (status, timed_out) = match tokio::time::timeout(spec.timeout, child.wait()).await {
-        Ok(status) => (Some(status.map_err(SandboxError::Output)?), false),
-        Err(_elapsed) => (None, true),
-    };
-    // Kill the whole group: on timeout the command itself, and in every case
-    // whatever it left running in the background (which would otherwise hold
-    // the output pipes open and outlive the trial). Confined commands are
-    // also pid 1 of their own pid namespace, so the kernel kills whatever
-    // left the group (setsid) when they die.
-    if let Some(group) = group {
-        kill_process_group(group);
-    }
-    cancel.0 = None;
-    let status = match status {
-        Some(status) => status,
-        None => child.wait().await.map_err(SandboxError::Output)?,
-    };
-    let stdout = capture::finish(stdout).await?;
-    let stderr = capture::finish(stderr).await?;
-    // Removes the private tmp and the pids cgroup.
-    drop(prepared);
-
     use std::os::unix::process::ExitStatusExt;
-    let denials = extract_denials(&stdout.text, &stderr.text);
+    let denials = extract_denials(&ended.stdout.text, &ended.stderr.text);
     Ok(CommandOutput {
-        exit_code: if timed_out { None } else { status.code() },
-        signal: status.signal(),
-        stdout: stdout.text,
-        stderr: stderr.text,
-        stdout_truncated: stdout.truncated,
-        stderr_truncated: stderr.truncated,
-        timed_out,
+        exit_code: if ended.timed_out {
+            None
+        } else {
+            ended.status.code()
+        },
+        signal: ended.status.signal(),
+        stdout: ended.stdout.text,
+        stderr: ended.stderr.text,
+        stdout_truncated: ended.stdout.truncated,
+        stderr_truncated: ended.stderr.truncated,
+        timed_out: ended.timed_out,
         duration: started.elapsed(),
         profile,
         denials,
     })
-}
-
-/// Hands the prepared plan to the child. The child makes its own session
-/// (and so its own process group) in the plan's first step.
-fn confine(command: &mut Command, prepared: &mut plan::Prepared) -> Result<(), SandboxError> {
-    command.envs(prepared.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    // Never an empty plan in its place: that would run unconfined.
-    let plan = prepared
-        .plan
-        .take()
-        .ok_or_else(|| SandboxError::Setup("the confinement plan was already used".into()))?;
-    #[allow(unsafe_code)]
-    // SAFETY: child::enter runs between fork and exec and only makes raw
-    // system calls on data prepared before the fork (no allocation, no
-    // locks); see child.rs.
-    unsafe {
-        command.pre_exec(move || child::enter(&plan));
-    }
-    Ok(())
-}
-
-/// Kills a process group when dropped, unless disarmed (set to `None`).
-struct KillOnDrop(Option<u32>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(group) = self.0 {
-            kill_process_group(group);
-        }
-    }
-}
-
-#[allow(unsafe_code)]
-fn kill_process_group(group: u32) {
-    let Ok(group) = libc::pid_t::try_from(group) else {
-        return;
-    };
-    // SAFETY: killpg only sends a signal; the group id is the one we created
-    // with process_group(0) for this child, and ESRCH (already gone) is fine.
-    unsafe {
-        libc::killpg(group, libc::SIGKILL);
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,95 @@
+//! Commands tack forks itself: every unconfined command (std spawns those
+//! with posix_spawn, which does not copy tack's address space), and confined
+//! ones when no spawner runs. The bash command and its confinement are built
+//! here for the spawner too.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::supervise::{Ended, supervise};
+use crate::{CommandSpec, SandboxError, capture, plan, probe};
+
+/// `bash -c <script>` in `cwd` with the scrubbed environment and the
+/// command's own variables; stdin is /dev/null.
+pub(crate) fn bash(spec: &CommandSpec<'_>) -> Command {
+    let mut command = Command::new("bash");
+    command
+        .arg("-c")
+        .arg(spec.script)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .envs(crate::scrubbed_environment())
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null());
+    command
+}
+
+/// Hands the prepared plan to the child. The child makes its own session
+/// (and so its own process group) in the plan's first step.
+pub(crate) fn confine(
+    command: &mut Command,
+    prepared: &mut plan::Prepared,
+) -> Result<(), SandboxError> {
+    command.envs(prepared.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // Never an empty plan in its place: that would run unconfined.
+    let plan = prepared
+        .plan
+        .take()
+        .ok_or_else(|| SandboxError::Setup("the confinement plan was already used".into()))?;
+    #[allow(unsafe_code)]
+    // SAFETY: child::enter runs between fork and exec and only makes raw
+    // system calls on data prepared before the fork (no allocation, no
+    // locks); see child.rs.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(command, move || crate::child::enter(&plan));
+    }
+    Ok(())
+}
+
+/// What a failed spawn means: a setup step the child reported, or bash
+/// itself not starting.
+pub(crate) fn spawn_error(
+    prepared: Option<&mut plan::Prepared>,
+    cwd: &Path,
+    source: std::io::Error,
+) -> SandboxError {
+    match prepared.and_then(plan::Prepared::failed_step) {
+        Some(step) => SandboxError::Confine { step, source },
+        None => SandboxError::Spawn {
+            cwd: cwd.display().to_string(),
+            source,
+        },
+    }
+}
+
+pub(crate) async fn run(spec: &CommandSpec<'_>) -> Result<Ended, SandboxError> {
+    let mut prepared = if spec.confinement.is_confined() {
+        Some(plan::prepare(spec.confinement, spec.cwd, probe())?)
+    } else {
+        None
+    };
+    let mut command = bash(spec);
+    match prepared.as_mut() {
+        Some(prepared) => confine(&mut command, prepared)?,
+        None => {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
+    }
+    let mut command = tokio::process::Command::from(command);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let spawned = command.spawn();
+    // The child has its copies; drop ours of the plan's descriptors (and
+    // the failure pipe's write end, so reading it cannot block).
+    drop(command);
+    let mut child = spawned.map_err(|source| spawn_error(prepared.as_mut(), spec.cwd, source))?;
+    let group = child.id();
+    let stdout = capture::spawn_reader(child.stdout.take(), spec.output_limit);
+    let stderr = capture::spawn_reader(child.stderr.take(), spec.output_limit);
+    let ended = supervise(child.wait(), group, stdout, stderr, spec.timeout).await;
+    // Removes the private tmp and the pids cgroup, once the group is dead.
+    drop(prepared);
+    ended
+}

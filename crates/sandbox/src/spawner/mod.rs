@@ -1,0 +1,109 @@
+//! A small process that forks confined commands for tack.
+//!
+//! A confined command's setup runs between fork and exec, so it cannot be
+//! started with `posix_spawn`, and `fork` copies the page tables of the
+//! whole process. tack with a thousand trials in flight holds a few hundred
+//! MiB: each command's fork, and the teardown of the copy at exec, cost
+//! milliseconds of CPU. [`start`] forks a spawner while tack is still small
+//! and single-threaded; [`crate::run`] then sends confined commands to it.
+//! Without a spawner (libraries, tests, `TACK_SANDBOX_SPAWNER=off`), tack
+//! forks them itself: same confinement, more CPU.
+
+mod client;
+mod server;
+mod wire;
+
+use std::sync::OnceLock;
+
+pub(crate) use client::Client;
+
+use crate::SandboxError;
+
+/// Set to `off` to fork confined commands from tack itself.
+pub const SPAWNER_ENV: &str = "TACK_SANDBOX_SPAWNER";
+
+static CLIENT: OnceLock<Client> = OnceLock::new();
+
+/// The running spawner, if [`start`] started one and it is still alive.
+pub(crate) fn client() -> Option<&'static Client> {
+    CLIENT.get().filter(|client| client.alive())
+}
+
+/// The spawner's process id, while it runs (for `tack doctor` and tests).
+pub fn pid() -> Option<u32> {
+    client().map(Client::pid)
+}
+
+/// Forks the spawner. Call it first thing in `main`, before any thread
+/// starts (the async runtime included): the spawner is a copy of this
+/// process, and a copy of a multi-threaded one may find a lock held
+/// forever. Returns `Ok(false)` when `TACK_SANDBOX_SPAWNER=off` or a
+/// spawner already runs.
+pub fn start() -> Result<bool, SandboxError> {
+    if std::env::var(SPAWNER_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("off")) {
+        return Ok(false);
+    }
+    if CLIENT.get().is_some() {
+        return Ok(false);
+    }
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(SandboxError::Setup(format!(
+            "the sandbox spawner must be started before any thread (this process has {threads})"
+        )));
+    }
+    let (ours, theirs) = wire::socket_pair()
+        .map_err(|e| SandboxError::Setup(format!("cannot make the spawner's socket: {e}")))?;
+    #[allow(unsafe_code)]
+    // SAFETY: the process has a single thread (checked above), so the child
+    // is a complete copy, free to allocate and start threads.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(SandboxError::Setup(format!(
+            "cannot fork the sandbox spawner: {}",
+            std::io::Error::last_os_error()
+        ))),
+        0 => {
+            drop(ours);
+            detach();
+            server::serve(theirs)
+        }
+        _ => {
+            drop(theirs);
+            let client = Client::new(ours, pid.unsigned_abs())?;
+            // Only this function sets it, and it was empty above.
+            let _ = CLIENT.set(client);
+            Ok(true)
+        }
+    }
+}
+
+/// In the spawner: its own session, so that Ctrl-C in tack's terminal
+/// reaches tack (which cancels its trials in order) and not the spawner;
+/// and /dev/null for stdio, so that it holds none of tack's output open.
+#[allow(unsafe_code)]
+fn detach() {
+    // SAFETY: setsid, open and dup2 take no pointers but the literal path.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
+    }
+}
+
+fn thread_count() -> Result<usize, SandboxError> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| SandboxError::Setup(format!("cannot read /proc/self/status: {e}")))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|count| count.trim().parse().ok())
+        .ok_or_else(|| SandboxError::Setup("/proc/self/status gives no thread count".into()))
+}

@@ -1,0 +1,187 @@
+//! Confined commands started by the spawner process behave as those tack
+//! forks itself: output, exit status, timeout, cancellation, setup errors;
+//! and they really are the spawner's children, not this process's. If the
+//! spawner dies, commands go on, forked from this process.
+//!
+//! `harness = false`: the spawner is forked first thing in `main`, while the
+//! process has one thread.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)] // tests fail loudly by design
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tack_sandbox::{
+    CommandOutput, CommandSpec, Confinement, SandboxProfile, TestGate, run, spawner,
+};
+
+fn main() {
+    let started = spawner::start().expect("the spawner starts in a one-thread process");
+    assert!(started, "TACK_SANDBOX_SPAWNER=off is set: nothing to test");
+    match tack_sandbox::test_gate(SandboxProfile::Strict) {
+        TestGate::Run => {}
+        TestGate::Skip(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        TestGate::Fail(why) => panic!("{why}"),
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        macro_rules! test {
+            ($name:ident) => {
+                $name().await;
+                eprintln!("test {} ... ok", stringify!($name));
+            };
+        }
+        test!(runs_commands_as_its_children);
+        test!(keeps_output_and_exit_status);
+        test!(kills_the_group_on_timeout);
+        test!(kills_the_group_when_cancelled);
+        test!(reports_a_command_that_cannot_start);
+        // Last: it kills the spawner.
+        test!(survives_the_spawner_dying);
+    });
+}
+
+fn spec<'a>(script: &'a str, cwd: &'a Path, confinement: &'a Confinement) -> CommandSpec<'a> {
+    CommandSpec {
+        script,
+        cwd,
+        env: &[],
+        timeout: Duration::from_secs(20),
+        output_limit: 64 * 1024,
+        confinement,
+    }
+}
+
+async fn sh(script: &str, cwd: &Path) -> CommandOutput {
+    let confinement = Confinement::strict(cwd);
+    run(&spec(script, cwd, &confinement)).await.unwrap()
+}
+
+/// Process ids whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let listed = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        children.extend(
+            listed
+                .split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    children
+}
+
+async fn runs_commands_as_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let spawner = spawner::pid().expect("the spawner runs");
+    let before = children_of(std::process::id());
+    let cwd = dir.path().to_path_buf();
+    let running = tokio::spawn(async move { sh("sleep 1; echo done", &cwd).await });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while children_of(spawner).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !children_of(spawner).is_empty(),
+        "no command under the spawner"
+    );
+    assert_eq!(
+        children_of(std::process::id()),
+        before,
+        "the command is tack's child"
+    );
+    let out = running.await.unwrap();
+    assert_eq!(out.stdout, "done\n");
+    assert_eq!(out.profile, SandboxProfile::Strict);
+}
+
+async fn keeps_output_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sh(
+        "echo out; echo err >&2; echo t > \"$TMPDIR/x\"; cat \"$TMPDIR/x\"; touch /etc/tack-never-$$; exit 3",
+        dir.path(),
+    )
+    .await;
+    assert_eq!(out.exit_code, Some(3), "{out:?}");
+    assert_eq!(out.stdout, "out\nt\n");
+    assert!(out.stderr.starts_with("err\n"), "{out:?}");
+    assert_eq!(out.denials.len(), 1, "{out:?}");
+    let out = sh("kill -TERM $$", dir.path()).await;
+    // SIGTERM is 15 on Linux.
+    assert_eq!((out.exit_code, out.signal), (None, Some(15)));
+    let out = sh("head -c 200000 /dev/zero | tr '\\0' x", dir.path()).await;
+    assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
+}
+
+async fn kills_the_group_on_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("survivor");
+    let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
+    let confinement = Confinement::strict(dir.path());
+    let mut s = spec(&script, dir.path(), &confinement);
+    s.timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let out = run(&s).await.unwrap();
+    assert!(out.timed_out && out.exit_code.is_none(), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(!marker.exists(), "a background child survived the timeout");
+}
+
+async fn kills_the_group_when_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("survivor");
+    let script = format!("sleep 2; touch {}", marker.display());
+    let cwd = dir.path().to_path_buf();
+    let running = tokio::spawn(async move { sh(&script, &cwd).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.abort();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        !marker.exists(),
+        "the command outlived its cancelled future"
+    );
+}
+
+async fn reports_a_command_that_cannot_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone");
+    let confinement = Confinement::strict(dir.path());
+    let error = run(&spec("true", &gone, &confinement)).await.unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("gone"), "{text}");
+}
+
+async fn survives_the_spawner_dying() {
+    let dir = tempfile::tempdir().unwrap();
+    let spawner = spawner::pid().expect("the spawner runs");
+    let cwd = dir.path().to_path_buf();
+    let running = tokio::spawn(async move {
+        let confinement = Confinement::strict(&cwd);
+        run(&spec("sleep 5", &cwd, &confinement)).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::process::Command::new("kill")
+        .args(["-KILL", &spawner.to_string()])
+        .status()
+        .unwrap();
+    let interrupted = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(interrupted.is_err(), "{interrupted:?}");
+    // The reader saw the socket close; later commands run from this process.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while spawner::pid().is_some() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(spawner::pid(), None);
+    let out = sh("echo still", dir.path()).await;
+    assert_eq!(out.stdout, "still\n");
+}
