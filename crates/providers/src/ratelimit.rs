@@ -176,7 +176,11 @@ impl RateLimiter {
         state.in_flight = state.in_flight.saturating_sub(1);
         match outcome {
             Outcome::Succeeded(tokens) => {
-                if let Some(sent) = state.window.iter_mut().find(|sent| sent.id == id) {
+                // Ids are pushed in increasing order: a binary search, not a
+                // scan of a window that holds a minute of calls.
+                if let Ok(index) = state.window.binary_search_by_key(&id, |sent| sent.id)
+                    && let Some(sent) = state.window.get_mut(index)
+                {
                     sent.tokens = tokens;
                 }
                 state.allowed = state.allowed.saturating_add(1).min(ceiling(&self.limits));
