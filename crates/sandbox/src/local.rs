@@ -12,16 +12,41 @@ use crate::{CommandSpec, SandboxError, capture, plan, probe};
 /// `bash -c <script>` in `cwd` with the scrubbed environment and the
 /// command's own variables; stdin is /dev/null.
 pub(crate) fn bash(spec: &CommandSpec<'_>) -> Command {
-    let mut command = Command::new("bash");
+    let base = crate::scrubbed_environment();
+    let path = spec
+        .env
+        .iter()
+        .chain(&base)
+        .rev()
+        .find(|(name, _)| name == "PATH")
+        .map_or("", |(_, value)| value.as_str());
+    let mut command = Command::new(find_in_path("bash", path));
+    std::os::unix::process::CommandExt::arg0(&mut command, "bash");
     command
         .arg("-c")
         .arg(spec.script)
         .current_dir(spec.cwd)
         .env_clear()
-        .envs(crate::scrubbed_environment())
+        .envs(base)
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null());
     command
+}
+
+/// The program's absolute path in the command's own `PATH`. std starts a
+/// command with a changed `PATH` by fork rather than posix_spawn when the
+/// program is a bare name (posix_spawnp would search tack's `PATH`), and a
+/// fork copies tack's page tables; an absolute path keeps posix_spawn.
+/// Unfound, the bare name is left for the spawn to report.
+fn find_in_path(program: &str, path: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.into())
 }
 
 /// Hands the prepared plan to the child. The child makes its own session
