@@ -109,6 +109,9 @@ enum SuiteCommand {
     },
 }
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before the async runtime starts any thread: see tack_sandbox::spawner.
