@@ -265,7 +265,7 @@ impl Endpoint {
     /// the answer and how long the limiter made it wait.
     pub(crate) async fn exchange<W: Wire>(
         &self,
-        body: &serde_json::Value,
+        body: &impl serde::Serialize,
         stream: bool,
         requested: &str,
     ) -> (Result<ModelResponse, ModelError>, Option<RateWait>) {
