@@ -76,7 +76,8 @@ pub struct FailedLimit {
     /// At most this many per variant and task: the first by trial index.
     pub per_task: usize,
     /// At most this many in all, a rank at a time: every variant and
-    /// task's first failure before any one's second.
+    /// task's first failure before any one's second, the variants taking
+    /// turns within a rank.
     pub total: usize,
 }
 
