@@ -43,6 +43,20 @@ const WAIT: &str = "rate_limit_wait_ms_sum";
 const CALLS: &str = "calls";
 const PICO: &str = "known_picodollars";
 const UNKNOWN: &str = "unknown_cost_calls";
+/// The columns of [`aggregates`], summed again over a group's trials.
+const SUMS: [&str; 11] = [
+    DENIED,
+    FAULTS,
+    WAIT,
+    CALLS,
+    PICO,
+    UNKNOWN,
+    col::INPUT_TOKENS,
+    col::CACHE_READ_TOKENS,
+    col::CACHE_WRITE_TOKENS,
+    col::OUTPUT_TOKENS,
+    col::REASONING_TOKENS,
+];
 const TOKENS: [&str; 5] = [
     col::INPUT_TOKENS,
     col::CACHE_READ_TOKENS,
@@ -119,9 +133,14 @@ impl SpanSums {
         trial_columns.extend(keys.iter().map(|name| col(*name)));
         let mut group = keys.iter().map(|name| col(*name)).collect::<Vec<_>>();
         group.push(col(col::FAULT));
-        let lazy = spans
+        // Summed per trial first: the join then matches a row per trial,
+        // not one per call, and copies no group names onto every call.
+        let per_trial = spans
             .filter(is_answered_call().or(counted()))
             .select(span_columns)
+            .group_by([col(col::TRIAL_ID), col(col::FAULT)])
+            .agg(aggregates());
+        let lazy = per_trial
             .join(
                 trials.select(trial_columns),
                 [col(col::TRIAL_ID)],
@@ -129,7 +148,7 @@ impl SpanSums {
                 JoinArgs::new(JoinType::Inner),
             )
             .group_by(group)
-            .agg(aggregates());
+            .agg(SUMS.iter().map(|name| col(*name).sum()).collect::<Vec<_>>());
         let frame = Frame::collect(lazy, dir, SPANS_DIR)?;
         Ok(SpanSums {
             groups: groups(&frame)?,
