@@ -63,15 +63,23 @@ pub fn load_trial_traces(
     }
     let ids: Vec<String> = rows.iter().map(|r| r.trial_id.clone()).collect();
     let files = files_of(tables, &ids)?;
-    let mut spans = spans_of(tables, &ids, &files)?;
     let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let mut transcripts =
-        tack_trace::trial_transcripts_in(tables.run_dir(), &id_refs, Some(&files)).map_err(
-            |source| AnalysisError::Trace {
-                run_dir: tables.run_dir().to_path_buf(),
-                source,
-            },
-        )?;
+    // The transcripts are read by one thread, apart from Polars' pool that
+    // reads the spans, so the two overlap.
+    let (spans, transcripts) = std::thread::scope(|scope| {
+        let transcripts = scope
+            .spawn(|| tack_trace::trial_transcripts_in(tables.run_dir(), &id_refs, Some(&files)));
+        let spans = spans_of(tables, &ids, &files);
+        match transcripts.join() {
+            Ok(transcripts) => (spans, transcripts),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    let mut spans = spans?;
+    let mut transcripts = transcripts.map_err(|source| AnalysisError::Trace {
+        run_dir: tables.run_dir().to_path_buf(),
+        source,
+    })?;
     Ok(rows
         .iter()
         .map(|row| {
