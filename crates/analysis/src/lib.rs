@@ -109,6 +109,25 @@ pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
 
 /// Aggregates an opened run.
 pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysis, AnalysisError> {
+    Ok(analyze_listing(tables, options, false)?.0)
+}
+
+/// [`analyze`], with the traces of the failed trials it lists (for their
+/// pages), in the order of [`RunAnalysis::failed_trials`]. Their span counts
+/// are taken from the spans read for the traces, not from a read of their
+/// own.
+pub fn analyze_with_failed_traces(
+    tables: &RunTables,
+    options: AnalyzeOptions,
+) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
+    analyze_listing(tables, options, true)
+}
+
+fn analyze_listing(
+    tables: &RunTables,
+    options: AnalyzeOptions,
+    with_traces: bool,
+) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
     let manifest = tables.manifest().clone();
     let dir = tables.trials_dir();
     let table = tables.marked_frame()?;
@@ -139,20 +158,31 @@ pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysi
             .cloned()
             .collect();
         (all, failed_rows)
+    } else if with_traces {
+        // Counted below, from the traces.
+        (Vec::new(), load::trial_rows_of(tables, &failed.ids)?)
     } else {
         (Vec::new(), load::counted_trial_rows(tables, &failed.ids)?)
     };
     let mut trials = trials;
     trials::sort_rows(&mut trials, &variant_names, &manifest.tasks);
     trials::sort_rows(&mut failed_trials, &variant_names, &manifest.tasks);
-    Ok(RunAnalysis {
+    let traces = if with_traces {
+        let traces = load_trial_traces(tables, &failed_trials)?;
+        failed_trials = traces.iter().map(|t| t.trial.clone()).collect();
+        traces
+    } else {
+        Vec::new()
+    };
+    let analysis = RunAnalysis {
         manifest,
         variants,
         matrix,
         failed_trials,
         failed_total: failed.total,
         trials,
-    })
+    };
+    Ok((analysis, traces))
 }
 
 fn read_manifest(run_dir: &Path) -> Result<Manifest, AnalysisError> {

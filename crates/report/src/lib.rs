@@ -19,7 +19,7 @@ use minijinja::{AutoEscape, Environment, UndefinedBehavior, context};
 use std::path::{Path, PathBuf};
 use tack_analysis::cost::CostReport;
 use tack_analysis::{
-    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, TrialTrace, analyze, load_trial_traces,
+    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, TrialTrace, analyze_with_failed_traces,
 };
 
 /// The files a report consists of.
@@ -113,14 +113,13 @@ pub fn write_report_with_prices(
         every_trial: false,
         failed: Some(options.failed),
     };
-    let analysis = analyze(&tables, analyze_options)?;
+    let (analysis, traces) = analyze_with_failed_traces(&tables, analyze_options)?;
     let env = environment()?;
     let trials_dir = out_dir.join("trials");
     std::fs::create_dir_all(&trials_dir).map_err(|source| ReportError::Write {
         path: trials_dir.clone(),
         source,
     })?;
-    let traces = load_trial_traces(&tables, &analysis.failed_trials)?;
     let trial_pages = write_trial_pages(&env, &trials_dir, &traces)?;
     let mut cost = tack_analysis::cost::cost_report_of(&tables)?;
     set_prices(&mut cost);
