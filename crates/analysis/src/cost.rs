@@ -14,8 +14,8 @@ use polars::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
-use tack_protocol::{SpanStatus, TrialOutcome};
-use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col, kind};
+use tack_protocol::TrialOutcome;
+use tack_trace::schema::{TRIALS_DIR, col};
 
 /// A run's cost table, with what it was priced with.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -224,15 +224,29 @@ pub fn format_usd(usd: f64) -> String {
 
 /// Answered model calls, summed.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct TrialCalls {
-    calls: u64,
-    input: u64,
-    cache_read: u64,
-    cache_write: u64,
-    output: u64,
-    reasoning: u64,
-    known_usd: f64,
-    unknown: u64,
+pub(crate) struct TrialCalls {
+    pub calls: u64,
+    pub input: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub known_usd: f64,
+    pub unknown: u64,
+}
+
+impl TrialCalls {
+    /// Adds `other`'s counts and tokens; not its dollars, which the caller
+    /// sums exactly (see [`crate::frame::picodollars`]).
+    pub(crate) fn add(&mut self, other: &TrialCalls) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.input = self.input.saturating_add(other.input);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.output = self.output.saturating_add(other.output);
+        self.reasoning = self.reasoning.saturating_add(other.reasoning);
+        self.unknown = self.unknown.saturating_add(other.unknown);
+    }
 }
 
 /// Reads `run_dir`'s manifest, trials and spans and builds its cost table.
@@ -247,15 +261,7 @@ pub fn cost_report(run_dir: &Path) -> Result<CostReport, AnalysisError> {
 pub fn cost_report_of(tables: &RunTables) -> Result<CostReport, AnalysisError> {
     let manifest = tables.manifest();
     let dir = tables.trials_dir();
-    let lazy = tables.marked_trials()?.select([
-        col(col::TRIAL_ID),
-        col(col::VARIANT),
-        col(col::TASK),
-        col(col::MODEL),
-        col(col::OUTCOME),
-        col(IS_SCORED),
-    ]);
-    let trials = Frame::collect(lazy, dir, TRIALS_DIR)?.lazy();
+    let trials = tables.marked_frame()?.lazy();
     let simulated: Vec<String> = manifest
         .variants
         .iter()
@@ -264,18 +270,16 @@ pub fn cost_report_of(tables: &RunTables) -> Result<CostReport, AnalysisError> {
         .collect();
     let mut groups = trial_counts(trials.clone(), dir, &simulated)?;
     let mut not_scored = CostRow::empty(NOT_SCORED, "", None, false);
-    not_scored.trials = not_scored_attempts(trials.clone(), dir)?;
-    if let Some(spans) = tables.spans() {
-        for (key, scored, calls) in call_sums(spans, trials, tables.spans_dir())? {
-            if scored {
-                let is_sim = simulated.contains(&key.0);
-                groups
-                    .entry(key.clone())
-                    .or_insert_with(|| CostRow::empty(&key.0, &key.1, Some(&key.2), is_sim))
-                    .add_calls(&calls);
-            } else {
-                not_scored.add_calls(&calls);
-            }
+    not_scored.trials = not_scored_attempts(trials, dir)?;
+    for (key, scored, calls) in tables.span_sums()?.calls() {
+        if scored {
+            let is_sim = simulated.contains(&key.0);
+            groups
+                .entry(key.clone())
+                .or_insert_with(|| CostRow::empty(&key.0, &key.1, Some(&key.2), is_sim))
+                .add_calls(&calls);
+        } else {
+            not_scored.add_calls(&calls);
         }
     }
     let variant_order: Vec<String> = manifest.variants.iter().map(|v| v.name.clone()).collect();
@@ -305,11 +309,8 @@ pub const NOT_SCORED: &str = "not scored";
 /// Names of aggregate columns.
 const TRIALS: &str = "trials";
 const SUCCESSES: &str = "successes";
-const CALLS: &str = "calls";
-const UNKNOWN: &str = "unknown_cost_calls";
 
-/// A (variant, model, task) group.
-type GroupKey = (String, String, String);
+use crate::span_sums::GroupKey;
 
 /// Scored trials and successes per variant × model × task.
 fn trial_counts(
@@ -352,100 +353,6 @@ fn not_scored_attempts(trials: LazyFrame, dir: &Path) -> Result<u32, AnalysisErr
         .alias(TRIALS)]);
     let f = Frame::collect(lazy, dir, TRIALS_DIR)?;
     Ok(f.u32s(TRIALS)?.first().copied().unwrap_or(0))
-}
-
-/// The answered model calls summed per variant × model × task and whether
-/// their trial is scored. Each call is joined to its trial's row; only the
-/// token and cost columns of the spans are read (Polars pushes the
-/// projection into the Parquet reader, so tool output is never decoded), and
-/// no per-trial table is built.
-fn call_sums(
-    spans: LazyFrame,
-    trials: LazyFrame,
-    dir: &Path,
-) -> Result<Vec<(GroupKey, bool, TrialCalls)>, AnalysisError> {
-    let tokens = [
-        col::INPUT_TOKENS,
-        col::CACHE_READ_TOKENS,
-        col::CACHE_WRITE_TOKENS,
-        col::OUTPUT_TOKENS,
-        col::REASONING_TOKENS,
-    ];
-    let mut aggs = vec![
-        len().cast(DataType::UInt64).alias(CALLS),
-        col(col::COST_USD).cast(DataType::Float64).sum(),
-        col(col::COST_USD)
-            .is_null()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(UNKNOWN),
-    ];
-    aggs.extend(
-        tokens
-            .iter()
-            .map(|name| col(*name).cast(DataType::UInt64).sum()),
-    );
-    let mut span_columns = vec![col(col::TRIAL_ID), col(col::COST_USD)];
-    span_columns.extend(tokens.iter().map(|name| col(*name)));
-    let lazy = spans
-        .filter(
-            col(col::KIND)
-                .eq(lit(kind::MODEL_CALL))
-                .and(col(col::STATUS).eq(lit(SpanStatus::Ok.as_str()))),
-        )
-        .select(span_columns)
-        .join(
-            trials.select([
-                col(col::TRIAL_ID),
-                col(col::VARIANT),
-                col(col::MODEL),
-                col(col::TASK),
-                col(IS_SCORED),
-            ]),
-            [col(col::TRIAL_ID)],
-            [col(col::TRIAL_ID)],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .group_by([
-            col(col::VARIANT),
-            col(col::MODEL),
-            col(col::TASK),
-            col(IS_SCORED),
-        ])
-        .agg(aggs);
-    let f = Frame::collect(lazy, dir, SPANS_DIR)?;
-    let (variant, model, task) = (
-        f.strs(col::VARIANT)?,
-        f.strs(col::MODEL)?,
-        f.strs(col::TASK)?,
-    );
-    let scored = f.bools(IS_SCORED)?;
-    let calls = f.u64s(CALLS)?;
-    let usd = f.opt_f64s(col::COST_USD)?;
-    let unknown = f.u64s(UNKNOWN)?;
-    let [input, read, write, output, reasoning] = [
-        f.u64s(tokens[0])?,
-        f.u64s(tokens[1])?,
-        f.u64s(tokens[2])?,
-        f.u64s(tokens[3])?,
-        f.u64s(tokens[4])?,
-    ];
-    Ok((0..f.height())
-        .map(|i| {
-            let sums = TrialCalls {
-                calls: calls[i],
-                input: input[i],
-                cache_read: read[i],
-                cache_write: write[i],
-                output: output[i],
-                reasoning: reasoning[i],
-                known_usd: usd[i].unwrap_or(0.0),
-                unknown: unknown[i],
-            };
-            let key = (variant[i].clone(), model[i].clone(), task[i].clone());
-            (key, scored[i], sums)
-        })
-        .collect())
 }
 
 /// Manifest order of variants, then of tasks; names it does not know last,

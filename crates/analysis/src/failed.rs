@@ -18,7 +18,8 @@ pub(crate) struct Failed {
 /// Final attempts of `marked` (see [`crate::attempts::mark`]) that did not
 /// pass, limited by `limit`: the first `per_task` of each variant and task
 /// by trial index, then at most `total`, taking every variant and task's
-/// first failure (in manifest order) before any one's second.
+/// first failure before any one's second, the variants in turn (manifest
+/// order): each variant's first failing task, then each one's second, …
 pub(crate) fn select(
     marked: &LazyFrame,
     dir: &Path,
@@ -71,7 +72,7 @@ pub(crate) fn select(
     let index = frame.u32s(col::TRIAL_INDEX)?;
     let position = |list: &[String], name: &str| list.iter().position(|n| n == name);
     // Rank within its variant and task: rows come sorted by trial index.
-    let mut keyed: Vec<(usize, usize, usize, u32, String)> = Vec::with_capacity(ids.len());
+    let mut keyed: Vec<Keyed> = Vec::with_capacity(ids.len());
     let mut rank = 0;
     for i in 0..ids.len() {
         let same_cell = i > 0 && variant[i] == variant[i - 1] && task[i] == task[i - 1];
@@ -85,9 +86,33 @@ pub(crate) fn select(
         ));
     }
     keyed.sort();
-    keyed.truncate(limit.total);
+    let mut fair = take_turns(keyed);
+    fair.truncate(limit.total);
     Ok(Failed {
-        ids: keyed.into_iter().map(|(.., id)| id).collect(),
+        ids: fair.into_iter().map(|(_, _, (.., id))| id).collect(),
         total,
     })
+}
+
+/// A failure keyed by rank, variant and task position, trial index.
+type Keyed = (usize, usize, usize, u32, String);
+
+/// `keyed` (sorted) reordered so that within a rank the variants take
+/// turns: each variant's next task before any variant's one after. A cap
+/// smaller than one rank (a thousand tasks, five hundred pages) then lists
+/// every variant's failures, not only the first variant's.
+fn take_turns(keyed: Vec<Keyed>) -> Vec<(usize, usize, Keyed)> {
+    let mut turns: std::collections::HashMap<(usize, usize), usize> =
+        std::collections::HashMap::new();
+    let mut fair: Vec<(usize, usize, Keyed)> = keyed
+        .into_iter()
+        .map(|entry| {
+            let turn = turns.entry((entry.0, entry.1)).or_default();
+            let this = *turn;
+            *turn += 1;
+            (entry.0, this, entry)
+        })
+        .collect();
+    fair.sort();
+    fair
 }

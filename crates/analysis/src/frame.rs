@@ -3,6 +3,7 @@
 
 use crate::AnalysisError;
 use polars::prelude::*;
+use polars_core::query_result::QueryResult;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -212,11 +213,22 @@ impl Frame {
         dir: &Path,
         table: &'static str,
     ) -> Result<Frame, AnalysisError> {
-        let df = lazy.collect().map_err(|source| AnalysisError::Polars {
+        let polars_error = |source| AnalysisError::Polars {
             dir: dir.to_path_buf(),
             table,
             source,
-        })?;
+        };
+        // The streaming engine reads the files a morsel at a time, so a
+        // scan of twenty million spans never sits in memory whole, and its
+        // joins and group-bys run on every core.
+        let df = match lazy
+            .collect_with_engine(Engine::Streaming)
+            .map_err(polars_error)?
+        {
+            QueryResult::Single(df) => df,
+            // Only a plan with several sinks has several results; none here.
+            QueryResult::Multiple(mut dfs) => dfs.pop().unwrap_or_default(),
+        };
         Ok(Frame {
             df,
             dir: dir.to_path_buf(),
@@ -354,4 +366,24 @@ impl Frame {
             .collect::<Option<Vec<T>>>()
             .ok_or_else(|| self.column_error(name, "has nulls where the schema allows none"))
     }
+}
+
+/// Dollars as whole picodollars: integers, whose sums are exact, so the same
+/// run sums to the same figure whatever order the streaming engine adds its
+/// calls in (float sums differ in the last digit from one run to the next).
+/// Costs are prices per million tokens times tokens, so a picodollar is
+/// finer than any real price makes them. Nulls stay null.
+pub(crate) fn picodollars(usd: Expr) -> Expr {
+    let scaled = usd.cast(DataType::Float64) * lit(PICO_PER_USD);
+    when(scaled.clone().lt(lit(0.0)))
+        .then(scaled.clone() - lit(0.5))
+        .otherwise(scaled + lit(0.5))
+        .cast(DataType::Int64)
+}
+
+const PICO_PER_USD: f64 = 1e12;
+
+/// A sum of [`picodollars`] back in dollars.
+pub(crate) fn usd_of_picodollars(pico: i64) -> f64 {
+    pico as f64 / PICO_PER_USD
 }

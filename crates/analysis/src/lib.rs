@@ -17,6 +17,7 @@ mod failed;
 mod frame;
 mod load;
 pub mod query;
+mod span_sums;
 pub mod stats;
 mod summary;
 mod tables;
@@ -32,13 +33,8 @@ pub use tack_trace::Manifest;
 pub use trace::{MessageRow, SpanRow, TrialTrace};
 pub use trials::TrialRow;
 
-use attempts::{IS_FINAL, IS_SCORED};
-use frame::Frame;
-use polars::prelude::*;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::Path;
-use tack_trace::schema::{TRIALS_DIR, col};
 
 /// Everything the report shows about a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -80,7 +76,8 @@ pub struct FailedLimit {
     /// At most this many per variant and task: the first by trial index.
     pub per_task: usize,
     /// At most this many in all, a rank at a time: every variant and
-    /// task's first failure before any one's second.
+    /// task's first failure before any one's second, the variants taking
+    /// turns within a rank.
     pub total: usize,
 }
 
@@ -110,55 +107,37 @@ pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
     analyze(&RunTables::open(run_dir)?, AnalyzeOptions::everything())
 }
 
-/// The trials columns the aggregates read.
-fn summary_columns() -> Vec<Expr> {
-    [
-        col::TRIAL_ID,
-        col::VARIANT,
-        col::TASK,
-        col::TRIAL_INDEX,
-        col::OUTCOME,
-        col::STOP_REASON,
-        col::STEPS,
-        col::TOOL_ERRORS,
-        col::RETRIES,
-        col::INTERVENTIONS,
-        col::FEEDBACK_ROUNDS,
-        col::SANDBOX_DENIALS,
-        col::TAMPERED,
-        col::INPUT_TOKENS,
-        col::OUTPUT_TOKENS,
-        col::TOTAL_TOKENS,
-        col::COST_USD,
-        IS_FINAL,
-        IS_SCORED,
-    ]
-    .into_iter()
-    .map(col)
-    .collect()
-}
-
 /// Aggregates an opened run.
 pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysis, AnalysisError> {
+    Ok(analyze_listing(tables, options, false)?.0)
+}
+
+/// [`analyze`], with the traces of the failed trials it lists (for their
+/// pages), in the order of [`RunAnalysis::failed_trials`]. Their span counts
+/// are taken from the spans read for the traces, not from a read of their
+/// own.
+pub fn analyze_with_failed_traces(
+    tables: &RunTables,
+    options: AnalyzeOptions,
+) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
+    analyze_listing(tables, options, true)
+}
+
+fn analyze_listing(
+    tables: &RunTables,
+    options: AnalyzeOptions,
+    with_traces: bool,
+) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
     let manifest = tables.manifest().clone();
     let dir = tables.trials_dir();
-    // Every attempt's narrow columns, read once; the aggregates below run
-    // on the collected frame.
-    let lazy = tables.marked_trials()?.select(summary_columns());
-    let table = Frame::collect(lazy, dir, TRIALS_DIR)?;
+    let table = tables.marked_frame()?;
     if table.height() == 0 {
         return Err(AnalysisError::NoTrials {
             dir: dir.to_path_buf(),
         });
     }
     let marked = table.lazy();
-    let span_totals = match tables.spans() {
-        Some(spans) => {
-            let scored = marked.clone().filter(col(IS_SCORED));
-            trace::span_totals(spans, scored, tables.spans_dir())?
-        }
-        None => HashMap::new(),
-    };
+    let span_totals = tables.span_sums()?.totals_by_variant();
     let variants = summary::variant_summaries(&marked, dir, &manifest, span_totals)?;
     let variant_names: Vec<String> = variants.iter().map(|v| v.variant.clone()).collect();
     let matrix = summary::task_matrix(&marked, dir, &manifest.tasks, &variant_names)?;
@@ -179,20 +158,31 @@ pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysi
             .cloned()
             .collect();
         (all, failed_rows)
+    } else if with_traces {
+        // Counted below, from the traces.
+        (Vec::new(), load::trial_rows_of(tables, &failed.ids)?)
     } else {
         (Vec::new(), load::counted_trial_rows(tables, &failed.ids)?)
     };
     let mut trials = trials;
     trials::sort_rows(&mut trials, &variant_names, &manifest.tasks);
     trials::sort_rows(&mut failed_trials, &variant_names, &manifest.tasks);
-    Ok(RunAnalysis {
+    let traces = if with_traces {
+        let traces = load_trial_traces(tables, &failed_trials)?;
+        failed_trials = traces.iter().map(|t| t.trial.clone()).collect();
+        traces
+    } else {
+        Vec::new()
+    };
+    let analysis = RunAnalysis {
         manifest,
         variants,
         matrix,
         failed_trials,
         failed_total: failed.total,
         trials,
-    })
+    };
+    Ok((analysis, traces))
 }
 
 fn read_manifest(run_dir: &Path) -> Result<Manifest, AnalysisError> {

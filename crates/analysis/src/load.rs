@@ -35,8 +35,11 @@ pub(crate) fn trial_rows_of(
     tables: &RunTables,
     ids: &[String],
 ) -> Result<Vec<TrialRow>, AnalysisError> {
-    let lazy = tables
-        .trials()
+    let files = files_of(tables, ids)?;
+    let Some(trials) = tables.trials_in(&files)? else {
+        return Ok(Vec::new());
+    };
+    let lazy = trials
         .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
         .select(trials::row_columns());
     let frame = Frame::collect(lazy, tables.trials_dir(), TRIALS_DIR)?;
@@ -59,15 +62,24 @@ pub fn load_trial_traces(
         return Ok(Vec::new());
     }
     let ids: Vec<String> = rows.iter().map(|r| r.trial_id.clone()).collect();
-    let mut spans = spans_of(tables, &ids)?;
+    let files = files_of(tables, &ids)?;
     let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let mut transcripts =
-        tack_trace::trial_transcripts(tables.run_dir(), &id_refs).map_err(|source| {
-            AnalysisError::Trace {
-                run_dir: tables.run_dir().to_path_buf(),
-                source,
-            }
-        })?;
+    // The transcripts are read by one thread, apart from Polars' pool that
+    // reads the spans, so the two overlap.
+    let (spans, transcripts) = std::thread::scope(|scope| {
+        let transcripts = scope
+            .spawn(|| tack_trace::trial_transcripts_in(tables.run_dir(), &id_refs, Some(&files)));
+        let spans = spans_of(tables, &ids, &files);
+        match transcripts.join() {
+            Ok(transcripts) => (spans, transcripts),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    let mut spans = spans?;
+    let mut transcripts = transcripts.map_err(|source| AnalysisError::Trace {
+        run_dir: tables.run_dir().to_path_buf(),
+        source,
+    })?;
     Ok(rows
         .iter()
         .map(|row| {
@@ -90,14 +102,14 @@ pub fn load_trial_traces(
         .collect())
 }
 
-/// The spans of trials `ids`, by trial id in `seq` order, read from the
-/// files that hold them only.
+/// The spans of trials `ids`, by trial id in `seq` order, read from
+/// `files` (those that hold them) only.
 fn spans_of(
     tables: &RunTables,
     ids: &[String],
+    files: &[String],
 ) -> Result<HashMap<String, Vec<trace::SpanRow>>, AnalysisError> {
-    let files = files_of(tables, ids)?;
-    let Some(spans) = tables.spans_in(&files)? else {
+    let Some(spans) = tables.spans_in(files)? else {
         return Ok(HashMap::new());
     };
     let lazy = spans
@@ -114,8 +126,13 @@ fn spans_of(
 
 /// The names of the files holding the rows of trials `ids`.
 fn files_of(tables: &RunTables, ids: &[String]) -> Result<Vec<String>, AnalysisError> {
-    let lazy = tables
-        .trials()
+    // After the aggregates the trials table is in memory; a lone trial
+    // (`tack show`) is looked up in the files rather than read whole.
+    let trials = match tables.marked_if_read() {
+        Some(frame) => frame.lazy(),
+        None => tables.trials(),
+    };
+    let lazy = trials
         .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
         .select([col(FILE_PATH)])
         .unique(None, UniqueKeepStrategy::Any);

@@ -2,7 +2,7 @@
 
 use crate::AnalysisError;
 use crate::attempts::{IS_FINAL, IS_SCORED, is_final_infra_error};
-use crate::frame::Frame;
+use crate::frame::{Frame, picodollars, usd_of_picodollars};
 use crate::stats::wilson_interval;
 use polars::prelude::*;
 use serde::Serialize;
@@ -149,7 +149,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
                 .filter(passed_expr())
                 .mean()
                 .alias(agg::MEAN_TOKENS_SUCCESSFUL),
-            col(col::COST_USD).sum(),
+            picodollars(col(col::COST_USD)).sum().alias(col::COST_USD),
             col(col::COST_USD)
                 .null_count()
                 .cast(DataType::UInt64)
@@ -176,7 +176,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
     let input_tokens = frame.u64s(col::INPUT_TOKENS)?;
     let output_tokens = frame.u64s(col::OUTPUT_TOKENS)?;
     let mean_tokens = frame.opt_f64s(agg::MEAN_TOKENS_SUCCESSFUL)?;
-    let cost = frame.opt_f64s(col::COST_USD)?;
+    let cost = frame.i64s(col::COST_USD)?;
     let cost_nulls = frame.u64s(agg::COST_NULLS)?;
     let mean_steps = frame.opt_f64s(agg::MEAN_STEPS)?;
     let retries = frame.u64s(col::RETRIES)?;
@@ -194,7 +194,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
                 input_tokens: input_tokens[i],
                 output_tokens: output_tokens[i],
                 mean_tokens_successful: mean_tokens[i],
-                cost_usd: if cost_nulls[i] == 0 { cost[i] } else { None },
+                cost_usd: (cost_nulls[i] == 0).then(|| usd_of_picodollars(cost[i])),
                 mean_steps: mean_steps[i].unwrap_or(0.0),
                 retries: retries[i],
                 interventions: interventions[i],

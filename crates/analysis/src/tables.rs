@@ -2,12 +2,15 @@
 //! thousand part files and reading their footers is done once, not per
 //! aggregate.
 
-use crate::frame::parquet_files;
+use crate::attempts::{IS_FINAL, IS_SCORED};
+use crate::frame::{FILE_PATH, Frame, parquet_files};
+use crate::span_sums::SpanSums;
 use crate::{AnalysisError, attempts, read_manifest, trace, trials};
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use tack_trace::Manifest;
-use tack_trace::schema::{SPANS_DIR, TRIALS_DIR};
+use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col};
 
 /// The manifest and lazy scans of one run's trials and spans.
 pub struct RunTables {
@@ -20,6 +23,11 @@ pub struct RunTables {
     spans_dir: PathBuf,
     /// `None` when no trial recorded a span.
     spans: Option<LazyFrame>,
+    /// [`RunTables::marked_frame`], read once for every aggregate.
+    marked: OnceLock<Frame>,
+    /// [`RunTables::span_sums`], one pass over the spans for the analysis
+    /// and the cost table alike.
+    span_sums: OnceLock<SpanSums>,
 }
 
 impl std::fmt::Debug for RunTables {
@@ -55,6 +63,8 @@ impl RunTables {
             trials,
             spans_dir,
             spans,
+            marked: OnceLock::new(),
+            span_sums: OnceLock::new(),
         })
     }
 
@@ -88,26 +98,103 @@ impl RunTables {
         })
     }
 
+    /// Every attempt's narrow columns, marked ([`attempts::mark`]), with the
+    /// file each row came from: collected on first use and kept, so the
+    /// aggregates, the cost table and finding a failed trial's files read
+    /// the trials table once between them.
+    pub(crate) fn marked_frame(&self) -> Result<&Frame, AnalysisError> {
+        if let Some(frame) = self.marked.get() {
+            return Ok(frame);
+        }
+        let lazy = self.marked_trials()?.select(marked_columns());
+        let frame = Frame::collect(lazy, &self.trials_dir, TRIALS_DIR)?;
+        Ok(self.marked.get_or_init(|| frame))
+    }
+
+    /// [`RunTables::marked_frame`] if it has been read.
+    pub(crate) fn marked_if_read(&self) -> Option<&Frame> {
+        self.marked.get()
+    }
+
+    /// The spans' sums per variant, model, task, scoring and fault kind;
+    /// computed on first use and kept.
+    pub(crate) fn span_sums(&self) -> Result<&SpanSums, AnalysisError> {
+        if let Some(sums) = self.span_sums.get() {
+            return Ok(sums);
+        }
+        let sums = match self.spans() {
+            Some(spans) => SpanSums::of(spans, self.marked_frame()?.lazy(), &self.spans_dir)?,
+            None => SpanSums::default(),
+        };
+        Ok(self.span_sums.get_or_init(|| sums))
+    }
+
     pub(crate) fn spans(&self) -> Option<LazyFrame> {
         self.spans.clone()
+    }
+
+    /// The trials rows in `files` (names of trials files), or `None` when
+    /// none of those files exists: a few trials' rows without a scan of the
+    /// whole table.
+    pub(crate) fn trials_in(&self, files: &[String]) -> Result<Option<LazyFrame>, AnalysisError> {
+        match existing(&self.trials_dir, files) {
+            paths if paths.is_empty() => Ok(None),
+            paths => trials::scan(&self.trials_dir, &paths, false).map(Some),
+        }
     }
 
     /// The spans of the trials in `files` (names of trials files; the
     /// spans file of the same name holds their spans), or `None` when none
     /// of those files exists.
     pub(crate) fn spans_in(&self, files: &[String]) -> Result<Option<LazyFrame>, AnalysisError> {
-        let mut paths: Vec<PathBuf> = files
-            .iter()
-            .map(|name| self.spans_dir.join(name))
-            .filter(|path| path.is_file())
-            .collect();
-        paths.sort();
-        paths.dedup();
-        if paths.is_empty() {
-            return Ok(None);
+        match existing(&self.spans_dir, files) {
+            paths if paths.is_empty() => Ok(None),
+            paths => trace::scan_spans(&self.spans_dir, &paths).map(Some),
         }
-        trace::scan_spans(&self.spans_dir, &paths).map(Some)
     }
+}
+
+/// The files of `dir` named in `files` that exist, sorted, each once.
+fn existing(dir: &Path, files: &[String]) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = files
+        .iter()
+        .map(|name| dir.join(name))
+        .filter(|path| path.is_file())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The trials columns [`RunTables::marked_frame`] keeps: what the
+/// aggregates and the cost table group and sum, not the text columns.
+fn marked_columns() -> Vec<Expr> {
+    [
+        col::TRIAL_ID,
+        col::VARIANT,
+        col::TASK,
+        col::TRIAL_INDEX,
+        col::MODEL,
+        col::OUTCOME,
+        col::STOP_REASON,
+        col::STEPS,
+        col::TOOL_ERRORS,
+        col::RETRIES,
+        col::INTERVENTIONS,
+        col::FEEDBACK_ROUNDS,
+        col::SANDBOX_DENIALS,
+        col::TAMPERED,
+        col::INPUT_TOKENS,
+        col::OUTPUT_TOKENS,
+        col::TOTAL_TOKENS,
+        col::COST_USD,
+        IS_FINAL,
+        IS_SCORED,
+        FILE_PATH,
+    ]
+    .into_iter()
+    .map(col)
+    .collect()
 }
 
 /// The file name of a path from [`crate::frame::FILE_PATH`].

@@ -2,7 +2,6 @@
 
 use crate::AnalysisError;
 use crate::frame::{self, Frame};
-use crate::summary::SpanTotals;
 use crate::trials::TrialRow;
 use polars::prelude::*;
 use serde::Serialize;
@@ -164,13 +163,13 @@ fn added_span_columns() -> [(&'static str, DataType, Expr); 12] {
     ]
 }
 
-fn is_denied_call() -> Expr {
+pub(crate) fn is_denied_call() -> Expr {
     col(col::KIND)
         .eq(lit(kind::TOOL_CALL))
         .and(col(col::ERROR_KIND).eq(lit(ToolErrorKind::Denied.as_str())))
 }
 
-fn is_injected_fault() -> Expr {
+pub(crate) fn is_injected_fault() -> Expr {
     col(col::KIND)
         .eq(lit(kind::MODEL_CALL))
         .and(col(col::FAULT).is_not_null())
@@ -220,7 +219,7 @@ impl SpanCounts {
 /// The spans that change a count: denied tool calls, injected faults and
 /// rate-limit waits. Few spans of a run are: filtering them first keeps the
 /// group-bys small.
-fn counted() -> Expr {
+pub(crate) fn counted() -> Expr {
     is_denied_call()
         .or(is_injected_fault())
         .or(col(col::RATE_LIMIT_WAIT_MS).gt(lit(0u64)))
@@ -279,52 +278,6 @@ pub(crate) fn span_counts(
         {
             let count = counts.faults.entry(kind.clone()).or_default();
             *count = count.saturating_add(faults[i]);
-        }
-    }
-    Ok(out)
-}
-
-/// The same counts summed per variant over the trials of `trials` (columns
-/// `trial_id` and `variant`): the counted spans are joined to their trial's
-/// variant, so no per-trial table is built.
-pub(crate) fn span_totals(
-    spans: LazyFrame,
-    trials: LazyFrame,
-    dir: &Path,
-) -> Result<HashMap<String, SpanTotals>, AnalysisError> {
-    let lazy = spans
-        .filter(counted())
-        .select([
-            col(col::TRIAL_ID),
-            col(col::KIND),
-            col(col::ERROR_KIND),
-            col(col::FAULT),
-            col(col::RATE_LIMIT_WAIT_MS),
-        ])
-        .join(
-            trials.select([col(col::TRIAL_ID), col(col::VARIANT)]),
-            [col(col::TRIAL_ID)],
-            [col(col::TRIAL_ID)],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .group_by([col(col::VARIANT), col(col::FAULT)])
-        .agg(count_aggregates());
-    let frame = Frame::collect(lazy, dir, SPANS_DIR)?;
-    let variants = frame.strs(col::VARIANT)?;
-    let fault = frame.opt_strs(col::FAULT)?;
-    let denied = frame.u64s(DENIED)?;
-    let faults = frame.u64s(FAULTS)?;
-    let wait = frame.u64s(WAIT)?;
-    let mut out: HashMap<String, SpanTotals> = HashMap::new();
-    for (i, variant) in variants.into_iter().enumerate() {
-        let totals = out.entry(variant).or_default();
-        totals.denied_calls += denied[i];
-        totals.injected_faults += faults[i];
-        totals.rate_limit_wait_ms = totals.rate_limit_wait_ms.saturating_add(wait[i]);
-        if let Some(kind) = &fault[i]
-            && faults[i] > 0
-        {
-            *totals.faults_by_kind.entry(kind.clone()).or_default() += faults[i];
         }
     }
     Ok(out)

@@ -28,7 +28,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "N", default_value_t = 5)]
     failed_per_task: usize,
     /// List at most this many failed trials in all, every variant and task's first failure before
-    /// any one's second. Infra errors count among them.
+    /// any one's second, the variants taking turns. Infra errors count among them.
     #[arg(long, value_name = "N", default_value_t = 500)]
     max_failed: usize,
 }

@@ -19,7 +19,7 @@ use minijinja::{AutoEscape, Environment, UndefinedBehavior, context};
 use std::path::{Path, PathBuf};
 use tack_analysis::cost::CostReport;
 use tack_analysis::{
-    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, analyze, load_trial_traces,
+    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, TrialTrace, analyze_with_failed_traces,
 };
 
 /// The files a report consists of.
@@ -113,21 +113,14 @@ pub fn write_report_with_prices(
         every_trial: false,
         failed: Some(options.failed),
     };
-    let analysis = analyze(&tables, analyze_options)?;
+    let (analysis, traces) = analyze_with_failed_traces(&tables, analyze_options)?;
     let env = environment()?;
     let trials_dir = out_dir.join("trials");
     std::fs::create_dir_all(&trials_dir).map_err(|source| ReportError::Write {
         path: trials_dir.clone(),
         source,
     })?;
-    let mut trial_pages = Vec::new();
-    for trace in load_trial_traces(&tables, &analysis.failed_trials)? {
-        let view = trial_page::trial_view(&trace);
-        let html = render(&env, "trial.html", context! { trial => Serde(view) })?;
-        let path = trials_dir.join(trial_page::file_name(&trace.trial.trial_id));
-        write(&path, &html)?;
-        trial_pages.push(path);
-    }
+    let trial_pages = write_trial_pages(&env, &trials_dir, &traces)?;
     let mut cost = tack_analysis::cost::cost_report_of(&tables)?;
     set_prices(&mut cost);
     let cost_csv = out_dir.join("cost.csv");
@@ -143,6 +136,47 @@ pub fn write_report_with_prices(
         trial_pages,
         cost,
         cost_csv,
+    })
+}
+
+/// A page per trace in `dir`, in the order of `traces`. Rendering five
+/// hundred pages is most of a small run's report, so it is spread over the
+/// cores.
+fn write_trial_pages(
+    env: &Environment<'static>,
+    dir: &Path,
+    traces: &[TrialTrace],
+) -> Result<Vec<PathBuf>, ReportError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(traces.len().div_ceil(16))
+        .max(1);
+    let chunk = traces.len().div_ceil(threads).max(1);
+    let write_part = |part: &[TrialTrace]| -> Result<Vec<PathBuf>, ReportError> {
+        part.iter()
+            .map(|trace| {
+                let view = trial_page::trial_view(trace);
+                let html = render(env, "trial.html", context! { trial => Serde(view) })?;
+                let path = dir.join(trial_page::file_name(&trace.trial.trial_id));
+                write(&path, &html)?;
+                Ok(path)
+            })
+            .collect()
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = traces
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || write_part(part)))
+            .collect();
+        let mut pages = Vec::with_capacity(traces.len());
+        for worker in workers {
+            match worker.join() {
+                Ok(part) => pages.extend(part?),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        Ok(pages)
     })
 }
 

@@ -37,11 +37,15 @@ pub use manifest::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, Resume, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
 pub use parts::{PartLimits, adopt_parts};
-pub use reader::{count_rows, read_table, read_table_files, read_trial_rows, table_files};
+pub use reader::{
+    count_rows, read_table, read_table_files, read_trial_rows, read_trial_rows_in, table_files,
+};
 pub use recorded::{
     RecordedAnswers, RecordedTrial, recorded_answers, recorded_trials, trial_identity,
 };
-pub use transcript::{TranscriptMessage, legacy_message_id, trial_transcript, trial_transcripts};
+pub use transcript::{
+    TranscriptMessage, legacy_message_id, trial_transcript, trial_transcripts, trial_transcripts_in,
+};
 pub use writer::{
     PID_FILE, RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids,
 };

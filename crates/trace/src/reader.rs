@@ -84,11 +84,39 @@ pub fn read_trial_rows(
     columns: Option<&[&str]>,
     trial_ids: &HashSet<&str>,
 ) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
+    read_trial_rows_in(run_dir, table, columns, trial_ids, None)
+}
+
+/// [`read_trial_rows`] from the files of the table named in `parts` only,
+/// when given (the three tables name a trial's file alike, so a caller that
+/// knows which trials file holds a trial need not open the others); names
+/// with no such file are skipped.
+pub fn read_trial_rows_in(
+    run_dir: &Path,
+    table: &str,
+    columns: Option<&[&str]>,
+    trial_ids: &HashSet<&str>,
+    parts: Option<&[String]>,
+) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
     let mut batches = Vec::new();
     if trial_ids.is_empty() {
         return Ok(batches);
     }
-    for path in table_files(run_dir, table)? {
+    let files = match parts {
+        None => table_files(run_dir, table)?,
+        Some(names) => {
+            let dir = run_dir.join(table);
+            let mut files: Vec<PathBuf> = names
+                .iter()
+                .map(|name| dir.join(name))
+                .filter(|path| path.is_file())
+                .collect();
+            files.sort();
+            files.dedup();
+            files
+        }
+    };
+    for path in files {
         let parquet_error = |source| TraceError::Parquet {
             path: path.clone(),
             source,

@@ -16,7 +16,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::RowSelection;
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{open_parquet, read_trial_rows, table_files};
+use crate::reader::{open_parquet, read_trial_rows, read_trial_rows_in, table_files};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TraceError, read_table};
@@ -52,6 +52,17 @@ pub fn trial_transcripts(
     run_dir: &Path,
     trial_ids: &[&str],
 ) -> Result<HashMap<String, Vec<TranscriptMessage>>, TraceError> {
+    trial_transcripts_in(run_dir, trial_ids, None)
+}
+
+/// [`trial_transcripts`] of trials whose rows are in the trials files named
+/// in `parts`, when given: a caller that knows them spares reading every
+/// part's message lists.
+pub fn trial_transcripts_in(
+    run_dir: &Path,
+    trial_ids: &[&str],
+    parts: Option<&[String]>,
+) -> Result<HashMap<String, Vec<TranscriptMessage>>, TraceError> {
     let wanted: HashSet<&str> = trial_ids.iter().copied().collect();
     let columns = [col::TRIAL_ID, col::MESSAGE_IDS, col::MESSAGE_SEQS];
     let mut listed: HashMap<String, Vec<(String, u64)>> = HashMap::new();
@@ -60,7 +71,7 @@ pub fn trial_transcripts(
     let mut legacy: HashSet<String> = HashSet::new();
     // Files whose trials are wanted: their messages are looked in first.
     let mut own_parts: Vec<String> = Vec::new();
-    for (path, batch) in read_trial_rows(run_dir, TRIALS_DIR, Some(&columns), &wanted)? {
+    for (path, batch) in read_trial_rows_in(run_dir, TRIALS_DIR, Some(&columns), &wanted, parts)? {
         let format = |message: String| TraceError::Format {
             path: path.clone(),
             message,
