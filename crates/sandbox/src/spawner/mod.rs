@@ -5,7 +5,8 @@
 //! whole process. tack with a thousand trials in flight holds a few hundred
 //! MiB: each command's fork, and the teardown of the copy at exec, cost
 //! milliseconds of CPU. [`start`] forks a spawner while tack is still small
-//! and single-threaded; [`crate::run`] then sends confined commands to it.
+//! and single-threaded; [`crate::run`] then sends confined commands to it,
+//! and the spawner forks them from a few threads of its own (server.rs).
 //! Without a spawner (libraries, tests, `TACK_SANDBOX_SPAWNER=off`), tack
 //! forks them itself: same confinement, more CPU.
 
@@ -52,6 +53,16 @@ pub fn start() -> Result<bool, SandboxError> {
             "the sandbox spawner must be started before any thread (this process has {threads})"
         )));
     }
+    // The spawner watches its commands through pidfds (Linux 5.3).
+    rustix::process::pidfd_open(
+        rustix::process::getpid(),
+        rustix::process::PidfdFlags::empty(),
+    )
+    .map_err(|e| {
+        SandboxError::Setup(format!(
+            "this kernel has no pidfds ({e}); confined commands are forked by tack itself"
+        ))
+    })?;
     let (ours, theirs) = wire::socket_pair()
         .map_err(|e| SandboxError::Setup(format!("cannot make the spawner's socket: {e}")))?;
     #[allow(unsafe_code)]
