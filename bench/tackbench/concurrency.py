@@ -84,21 +84,22 @@ def at_fraction(samples: list[Sample], total: int, fraction: float) -> int:
 
 
 def run(env: Env, jobs: int = 1000, trials: int = 2000, steps: int = 20,
-        latency_ms: int = 100, sandbox: str = "off") -> Result:
+        latency_ms: int = 100, sandbox: str = "off", tool: str = "read_file",
+        argument: str = "notes.txt", extra_env: dict[str, str] | None = None) -> Result:
     """`tack run -j jobs` of `trials` trials, each `steps` model calls of
-    `read_file` (no process per step: the harness, not process start-up, is
-    what is measured) and a final answer."""
+    `tool` and a final answer. By default the tool is `read_file`: no process
+    per step, so the harness, not process start-up, is what is measured."""
     root = env.scratch("concurrency")
-    with Server(env, steps, tool="read_file", argument="notes.txt",
+    with Server(env, steps, tool=tool, argument=argument,
                 latency_ms=latency_ms) as server:
         suite = write_suite(root / "suite", "concurrency", [
-            Variant("loopback", server.base_url, ["read_file"], max_steps=steps + 5,
+            Variant("loopback", server.base_url, [tool], max_steps=steps + 5,
                     sandbox=sandbox),
         ])
         args = [str(env.tack), "run", str(suite), "-j", str(jobs), "--trials", str(trials),
                 "--no-report", "--traces", str(root / "traces"), "--reports",
                 str(root / "reports")]
-        tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key")
+        tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key", **(extra_env or {}))
         log = (root / "tack.log").open("w")
         samples: list[Sample] = []
         peak = [0]

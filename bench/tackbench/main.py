@@ -129,6 +129,23 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               f"- tack's resident memory: peak {r.peak_rss_kb / 1024:.0f} MiB; "
               f"{r.rss_mid_kb / 1024:.0f} MiB at half the calls, "
               f"{r.rss_late_kb / 1024:.0f} MiB at 90%", ""]
+    # A process per step: every step runs `bash` under the strict sandbox,
+    # forked by the spawner process (the default) or by tack itself.
+    jobs, trials, steps = (100, 100, 5) if env.quick else (200, 400, 5)
+    lines += [f"Under the strict sandbox, {jobs} trials at once, each {steps} `bash` steps "
+              f"(`echo hi`) and a final answer ({trials} trials):", "",
+              "| confined commands forked by | wall, s | calls/s | of ideal | peak RSS, MiB |",
+              "|---|---:|---:|---:|---:|"]
+    timed = {}
+    for label, spawner in [("the spawner process (default)", "on"),
+                           ("tack itself (`TACK_SANDBOX_SPAWNER=off`)", "off")]:
+        r = concurrency.run(env, jobs=jobs, trials=trials, steps=steps, sandbox="strict",
+                            tool="bash", argument="echo hi",
+                            extra_env={"TACK_SANDBOX_SPAWNER": spawner})
+        timed[spawner] = r.wall
+        lines.append(f"| {label} | {r.wall:.1f} | {r.steady_calls_per_s:.0f} | "
+                     f"{r.fraction * 100:.1f}% | {r.peak_rss_kb / 1024:.0f} |")
+    lines += ["", f"- spawner / tack itself, wall time: {ratio(timed['on'], timed['off'])}", ""]
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
