@@ -108,6 +108,18 @@ pub(crate) fn events(reply: &Reply, model: &str, id: &str) -> Vec<String> {
     events
 }
 
+/// OpenAI's answer to a request longer than the model's window.
+pub(crate) fn context_length_body(tokens: u64, window: u64) -> Value {
+    let message = format!(
+        "This model's maximum context length is {window} tokens. However, your messages \
+         resulted in {tokens} tokens. Please reduce the length of the messages."
+    );
+    json!({ "error": {
+        "message": message, "type": "invalid_request_error",
+        "param": "messages", "code": "context_length_exceeded",
+    }})
+}
+
 pub(crate) fn error_body(status: u16, message: &str) -> Value {
     let (kind, code) = match status {
         429 => ("requests", "rate_limit_exceeded"),

@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 use crate::ServerOptions;
 use crate::io::Resettable;
 use crate::script::{Reply, ScriptedResponse};
-use crate::tool_loop::ToolLoop;
+use crate::tool_loop::{LoopError, ToolLoop};
 use crate::{anthropic_wire, openai_wire};
 
 /// The wire format a server speaks.
@@ -258,9 +258,7 @@ async fn handle(
             Ok((reply, _)) => {
                 ScriptedResponse::delayed(tool_loop.latency_ms, ScriptedResponse::Reply(reply))
             }
-            Err(refused) => {
-                return (error(dialect, 400, &refused.0, &[]), Duration::ZERO);
-            }
+            Err(refused) => return (loop_error(dialect, &refused), Duration::ZERO),
         }),
     };
     let Some(next) = next else {
@@ -419,6 +417,23 @@ fn error(
         Dialect::Anthropic => anthropic_wire::error_body(status, message),
     };
     json_response(status, headers, Bytes::from(body.to_string()))
+}
+
+/// A request the tool loop refuses, in the provider's own words: a too
+/// long one as OpenAI's `context_length_exceeded` or Anthropic's "prompt is
+/// too long".
+fn loop_error(dialect: Dialect, refused: &LoopError) -> Response<Body> {
+    let body = match (refused, dialect) {
+        (LoopError::Unfit(message), _) => return error(dialect, 400, message, &[]),
+        (LoopError::TooLong { tokens, window }, Dialect::OpenAi) => {
+            openai_wire::context_length_body(*tokens, *window)
+        }
+        (LoopError::TooLong { tokens, window }, Dialect::Anthropic) => {
+            let message = format!("prompt is too long: {tokens} tokens > {window} maximum");
+            anthropic_wire::error_body(400, &message)
+        }
+    };
+    json_response(400, &[], Bytes::from(body.to_string()))
 }
 
 fn malformed(stream: bool) -> Response<Body> {

@@ -4,6 +4,13 @@
 //! conversation holds `steps` tool results, then a final answer — so any
 //! number of concurrent conversations, from tack or from another harness,
 //! are driven alike. Benchmarks use it.
+//!
+//! With a `context_window`, a request whose messages hold more tokens
+//! (counted with `o200k_base`, as the providers count them) is refused
+//! with the provider's real `context_length_exceeded` error; a harness that
+//! asks for a summary (a user message after the tool results) gets one, and
+//! the loop's progress survives the compaction (it is read from the last
+//! tool result's call id).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -26,6 +33,8 @@ pub struct ToolLoop {
     /// Every answer waits this long first, as a model's latency would.
     pub latency_ms: u64,
     pub final_text: String,
+    /// Tokens a request may hold; more is refused as too long.
+    pub context_window: Option<u64>,
 }
 
 impl Default for ToolLoop {
@@ -36,13 +45,19 @@ impl Default for ToolLoop {
             argument: "echo step {step}".to_string(),
             latency_ms: 0,
             final_text: "done".to_string(),
+            context_window: None,
         }
     }
 }
 
 /// Why a request cannot be answered by the loop; sent back as a 400.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LoopError(pub String);
+pub(crate) enum LoopError {
+    /// The request does not fit the loop (a tool it does not offer).
+    Unfit(String),
+    /// The request holds more tokens than the window.
+    TooLong { tokens: u64, window: u64 },
+}
 
 impl ToolLoop {
     /// The answer to one request body, and its step (0 for the final one).
@@ -52,7 +67,13 @@ impl ToolLoop {
         request: &Value,
         body_len: usize,
     ) -> Result<(Reply, u32), LoopError> {
-        let done = tool_results(dialect, request);
+        if let Some(window) = self.context_window {
+            let tokens = request_tokens(request);
+            if tokens > window {
+                return Err(LoopError::TooLong { tokens, window });
+            }
+        }
+        let done = progress(dialect, request);
         // Rough token figures, so harnesses record non-zero usage: four
         // bytes of request per input token.
         let usage = |output: &str| ScriptedUsage {
@@ -60,6 +81,15 @@ impl ToolLoop {
             output: (output.len() / 4 + 1) as u64,
             ..ScriptedUsage::default()
         };
+        if done > 0 && asks_for_text(dialect, request) {
+            let text = format!("Summary: {done} of {} steps done; carry on.", self.steps);
+            let reply = Reply {
+                usage: usage(&text),
+                text,
+                ..Reply::default()
+            };
+            return Ok((reply, 0));
+        }
         if done >= self.steps as usize {
             let reply = Reply {
                 text: self.final_text.clone(),
@@ -83,6 +113,80 @@ impl ToolLoop {
         };
         Ok((reply, step))
     }
+}
+
+/// Steps done: the step of the last tool result's call (`call_<step>`,
+/// as this loop names its calls), which a harness that dropped or
+/// summarised older results still sends; else the results counted.
+fn progress(dialect: Dialect, request: &Value) -> usize {
+    let messages = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let call_id = |m: &Value| -> Option<String> {
+        match dialect {
+            Dialect::OpenAi => m.get("tool_call_id")?.as_str().map(str::to_string),
+            Dialect::Anthropic => m
+                .get("content")?
+                .as_array()?
+                .iter()
+                .rev()
+                .find_map(|b| b.get("tool_use_id")?.as_str().map(str::to_string)),
+        }
+    };
+    messages
+        .iter()
+        .rev()
+        .find_map(call_id)
+        .and_then(|id| id.strip_prefix("call_")?.parse().ok())
+        .unwrap_or_else(|| tool_results(dialect, request))
+}
+
+/// Whether the conversation ends with the user asking something (text,
+/// not a tool result; Anthropic puts text after the tool results of the
+/// same turn): after the first step, that is a harness asking for a
+/// summary of the history.
+fn asks_for_text(dialect: Dialect, request: &Value) -> bool {
+    let Some(last) = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last())
+    else {
+        return false;
+    };
+    if last.get("role").and_then(Value::as_str) != Some("user") {
+        return false;
+    }
+    match (dialect, last.get("content")) {
+        (_, Some(Value::String(_))) => true,
+        (Dialect::Anthropic, Some(Value::Array(blocks))) => blocks
+            .last()
+            .is_some_and(|b| b.get("type").and_then(Value::as_str) == Some("text")),
+        _ => false,
+    }
+}
+
+/// The request's tokens: every text in its messages, system prompt and
+/// tools, by `o200k_base`, and a few per message, as the providers count.
+fn request_tokens(request: &Value) -> u64 {
+    fn texts(value: &Value, bpe: &tiktoken_rs::CoreBPE) -> u64 {
+        match value {
+            Value::String(text) => bpe.encode_ordinary(text).len() as u64,
+            Value::Array(items) => items.iter().map(|v| texts(v, bpe)).sum(),
+            Value::Object(fields) => fields.values().map(|v| texts(v, bpe)).sum(),
+            _ => 0,
+        }
+    }
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    let messages = request.get("messages").and_then(Value::as_array);
+    let overhead = 4 * messages.map_or(0, Vec::len) as u64 + 3;
+    ["messages", "system", "tools"]
+        .iter()
+        .filter_map(|key| request.get(*key))
+        .map(|v| texts(v, bpe))
+        .sum::<u64>()
+        + overhead
 }
 
 /// Tool results in the conversation so far: `tool` messages (OpenAI), or
@@ -134,7 +238,7 @@ fn first_parameter(dialect: Dialect, request: &Value, tool: &str) -> Result<Stri
         .find(|t| name_of(t).and_then(Value::as_str) == Some(tool))
         .and_then(schema_of)
         .ok_or_else(|| {
-            LoopError(format!(
+            LoopError::Unfit(format!(
                 "tack-testkit: the tool loop calls `{tool}`, but the request offers {offered:?}"
             ))
         })?;
@@ -153,7 +257,7 @@ fn first_parameter(dialect: Dialect, request: &Value, tool: &str) -> Result<Stri
     required
         .or_else(first_property)
         .map(str::to_string)
-        .ok_or_else(|| LoopError(format!("tack-testkit: tool `{tool}` has no parameters")))
+        .ok_or_else(|| LoopError::Unfit(format!("tack-testkit: tool `{tool}` has no parameters")))
 }
 
 #[cfg(test)]
@@ -210,9 +314,55 @@ mod tests {
             ..ToolLoop::default()
         };
         let error = missing.answer(Dialect::OpenAi, &openai(0), 0).unwrap_err();
+        let LoopError::Unfit(message) = &error else {
+            panic!("{error:?}")
+        };
         assert!(
-            error.0.contains("`grep`") && error.0.contains("\"bash\""),
+            message.contains("`grep`") && message.contains("\"bash\""),
             "{error:?}"
+        );
+    }
+
+    #[test]
+    fn refuses_what_outgrows_the_window_and_survives_a_compaction() {
+        let tool_loop = ToolLoop {
+            steps: 5,
+            context_window: Some(200),
+            ..ToolLoop::default()
+        };
+        let mut long = openai(0);
+        long["messages"][0]["content"] = json!("word ".repeat(300));
+        let refused = tool_loop.answer(Dialect::OpenAi, &long, 0).unwrap_err();
+        let LoopError::TooLong { tokens, window } = refused else {
+            panic!("{refused:?}")
+        };
+        assert!(tokens > 300 && window == 200, "{tokens}");
+        // A compacted conversation: the summary, then the last step's call
+        // and result. Progress comes from the call id, not the count.
+        let compacted = json!({
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "user", "content": "summary of steps 1-2"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "call_3"}]},
+                {"role": "tool", "tool_call_id": "call_3", "content": "ok"},
+            ],
+            "tools": openai(0)["tools"],
+        });
+        let (next, step) = tool_loop.answer(Dialect::OpenAi, &compacted, 0).unwrap();
+        assert_eq!((step, next.tool_calls[0].id.as_str()), (4, "call_4"));
+        // Asked for a summary after the tool results: text, no call.
+        let mut asking = compacted.clone();
+        asking["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "user", "content": "summarise"}));
+        let (summary, step) = tool_loop.answer(Dialect::OpenAi, &asking, 0).unwrap();
+        assert_eq!(step, 0);
+        assert!(summary.tool_calls.is_empty());
+        assert!(
+            summary.text.starts_with("Summary: 3 of 5 steps"),
+            "{}",
+            summary.text
         );
     }
 

@@ -1,5 +1,6 @@
 //! `tack-testkit-server --provider openai|anthropic --script FILE.json`, or
-//! `… --tool-loop STEPS [--tool NAME] [--argument TEXT] [--latency-ms MS]`:
+//! `… --tool-loop STEPS [--tool NAME] [--argument TEXT] [--latency-ms MS]
+//! [--context-window TOKENS]`:
 //! serves a script (a JSON array of scripted responses) or a tool loop on
 //! 127.0.0.1, prints the base URL on stdout, and runs until killed. A tool
 //! loop's counters are at `GET /tack-testkit/stats`; `--record FILE` writes
@@ -11,13 +12,14 @@ use std::process::ExitCode;
 use tack_testkit::{Dialect, MockServer, ScriptedResponse, ServerOptions, ToolLoop};
 
 const USAGE: &str = "usage: tack-testkit-server --provider openai|anthropic \
-(--script FILE.json | --tool-loop STEPS [--tool NAME] [--argument TEXT] [--latency-ms MS]) \
-[--port N] [--key KEY] [--record FILE]
+(--script FILE.json | --tool-loop STEPS [--tool NAME] [--argument TEXT] [--latency-ms MS] \
+[--context-window TOKENS]) [--port N] [--key KEY] [--record FILE]
 
 --record FILE      append every request a script answers to FILE, one JSON line each
 --tool-loop STEPS  answer every conversation with STEPS calls of --tool (default bash), then a
                    final answer; --argument (default 'echo step {step}') is the value of the
-                   tool's first required parameter; --latency-ms delays every answer";
+                   tool's first required parameter; --latency-ms delays every answer;
+                   --context-window refuses longer requests as the provider would";
 
 enum Answers {
     Script(Vec<ScriptedResponse>),
@@ -60,6 +62,13 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--tool" => loop_flags.tool = value()?,
             "--argument" => loop_flags.argument = value()?,
+            "--context-window" => {
+                loop_flags.context_window = Some(
+                    value()?
+                        .parse()
+                        .map_err(|e| format!("--context-window: {e}"))?,
+                )
+            }
             "--latency-ms" => {
                 loop_flags.latency_ms =
                     value()?.parse().map_err(|e| format!("--latency-ms: {e}"))?
