@@ -4,6 +4,7 @@
 //! approval and tool call goes to an event sink in order.
 
 mod approval;
+mod context;
 mod dispatch;
 mod gate;
 mod recorder;

@@ -6,12 +6,14 @@
 
 use std::time::{Duration, Instant};
 
-use tack_model::{Model, ModelRequest};
+use tack_model::{Model, ModelRequest, TokenCounter};
 use tack_protocol::{
-    ApprovalRecord, Event, EventSink, FinishReason, HarnessConfig, Message, ModelCallRecord,
-    SinkError, SpanStatus, StopReason, ToolCall, ToolCallRecord, ToolErrorKind, ToolSpec, Usage,
+    ApprovalRecord, COMPACTION_PURPOSE, Event, EventSink, FinishReason, HarnessConfig, Message,
+    ModelCallRecord, SinkError, SpanStatus, StopReason, ToolCall, ToolCallRecord, ToolErrorKind,
+    ToolSpec, Usage,
 };
 
+use crate::context::{self, Context};
 use crate::gate::{Clearance, Gatekeeper};
 use crate::recorder::{Recorder, now_ms};
 use crate::retry::backoff;
@@ -28,7 +30,10 @@ pub struct Session<'a> {
     gatekeeper: &'a Gatekeeper,
     recorder: Recorder<'a>,
     tools: Vec<ToolSpec>,
-    messages: Vec<Message>,
+    /// What the next model call is sent.
+    context: Context,
+    /// Counts the context's tokens when a strategy needs to know them.
+    tokens: TokenCounter,
     clock: Instant,
     run: AgentRun,
 }
@@ -36,7 +41,7 @@ pub struct Session<'a> {
 impl std::fmt::Debug for Session<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
-            .field("messages", &self.messages.len())
+            .field("messages", &self.context.messages().len())
             .field("run", &self.run)
             .finish()
     }
@@ -56,7 +61,8 @@ impl<'a> Session<'a> {
             gatekeeper,
             recorder: Recorder::new(sink),
             tools: dispatcher.specs(),
-            messages: Vec::new(),
+            context: Context::default(),
+            tokens: TokenCounter::default(),
             clock: Instant::now(),
             run: AgentRun::default(),
         }
@@ -78,7 +84,7 @@ impl<'a> Session<'a> {
     }
 
     async fn run_inner(&mut self, model: &mut dyn Model, input: &str) -> StopReason {
-        if self.messages.is_empty()
+        if self.context.is_empty()
             && let Err(stop) = self.push_message(Message::system(&self.config.system_prompt))
         {
             return stop;
@@ -90,8 +96,11 @@ impl<'a> Session<'a> {
             if let Some(stop) = self.limit_reached() {
                 return stop;
             }
+            if let Err(stop) = self.fit_context(model).await {
+                return stop;
+            }
             self.run.totals.steps += 1;
-            let (message, finish, model_span) = match self.call_model(model).await {
+            let (message, finish, model_span) = match self.call_model(model, None).await {
                 Ok(answer) => answer,
                 Err(stop) => return stop,
             };
@@ -143,10 +152,66 @@ impl<'a> Session<'a> {
             .map(|secs| Duration::from_secs(secs).saturating_sub(self.clock.elapsed()))
     }
 
-    /// One model turn, retrying transient failures. Every attempt is a span.
+    /// Applies the variant's context strategy before the next step's call:
+    /// stale tool results become stubs, and past the threshold the older
+    /// history is compacted into a summary.
+    async fn fit_context(&mut self, model: &mut dyn Model) -> Result<(), StopReason> {
+        let config = self.config;
+        let strategy = &config.context;
+        let step = self.run.totals.steps + 1;
+        if let Some(after) = strategy.strip_results_after {
+            for stub in self.context.strip_results(after, step) {
+                self.recorder.message(stub.index, &stub.message)?;
+            }
+        }
+        if strategy.compact_at.is_some() {
+            let tokens = self
+                .tokens
+                .request_tokens(self.context.messages(), &self.tools);
+            if context::over_threshold(strategy, tokens) {
+                self.compact(model, step).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the model to summarise the history older than the last few
+    /// steps, and puts the summary in its place. The call is sent that
+    /// history (the same messages, so a provider's prompt cache still
+    /// applies) and the compaction instruction; it is a span of its own,
+    /// with purpose `compaction`.
+    async fn compact(&mut self, model: &mut dyn Model, step: u32) -> Result<(), StopReason> {
+        let keep = self.config.context.keep_last_steps();
+        let Some(span) = self.context.compaction_span(keep, step) else {
+            return Ok(());
+        };
+        let prompt = Message::user(context::COMPACTION_PROMPT);
+        let prompt_index = self.context.record_only();
+        self.recorder.message(prompt_index, &prompt)?;
+        let mut messages = self.context.messages()[..span.1].to_vec();
+        messages.push(prompt);
+        let mut sent = self.context.sent();
+        sent.truncate(span.1);
+        sent.push(prompt_index);
+        let (answer, _, _) = self.call_model(model, Some((messages, sent))).await?;
+        if answer.content.trim().is_empty() {
+            // Nothing to put in the history's place: keep it whole, and
+            // let the window decide.
+            return Ok(());
+        }
+        let summarised = step.saturating_sub(1).saturating_sub(keep);
+        let summary = context::summary_message(&answer.content, summarised);
+        let (index, summary) = self.context.replace_with_summary(span, summary);
+        self.recorder.message(index, summary)
+    }
+
+    /// One model call, retrying transient failures. Every attempt is a span.
+    /// `other` is a request that is not the loop's next step (a
+    /// compaction): its messages and their history positions.
     async fn call_model(
         &mut self,
         model: &mut dyn Model,
+        other: Option<(Vec<Message>, Vec<u32>)>,
     ) -> Result<(Message, FinishReason, u32), StopReason> {
         let attempts = self.config.model_attempts.max(1);
         let mut retry_after = None;
@@ -163,7 +228,10 @@ impl<'a> Session<'a> {
             let started_at_ms = now_ms();
             let clock = Instant::now();
             let request = ModelRequest {
-                messages: &self.messages,
+                messages: match &other {
+                    Some((messages, _)) => messages,
+                    None => self.context.messages(),
+                },
                 tools: &self.tools,
             };
             let answer = match self.time_left() {
@@ -184,12 +252,15 @@ impl<'a> Session<'a> {
                 finish_reason: None,
                 usage: Usage::default(),
                 cost_usd: None,
-                messages_from: 0,
-                messages_to: self.messages.len() as u32,
+                messages: match &other {
+                    Some((_, sent)) => sent.clone(),
+                    None => self.context.sent(),
+                },
                 attempt,
                 retry_wait_ms: wait.as_millis() as u64,
                 rate_limit_wait_ms: 0,
                 fault: None,
+                purpose: other.as_ref().map(|_| COMPACTION_PURPOSE.to_string()),
                 status: SpanStatus::Ok,
                 error: None,
             };
@@ -364,10 +435,8 @@ impl<'a> Session<'a> {
     }
 
     fn push_message(&mut self, message: Message) -> Result<(), StopReason> {
-        let index = self.messages.len() as u32;
-        self.recorder.message(index, &message)?;
-        self.messages.push(message);
-        Ok(())
+        let (index, message) = self.context.push(message, self.run.totals.steps);
+        self.recorder.message(index, message)
     }
 
     /// Records an event that is not the loop's own (the checks), with the

@@ -85,15 +85,15 @@ async fn the_oracle_completes_and_every_step_is_recorded_in_order() {
         ]
     );
     // Each model call names the messages it was sent; they are recorded once.
-    let ranges: Vec<(u32, u32)> = sink
+    let sent: Vec<&[u32]> = sink
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::ModelCall(m) => Some((m.messages_from, m.messages_to)),
+            Event::ModelCall(m) => Some(m.messages.as_slice()),
             _ => None,
         })
         .collect();
-    assert_eq!(ranges, [(0, 2), (0, 4)]);
+    assert_eq!(sent, [&[0, 1][..], &[0, 1, 2, 3][..]]);
     assert!(run.totals.usage.input_tokens > 0 && run.totals.usage.output_tokens > 0);
 }
 

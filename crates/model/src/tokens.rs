@@ -66,8 +66,8 @@ impl TokenCounter {
         count
     }
 
-    /// Usage of one call: the whole request in, the answer out.
-    pub fn usage(&mut self, messages: &[Message], tools: &[ToolSpec], answer: &Message) -> Usage {
+    /// Tokens of a request: its messages and the tools it offers.
+    pub fn request_tokens(&mut self, messages: &[Message], tools: &[ToolSpec]) -> u64 {
         let mut input = REPLY_PRIMING;
         for message in messages {
             input += self.count_message(message);
@@ -77,8 +77,13 @@ impl TokenCounter {
                 + self.count_text(&tool.description)
                 + self.count_text(&tool.parameters.to_string());
         }
+        input
+    }
+
+    /// Usage of one call: the whole request in, the answer out.
+    pub fn usage(&mut self, messages: &[Message], tools: &[ToolSpec], answer: &Message) -> Usage {
         Usage {
-            input_tokens: input,
+            input_tokens: self.request_tokens(messages, tools),
             output_tokens: self.count_uncached(answer) - PER_MESSAGE_OVERHEAD,
             ..Usage::default()
         }

@@ -83,6 +83,58 @@ pub struct HarnessConfig {
     /// How the agent's commands are confined: `strict` (writes only in the
     /// workspace, no network), `workspace_write` (network allowed), `off`.
     pub sandbox: SandboxProfile,
+    /// How the conversation is kept inside the model's context window.
+    pub context: ContextConfig,
+}
+
+/// A context strategy: what the harness does so that a long task fits the
+/// model's window. Every setting is off by default, so the model is sent
+/// the whole conversation, as a plain loop would.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    /// The model's context window in tokens, counted by the tokenizer
+    /// before each call; needed by `compact_at`.
+    pub context_window: Option<u64>,
+    /// Tool results older than this many steps are replaced, in what the
+    /// model is sent, by a one-line stub saying what was dropped.
+    pub strip_results_after: Option<u32>,
+    /// Past this fraction of the window (0 < f ≤ 1), a model call
+    /// summarises the older history; the system prompt, the task, the
+    /// summary and the last `keep_last_steps` steps stay verbatim.
+    pub compact_at: Option<f64>,
+    /// Steps kept verbatim by a compaction (default 4).
+    pub keep_last_steps: Option<u32>,
+}
+
+impl ContextConfig {
+    pub const DEFAULT_KEEP_LAST_STEPS: u32 = 4;
+
+    pub fn keep_last_steps(&self) -> u32 {
+        self.keep_last_steps
+            .unwrap_or(Self::DEFAULT_KEEP_LAST_STEPS)
+    }
+
+    /// What is wrong with these settings, in words for the suite's author.
+    pub fn problem(&self) -> Option<String> {
+        if let Some(at) = self.compact_at {
+            if !(at > 0.0 && at <= 1.0) {
+                return Some(format!(
+                    "compact_at = {at}: give a fraction of the window above 0 and at most 1, e.g. 0.8"
+                ));
+            }
+            if self.context_window.is_none() {
+                return Some(
+                    "compact_at needs context_window: set the model's window in tokens, e.g. context_window = 128000"
+                        .to_string(),
+                );
+            }
+        }
+        if self.context_window == Some(0) {
+            return Some("context_window = 0: give the model's window in tokens".to_string());
+        }
+        None
+    }
 }
 
 /// Who answers an `ask`. Unattended runs use a fixed policy so they stay
@@ -149,6 +201,7 @@ impl Default for HarnessConfig {
             requires_approval: Vec::new(),
             approver: ApproverConfig::default(),
             sandbox: SandboxProfile::default(),
+            context: ContextConfig::default(),
         }
     }
 }

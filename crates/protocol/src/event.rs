@@ -87,9 +87,13 @@ pub struct ModelCallRecord {
     /// Cost in US dollars; `None` when the model has no price (never 0 for
     /// "unknown").
     pub cost_usd: Option<f64>,
-    /// The request carried the conversation's messages `[messages_from, messages_to)`.
-    pub messages_from: u32,
-    pub messages_to: u32,
+    /// The recorded messages the request carried, by their `index`, in the
+    /// order sent. A context strategy that drops, replaces or summarises
+    /// messages sends a list that is not a prefix of the history. Journals
+    /// written before this list existed (when every call sent the whole
+    /// history) read back as empty; the trace writer restores the prefix.
+    #[serde(default)]
+    pub messages: Vec<u32>,
     /// 1 for the first attempt; retries count up.
     pub attempt: u32,
     /// How long the harness waited before this attempt (backoff, Retry-After).
@@ -98,9 +102,16 @@ pub struct ModelCallRecord {
     pub rate_limit_wait_ms: u64,
     /// A fault injected on purpose (the `chaos` wrapper), e.g. `malformed_json`.
     pub fault: Option<String>,
+    /// Why the harness made this call, when not for a step of the loop:
+    /// `compaction` (summarising the older history).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
     pub status: SpanStatus,
     pub error: Option<String>,
 }
+
+/// The `purpose` of a model call that compacts the history.
+pub const COMPACTION_PURPOSE: &str = "compaction";
 
 /// Why a tool call did not run as asked. Each kind becomes a readable error
 /// result for the model, and the run goes on.

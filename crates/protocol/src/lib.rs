@@ -16,12 +16,13 @@ mod usage;
 
 pub use access::{ToolAccess, tool_names};
 pub use config::{
-    ApproverConfig, ApproverPolicy, DEFAULT_SYSTEM_PROMPT, HarnessConfig, ResultView,
-    SandboxProfile,
+    ApproverConfig, ApproverPolicy, ContextConfig, DEFAULT_SYSTEM_PROMPT, HarnessConfig,
+    ResultView, SandboxProfile,
 };
 pub use event::{
-    ApprovalRecord, CheckRecord, Event, EventSink, ModelCallRecord, RunTotals, SinkError,
-    SpanStatus, ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink, trial_id,
+    ApprovalRecord, COMPACTION_PURPOSE, CheckRecord, Event, EventSink, ModelCallRecord, RunTotals,
+    SinkError, SpanStatus, ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink,
+    trial_id,
 };
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};

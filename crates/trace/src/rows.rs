@@ -196,13 +196,27 @@ impl<'e> Transcript<'e> {
         self.entries.iter().map(|e| e.id.as_str())
     }
 
-    /// The ids of history positions `[from, to)`; positions never recorded
-    /// (a torn journal) are left out rather than invented.
-    fn range(&self, from: u32, to: u32) -> impl Iterator<Item = &str> {
-        self.entries
+    /// The ids of the messages a model call (event `seq`) sent, given by
+    /// history position; positions never recorded (a torn journal) are left
+    /// out rather than invented. An empty list comes from a journal written
+    /// before calls listed their messages, when each call sent the whole
+    /// history recorded before it.
+    fn sent(&self, positions: &[u32], seq: u64) -> Vec<&str> {
+        if positions.is_empty() {
+            return self
+                .entries
+                .iter()
+                .filter(|e| e.seq < seq)
+                .map(|e| e.id.as_str())
+                .collect();
+        }
+        positions
             .iter()
-            .filter(move |e| e.index >= from && e.index < to)
-            .map(|e| e.id.as_str())
+            .filter_map(|index| {
+                let found = self.entries.binary_search_by_key(index, |e| e.index);
+                found.ok().map(|at| self.entries[at].id.as_str())
+            })
+            .collect()
     }
 }
 
@@ -243,10 +257,12 @@ impl Span<'_> {
 
     fn common(&self) -> (u32, &str, &str, i64, u64, &str) {
         match self.event {
+            // A call the harness made for itself (a compaction) is named
+            // for why; the model is in its own column either way.
             Event::ModelCall(m) => (
                 m.span_id,
                 kind::MODEL_CALL,
-                &m.request_model,
+                m.purpose.as_deref().unwrap_or(&m.request_model),
                 m.started_at_ms,
                 m.duration_ms,
                 m.status.as_str(),
@@ -350,10 +366,10 @@ pub(crate) fn spans_batch(
             u64s(&rows, |r| r.model().map(|m| m.retry_wait_ms)),
             u64s(&rows, |r| r.model().map(|m| m.rate_limit_wait_ms)),
             strings(&rows, |r| r.model().and_then(|m| m.fault.as_deref())),
-            id_lists(rows.iter().map(|r| {
-                r.model()
-                    .map(|m| transcript.range(m.messages_from, m.messages_to))
-            })),
+            id_lists(
+                rows.iter()
+                    .map(|r| r.model().map(|m| transcript.sent(&m.messages, r.seq))),
+            ),
             strings(&rows, |r| {
                 r.tool()
                     .map(|t| t.tool_name.as_str())

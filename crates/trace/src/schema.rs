@@ -53,6 +53,8 @@ pub mod col {
     pub const SEQ: &str = "seq";
     pub const STEP: &str = "step";
     pub const KIND: &str = "kind";
+    /// The model of a model call (or why the harness made it:
+    /// `compaction`), the tool of a tool call, the check's name.
     pub const NAME: &str = "name";
     pub const STATUS: &str = "status";
     pub const ERROR_KIND: &str = "error_kind";

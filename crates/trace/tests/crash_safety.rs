@@ -70,12 +70,12 @@ fn model_call(span_id: u32) -> Event {
             ..Usage::default()
         },
         cost_usd: None,
-        messages_from: 0,
-        messages_to: 1,
+        messages: vec![0],
         attempt: 1,
         retry_wait_ms: 0,
         rate_limit_wait_ms: 0,
         fault: None,
+        purpose: None,
         status: SpanStatus::Ok,
         error: None,
     })
@@ -426,4 +426,98 @@ fn transcripts_of_several_trials_find_messages_stored_by_other_parts() {
     // The shared prompt is stored once, in the first part.
     assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 4);
     assert!(tack_trace::trial_transcript(writer.dir(), "nope").is_err());
+}
+
+/// The message ids of each model-call span of `trial`, in span order.
+fn sent_ids(run_dir: &std::path::Path, trial: &str) -> Vec<Vec<String>> {
+    use arrow_array::ListArray;
+    let mut sent = Vec::new();
+    for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
+        let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let trials = column("trial_id");
+        let trials = trials.as_any().downcast_ref::<StringArray>().unwrap();
+        let lists = column("message_ids");
+        let lists = lists.as_any().downcast_ref::<ListArray>().unwrap();
+        for row in (0..batch.num_rows()).filter(|&row| trials.value(row) == trial) {
+            let ids = lists.value(row);
+            let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
+            sent.push((0..ids.len()).map(|i| ids.value(i).to_string()).collect());
+        }
+    }
+    sent
+}
+
+#[test]
+fn a_model_call_keeps_the_list_of_messages_it_sent_and_old_journals_their_prefix() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    let history = [
+        Message::system("be brief"),
+        Message::user("go"),
+        Message::tool_result("call-1", "[result dropped]"),
+    ];
+    // A call that sent the system prompt and the stub, not the instruction.
+    let mut trial = writer.trial(started("listed")).unwrap();
+    for (index, message) in history.iter().enumerate() {
+        trial
+            .record(Event::Message {
+                index: index as u32,
+                message: message.clone(),
+            })
+            .unwrap();
+    }
+    let Event::ModelCall(mut call) = model_call(1) else {
+        unreachable!()
+    };
+    call.messages = vec![0, 2];
+    trial.record(Event::ModelCall(call)).unwrap();
+    trial.record(finished()).unwrap();
+    trial.finish().unwrap();
+    writer.flush().unwrap();
+
+    // A journal from before calls listed their messages: a range instead.
+    let journal = writer.dir().join("journal/old.jsonl");
+    let mut lines = Vec::new();
+    let mut push = |event: serde_json::Value| {
+        let seq = lines.len();
+        lines.push(serde_json::json!({"seq": seq, "event": event}).to_string());
+    };
+    push(serde_json::to_value(Event::TrialStarted(started("old"))).unwrap());
+    for (index, message) in history[..2].iter().enumerate() {
+        let event = Event::Message {
+            index: index as u32,
+            message: message.clone(),
+        };
+        push(serde_json::to_value(event).unwrap());
+    }
+    let mut legacy = serde_json::to_value(model_call(1)).unwrap();
+    let fields = legacy.as_object_mut().unwrap();
+    fields.remove("messages");
+    fields.insert("messages_from".into(), 0.into());
+    fields.insert("messages_to".into(), 2.into());
+    push(legacy);
+    push(
+        serde_json::to_value(Event::Message {
+            index: 2,
+            message: history[2].clone(),
+        })
+        .unwrap(),
+    );
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    std::fs::write(writer.dir().join("run.pid"), "4294967295").unwrap();
+    assert_eq!(tack_trace::recover_journals(writer.dir()).unwrap(), 1);
+
+    let ids = |trial: &str| -> Vec<String> {
+        let transcript = tack_trace::trial_transcript(writer.dir(), trial).unwrap();
+        transcript.into_iter().map(|m| m.id).collect()
+    };
+    let listed = ids("listed");
+    assert_eq!(
+        sent_ids(writer.dir(), "listed"),
+        [vec![listed[0].clone(), listed[2].clone()]]
+    );
+    // The old call sent what was recorded before it, not the later message.
+    let old = ids("old");
+    assert_eq!(old.len(), 3);
+    assert_eq!(sent_ids(writer.dir(), "old"), [old[..2].to_vec()]);
 }

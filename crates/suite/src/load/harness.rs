@@ -38,6 +38,9 @@ pub(super) fn check_harness(
     harness: &HarnessConfig,
 ) -> Result<(), SuiteError> {
     check_limits(at, harness)?;
+    if let Some(problem) = harness.context.problem() {
+        return Err(at.invalid("harness.context", problem));
+    }
     check_tools(at, harness)?;
     check_permissions(at, root, harness.permissions.as_deref())?;
     check_approver(at, root, &harness.approver)
