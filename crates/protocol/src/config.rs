@@ -84,6 +84,9 @@ pub struct HarnessConfig {
     /// workspace, no network), `workspace_write` (network allowed), `off`.
     pub sandbox: SandboxProfile,
     /// How the conversation is kept inside the model's context window.
+    /// Left out when off, so a configuration recorded before strategies
+    /// existed reads as the same plan (a resume compares them).
+    #[serde(skip_serializing_if = "ContextConfig::is_off")]
     pub context: ContextConfig,
 }
 
@@ -95,20 +98,29 @@ pub struct HarnessConfig {
 pub struct ContextConfig {
     /// The model's context window in tokens, counted by the tokenizer
     /// before each call; needed by `compact_at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
     /// Tool results older than this many steps are replaced, in what the
     /// model is sent, by a one-line stub saying what was dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub strip_results_after: Option<u32>,
     /// Past this fraction of the window (0 < f ≤ 1), a model call
     /// summarises the older history; the system prompt, the task, the
     /// summary and the last `keep_last_steps` steps stay verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub compact_at: Option<f64>,
     /// Steps kept verbatim by a compaction (default 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub keep_last_steps: Option<u32>,
 }
 
 impl ContextConfig {
     pub const DEFAULT_KEEP_LAST_STEPS: u32 = 4;
+
+    /// No strategy: the whole conversation is sent on every call.
+    pub fn is_off(&self) -> bool {
+        self == &ContextConfig::default()
+    }
 
     pub fn keep_last_steps(&self) -> u32 {
         self.keep_last_steps
@@ -203,5 +215,30 @@ impl Default for HarnessConfig {
             sandbox: SandboxProfile::default(),
             context: ContextConfig::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_without_a_context_strategy_reads_as_before_strategies() {
+        let plain = serde_json::to_value(HarnessConfig::default()).unwrap_or_default();
+        assert!(plain.get("context").is_none(), "{plain}");
+        let stripping = HarnessConfig {
+            context: ContextConfig {
+                strip_results_after: Some(3),
+                ..ContextConfig::default()
+            },
+            ..HarnessConfig::default()
+        };
+        let value = serde_json::to_value(&stripping).unwrap_or_default();
+        assert_eq!(
+            value["context"],
+            serde_json::json!({"strip_results_after": 3})
+        );
+        let back: HarnessConfig = serde_json::from_value(value).unwrap_or_default();
+        assert_eq!(back, stripping);
     }
 }

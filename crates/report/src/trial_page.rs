@@ -53,6 +53,8 @@ pub(crate) enum Item {
         rate_limit_wait: Option<String>,
         /// A fault the `chaos(...)` wrapper injected on purpose.
         fault: Option<String>,
+        /// The harness summarising the older history (a context strategy).
+        compaction: bool,
         status: String,
         error: Option<String>,
         model: String,
@@ -62,8 +64,10 @@ pub(crate) enum Item {
         finish_reason: Option<String>,
         duration_ms: u64,
         sent: String,
-        /// System and user messages first sent with this call; tool results
-        /// appear with their tool calls and assistant messages as responses.
+        /// System and user messages first sent with this call, and stubs a
+        /// context strategy sent in place of older tool results; tool
+        /// results appear with their tool calls, assistant messages as
+        /// responses.
         new_messages: Vec<MessageView>,
         response: Option<MessageView>,
     },
@@ -176,6 +180,7 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
 fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
     let mut shown_upto = 0u32;
     let mut responses_shown = BTreeSet::new();
+    let stubs = stub_indices(messages);
     let faults: HashMap<u32, &str> = spans
         .iter()
         .filter(|s| s.kind == kind::MODEL_CALL)
@@ -184,7 +189,13 @@ fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
     spans
         .iter()
         .map(|span| match span.kind.as_str() {
-            kind::MODEL_CALL => model_call(span, messages, &mut shown_upto, &mut responses_shown),
+            kind::MODEL_CALL => model_call(
+                span,
+                messages,
+                &stubs,
+                &mut shown_upto,
+                &mut responses_shown,
+            ),
             kind::TOOL_CALL => {
                 let parent_fault = span.parent_span_id.and_then(|id| faults.get(&id).copied());
                 tool_call(span, parent_fault)
@@ -206,9 +217,24 @@ fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
         .collect()
 }
 
+/// Tool messages that stand in for an earlier result of the same call: the
+/// stubs a context strategy sent instead of stale results.
+fn stub_indices(messages: &[MessageView]) -> BTreeSet<u32> {
+    let mut answered = BTreeSet::new();
+    messages
+        .iter()
+        .filter(|m| m.role == "tool")
+        .filter_map(|m| {
+            let id = m.tool_call_id.as_deref()?;
+            (!answered.insert(id)).then_some(m.index)
+        })
+        .collect()
+}
+
 fn model_call(
     span: &SpanRow,
     messages: &[MessageView],
+    stubs: &BTreeSet<u32>,
     shown_upto: &mut u32,
     responses_shown: &mut BTreeSet<u32>,
 ) -> Item {
@@ -218,7 +244,7 @@ fn model_call(
     let new_messages = before
         .clone()
         .filter(|m| m.index >= *shown_upto)
-        .filter(|m| m.role == "system" || m.role == "user")
+        .filter(|m| m.role == "system" || m.role == "user" || stubs.contains(&m.index))
         .cloned()
         .collect();
     *shown_upto = (*shown_upto).max(before.count() as u32);
@@ -241,6 +267,7 @@ fn model_call(
         waited: span.retry_wait_ms.and_then(milliseconds),
         rate_limit_wait: span.rate_limit_wait_ms.and_then(milliseconds),
         fault: span.fault.clone(),
+        compaction: span.name == tack_protocol::COMPACTION_PURPOSE,
         status: span.status.clone(),
         error: span.error.clone(),
         model: span
