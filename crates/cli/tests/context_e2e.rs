@@ -1,0 +1,222 @@
+//! Context strategies end to end: `tack run` on one long task (200 reads
+//! of a file) with two variants against a loopback OpenAI-compatible server
+//! whose window is 16k tokens. The variant that sends the whole
+//! conversation ends in `model_error` when the window fills; the variant
+//! with `compact_at` completes, and its trace shows the compaction calls,
+//! the summaries and which messages every call sent; its trial page tags the
+//! compaction calls.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arrow_array::{Array, ListArray, StringArray};
+use serde_json::Value;
+use tack_testkit::{Dialect, MockServer, ServerOptions, TEST_API_KEY, ToolLoop};
+
+const STEPS: u32 = 200;
+
+/// One task whose check cannot pass (it asks for a file no read creates),
+/// so that both trials are failures the report gives a page.
+fn suite(dir: &Path, base_url: &str) -> PathBuf {
+    let root = dir.join("suite");
+    let task = root.join("tasks/read-long");
+    std::fs::create_dir_all(task.join("fixture")).unwrap();
+    let notes: String = (1..=60)
+        .map(|n| format!("line {n} of the notes\n"))
+        .collect();
+    std::fs::write(task.join("fixture/notes.txt"), notes).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        "instruction = \"Read notes.txt as often as you are told.\"\n\n\
+         [[checks]]\nname = \"summary written\"\nrun = \"test -f summary.txt\"\n\n\
+         [solution]\nscript = \"echo done > summary.txt\"\n",
+    )
+    .unwrap();
+    let variant = |name: &str, context: &str| {
+        format!(
+            "[[variants]]\nname = \"{name}\"\nmodel = \"openai:gpt-4o-mini\"\n\
+             [variants.harness]\ntools = [\"read_file\"]\nmax_steps = {}\n{context}\
+             [variants.provider]\nbase_url = \"{base_url}\"\napi_key_env = \"TACK_E2E_KEY\"\n\n",
+            STEPS + 20
+        )
+    };
+    let toml = format!(
+        "[suite]\nname = \"context\"\n\n{}{}",
+        variant("whole", ""),
+        variant(
+            "compact",
+            "[variants.harness.context]\ncontext_window = 16384\ncompact_at = 0.8\n"
+        ),
+    );
+    std::fs::write(root.join("suite.toml"), toml).unwrap();
+    root
+}
+
+fn strings(batch: &arrow_array::RecordBatch, name: &str) -> Vec<Option<String>> {
+    let column = batch.column_by_name(name).unwrap();
+    let values = column.as_any().downcast_ref::<StringArray>().unwrap();
+    (0..values.len())
+        .map(|i| (!values.is_null(i)).then(|| values.value(i).to_string()))
+        .collect()
+}
+
+/// Each model-call span of `trial`, in order: its name and the message ids
+/// it sent.
+fn model_calls(run_dir: &Path, trial: &str) -> Vec<(String, Vec<String>)> {
+    let mut calls = Vec::new();
+    for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
+        let (trials, kinds, names) = (
+            strings(&batch, "trial_id"),
+            strings(&batch, "kind"),
+            strings(&batch, "name"),
+        );
+        let sent = batch.column_by_name("message_ids").unwrap();
+        let sent = sent.as_any().downcast_ref::<ListArray>().unwrap();
+        let seq = batch.column_by_name("seq").unwrap();
+        let seq = seq
+            .as_any()
+            .downcast_ref::<arrow_array::UInt64Array>()
+            .unwrap();
+        for row in 0..batch.num_rows() {
+            if trials[row].as_deref() != Some(trial) || kinds[row].as_deref() != Some("model_call")
+            {
+                continue;
+            }
+            let ids = sent.value(row);
+            let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
+            let ids = (0..ids.len()).map(|i| ids.value(i).to_string()).collect();
+            calls.push((seq.value(row), names[row].clone().unwrap(), ids));
+        }
+    }
+    calls.sort_by_key(|(seq, _, _)| *seq);
+    calls
+        .into_iter()
+        .map(|(_, name, ids)| (name, ids))
+        .collect()
+}
+
+#[test]
+fn compaction_lets_a_long_task_finish_where_the_whole_conversation_overflows() {
+    let tool_loop = ToolLoop {
+        steps: STEPS,
+        tool: "read_file".to_string(),
+        argument: "notes.txt".to_string(),
+        context_window: Some(16_384),
+        ..ToolLoop::default()
+    };
+    let server =
+        MockServer::start_tool_loop(Dialect::OpenAi, tool_loop, ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite(dir.path(), &server.base_url());
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .arg("run")
+        .arg(&suite)
+        .args(["--jobs", "2", "--json", "--traces"])
+        .arg(dir.path().join("traces"))
+        .arg("--reports")
+        .arg(dir.path().join("reports"))
+        .env("TACK_E2E_KEY", TEST_API_KEY)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let json: Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+
+    let mut trials: HashMap<String, (String, String, Option<String>, String)> = HashMap::new();
+    for batch in tack_trace::read_table(&run_dir, "trials").unwrap() {
+        let (variant, outcome, stop, error, id) = (
+            strings(&batch, "variant"),
+            strings(&batch, "outcome"),
+            strings(&batch, "stop_reason"),
+            strings(&batch, "error"),
+            strings(&batch, "trial_id"),
+        );
+        for row in 0..batch.num_rows() {
+            trials.insert(
+                variant[row].clone().unwrap(),
+                (
+                    outcome[row].clone().unwrap(),
+                    stop[row].clone().unwrap(),
+                    error[row].clone(),
+                    id[row].clone().unwrap(),
+                ),
+            );
+        }
+    }
+    assert_eq!(trials.len(), 2, "{trials:?}");
+    let (outcome, stop, error, _) = &trials["whole"];
+    assert_eq!(
+        (outcome.as_str(), stop.as_str()),
+        ("model_error", "model_error")
+    );
+    let error = error.as_deref().unwrap();
+    assert!(
+        error.contains("maximum context length is 16384 tokens"),
+        "{error}"
+    );
+    // Compacting, the agent went all the way; only the (impossible) check
+    // failed.
+    let (outcome, stop, _, trial) = &trials["compact"];
+    assert_eq!(
+        (outcome.as_str(), stop.as_str()),
+        ("verification_failed", "completed")
+    );
+
+    let transcript = tack_trace::trial_transcript(&run_dir, trial).unwrap();
+    let known: HashSet<&str> = transcript.iter().map(|m| m.id.as_str()).collect();
+    let summaries: HashSet<&str> = transcript
+        .iter()
+        .filter(|m| m.message.content.contains("compacted the conversation"))
+        .map(|m| m.id.as_str())
+        .collect();
+    let calls = model_calls(&run_dir, trial);
+    let compactions = calls
+        .iter()
+        .filter(|(name, _)| name == "compaction")
+        .count();
+    assert!(compactions >= 3, "{compactions} compactions");
+    assert_eq!(summaries.len(), compactions);
+    assert_eq!(calls.len() as u32, STEPS + 1 + compactions as u32);
+    for (at, (name, sent)) in calls.iter().enumerate() {
+        assert!(sent.iter().all(|id| known.contains(id.as_str())));
+        if name == "compaction" {
+            // The next call sends the system prompt, the task, the new
+            // summary, then the steps kept.
+            let next = &calls[at + 1].1;
+            assert!(summaries.contains(next[2].as_str()), "{next:?}");
+            assert!(next.len() < 2 + 1 + 2 * 5, "{next:?}");
+        }
+    }
+
+    // The trial page tags the compaction calls.
+    let page = find_page(&dir.path().join("reports"), trial)
+        .unwrap_or_else(|| panic!("no page for {trial}"));
+    let html = std::fs::read_to_string(page).unwrap();
+    assert_eq!(
+        html.matches(">compaction</span>").count(),
+        compactions,
+        "compaction tags on the trial page"
+    );
+}
+
+fn find_page(dir: &Path, trial: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()? {
+        let path = entry.ok()?.path();
+        if path.is_dir() {
+            if let Some(found) = find_page(&path, trial) {
+                return Some(found);
+            }
+        } else if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(trial) && n.ends_with(".html"))
+        {
+            return Some(path);
+        }
+    }
+    None
+}
