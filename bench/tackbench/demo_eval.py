@@ -173,6 +173,17 @@ class Trial:
             retries=(span["attempt"] or 1) - 1,
         )
 
+    def tool_result(self, span: dict) -> str:
+        """The result the model was shown: since schema 3 the trace stores it
+        once, as the tool message answering the call."""
+        call_id = span["gen_ai_tool_call_id"]
+        for seq, i in self.transcript:
+            msg = self.by_id[i]
+            if seq > span["seq"] and isinstance(msg, ChatMessageTool) \
+                    and msg.tool_call_id == call_id:
+                return msg.text
+        return ""
+
     def tool_event(self, span: dict) -> ToolEvent:
         call = tool_call({"id": span["gen_ai_tool_call_id"] or "", "name": span["name"],
                           "arguments": span["tool_arguments"]})
@@ -184,7 +195,7 @@ class Trial:
             id=call.id,
             function=call.function,
             arguments=call.arguments,
-            result=span["tool_result"] or "",
+            result=self.tool_result(span),
             truncated=None,
             error=error,
             working_time=span["duration_ms"] / 1000,
