@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use tack_agent::{AgentRun, Dispatcher, ToolContext, run_agent};
+use tack_agent::AgentRun;
 use tack_protocol::{
     COMPACTION_PURPOSE, ContextConfig, Event, HarnessConfig, Message, ModelCallRecord, Role,
     StopReason, VecSink,
@@ -58,24 +58,8 @@ async fn task_of(provider: Provider, steps: u32, context: ContextConfig) -> (Age
         context,
         ..HarnessConfig::default()
     };
-    let ctx = ToolContext {
-        workspace: dir.path().to_path_buf(),
-        env: vec![],
-        command_timeout: Duration::from_secs(10),
-        output_limit: 8192,
-        confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
-    };
-    let dispatcher = Dispatcher::builtin(&harness.tools, ctx).unwrap();
-    let mut sink = VecSink::default();
-    let run = run_agent(
-        &harness,
-        model.as_mut(),
-        &dispatcher,
-        "Read notes.txt as often as you are told.",
-        &mut sink,
-    )
-    .await;
-    (run, sink)
+    let instruction = "Read notes.txt as often as you are told.";
+    common::run_loop(&harness, model.as_mut(), dir.path(), instruction).await
 }
 
 fn model_calls(sink: &VecSink) -> Vec<&ModelCallRecord> {

@@ -7,11 +7,8 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::Case;
-use tack_agent::{Dispatcher, ToolContext, run_agent};
-use tack_protocol::{Event, HarnessConfig, SpanStatus, StopReason, VecSink};
+use tack_protocol::{Event, HarnessConfig, SpanStatus, StopReason};
 use tack_providers::{Provider, build_model};
 use tack_testkit::{ScriptedCall, ScriptedResponse, ScriptedUsage};
 
@@ -47,23 +44,8 @@ async fn a_429_is_retried_after_its_retry_after_and_every_attempt_is_recorded() 
         tools: vec!["read_file".to_string()],
         ..HarnessConfig::default()
     };
-    let ctx = ToolContext {
-        workspace: dir.path().to_path_buf(),
-        env: vec![],
-        command_timeout: Duration::from_secs(10),
-        output_limit: 4096,
-        confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
-    };
-    let dispatcher = Dispatcher::builtin(&harness.tools, ctx).unwrap();
-    let mut sink = VecSink::default();
-    let run = run_agent(
-        &harness,
-        model.as_mut(),
-        &dispatcher,
-        "read notes.txt",
-        &mut sink,
-    )
-    .await;
+    let (run, sink) =
+        common::run_loop(&harness, model.as_mut(), dir.path(), "read notes.txt").await;
 
     assert_eq!(run.stop_reason, StopReason::Completed, "{:?}", run.error);
     assert_eq!(run.final_message.as_deref(), Some("The notes say hello."));

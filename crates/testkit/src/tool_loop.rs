@@ -115,15 +115,20 @@ impl ToolLoop {
     }
 }
 
+/// The request's messages (none when it has no list).
+fn messages(request: &Value) -> &[Value] {
+    request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
 /// Steps done: the step of the last tool result's call (`call_<step>`,
 /// as this loop names its calls), which a harness that dropped or
 /// summarised older results still sends; else the results counted.
 fn progress(dialect: Dialect, request: &Value) -> usize {
-    let messages = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let messages = messages(request);
     let call_id = |m: &Value| -> Option<String> {
         match dialect {
             Dialect::OpenAi => m.get("tool_call_id")?.as_str().map(str::to_string),
@@ -148,11 +153,7 @@ fn progress(dialect: Dialect, request: &Value) -> usize {
 /// same turn): after the first step, that is a harness asking for a
 /// summary of the history.
 fn asks_for_text(dialect: Dialect, request: &Value) -> bool {
-    let Some(last) = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.last())
-    else {
+    let Some(last) = messages(request).last() else {
         return false;
     };
     if last.get("role").and_then(Value::as_str) != Some("user") {
@@ -179,8 +180,7 @@ fn request_tokens(request: &Value) -> u64 {
         }
     }
     let bpe = tiktoken_rs::o200k_base_singleton();
-    let messages = request.get("messages").and_then(Value::as_array);
-    let overhead = 4 * messages.map_or(0, Vec::len) as u64 + 3;
+    let overhead = 4 * messages(request).len() as u64 + 3;
     ["messages", "system", "tools"]
         .iter()
         .filter_map(|key| request.get(*key))
@@ -192,11 +192,7 @@ fn request_tokens(request: &Value) -> u64 {
 /// Tool results in the conversation so far: `tool` messages (OpenAI), or
 /// `tool_result` blocks of user messages (Anthropic).
 fn tool_results(dialect: Dialect, request: &Value) -> usize {
-    let messages = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let messages = messages(request);
     match dialect {
         Dialect::OpenAi => messages
             .iter()

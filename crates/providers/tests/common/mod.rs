@@ -3,11 +3,13 @@
 
 #![allow(dead_code)] // each test binary uses part of this
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
+use tack_agent::{AgentRun, Dispatcher, ToolContext, run_agent};
 use tack_model::{Model, ModelError, ModelRequest, ModelResponse};
-use tack_protocol::{Message, ToolSpec};
+use tack_protocol::{HarnessConfig, Message, ToolSpec, VecSink};
 use tack_providers::{ApiKey, Provider, ProviderConfig, build_model};
 use tack_testkit::{Dialect, MockServer, ScriptedResponse, TEST_API_KEY};
 
@@ -103,4 +105,25 @@ pub async fn call(model: &mut dyn Model) -> Result<ModelResponse, ModelError> {
             tools: &tools,
         })
         .await
+}
+
+/// Runs the harness loop once with `model` on the files in `workspace`,
+/// unconfined (these tests are about the providers), recording every event.
+pub async fn run_loop(
+    harness: &HarnessConfig,
+    model: &mut dyn Model,
+    workspace: &Path,
+    instruction: &str,
+) -> (AgentRun, VecSink) {
+    let ctx = ToolContext {
+        workspace: workspace.to_path_buf(),
+        env: vec![],
+        command_timeout: Duration::from_secs(10),
+        output_limit: 8192,
+        confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
+    };
+    let dispatcher = Dispatcher::builtin(&harness.tools, ctx).unwrap();
+    let mut sink = VecSink::default();
+    let run = run_agent(harness, model, &dispatcher, instruction, &mut sink).await;
+    (run, sink)
 }
