@@ -108,17 +108,13 @@ impl Context {
     }
 
     /// Where a compaction may cut: the older history `[head, cut)` is
-    /// summarised, where `head` is past the system prompt and the task and
+    /// summarised, where `head` is past what came before the first step
+    /// (the system prompt, project instructions, the task) and
     /// `cut` keeps the last `keep_steps` steps. `None` when there is
     /// nothing older to summarise. A cut never falls between an assistant
     /// message and the tool results answering it.
     pub fn compaction_span(&self, keep_steps: u32, step: u32) -> Option<(usize, usize)> {
-        let head = self
-            .entries
-            .iter()
-            .take_while(|e| e.step == 0)
-            .count()
-            .min(2);
+        let head = self.entries.iter().take_while(|e| e.step == 0).count();
         let first_kept_step = step.saturating_sub(keep_steps);
         let mut cut = self
             .entries

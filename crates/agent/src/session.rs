@@ -25,6 +25,7 @@ pub type Pricer = Box<dyn Fn(&Usage) -> Option<f64> + Send + Sync>;
 
 pub struct Session<'a> {
     pricer: Option<Pricer>,
+    project_instructions: Option<String>,
     config: &'a HarnessConfig,
     dispatcher: &'a Dispatcher,
     gatekeeper: &'a Gatekeeper,
@@ -56,6 +57,7 @@ impl<'a> Session<'a> {
     ) -> Session<'a> {
         Session {
             pricer: None,
+            project_instructions: None,
             config,
             dispatcher,
             gatekeeper,
@@ -66,6 +68,13 @@ impl<'a> Session<'a> {
             clock: Instant::now(),
             run: AgentRun::default(),
         }
+    }
+
+    /// Project instructions (the workspace's `AGENTS.md`), sent after the
+    /// system prompt and before the task.
+    pub fn with_project_instructions(mut self, instructions: Option<String>) -> Self {
+        self.project_instructions = instructions;
+        self
     }
 
     /// Prices every answered call, so costs are recorded and `max_cost_usd`
@@ -84,10 +93,15 @@ impl<'a> Session<'a> {
     }
 
     async fn run_inner(&mut self, model: &mut dyn Model, input: &str) -> StopReason {
-        if self.context.is_empty()
-            && let Err(stop) = self.push_message(Message::system(&self.config.system_prompt))
-        {
-            return stop;
+        if self.context.is_empty() {
+            if let Err(stop) = self.push_message(Message::system(&self.config.system_prompt)) {
+                return stop;
+            }
+            if let Some(text) = self.project_instructions.take()
+                && let Err(stop) = self.push_message(Message::user(text))
+            {
+                return stop;
+            }
         }
         if let Err(stop) = self.push_message(Message::user(input)) {
             return stop;

@@ -167,8 +167,14 @@ impl Harness {
         checks: &Verification<'_>,
         sink: &mut dyn EventSink,
     ) -> HarnessRun {
+        let project = self
+            .config
+            .agents_md
+            .then(|| project_instructions(&self.workspace))
+            .flatten();
         let mut session = Session::new(&self.config, &self.dispatcher, &self.gatekeeper, sink)
-            .with_pricer(pricer);
+            .with_pricer(pricer)
+            .with_project_instructions(project);
         let mut stop = session.run(model, instruction).await;
         let mut rounds = 0;
         let checked = loop {
@@ -195,6 +201,35 @@ impl Harness {
             feedback_rounds: rounds,
         }
     }
+}
+
+/// Bytes of `AGENTS.md` sent to the model; as much as Codex sends.
+const AGENTS_MD_LIMIT: usize = 32 * 1024;
+
+/// The workspace's `AGENTS.md`, as the message that carries it; `None` when
+/// there is none. A file that cannot be read is said so to the model (it
+/// would find the file anyway) rather than passed over in silence.
+fn project_instructions(workspace: &Path) -> Option<String> {
+    let path = workspace.join("AGENTS.md");
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(error) => {
+            return Some(format!(
+                "This project has an AGENTS.md at the workspace root, but the harness could not read it: {error}"
+            ));
+        }
+    };
+    let mut text = String::from_utf8_lossy(&bytes[..bytes.len().min(AGENTS_MD_LIMIT)]).into_owned();
+    if bytes.len() > AGENTS_MD_LIMIT {
+        text.push_str(&format!(
+            "\n[AGENTS.md cut at {AGENTS_MD_LIMIT} of {} bytes; read the file for the rest]",
+            bytes.len()
+        ));
+    }
+    Some(format!(
+        "Instructions for this project, from AGENTS.md at the workspace root:\n\n{text}"
+    ))
 }
 
 /// The approver the configuration names; `interactive` is the front end's.

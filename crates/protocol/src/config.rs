@@ -83,11 +83,20 @@ pub struct HarnessConfig {
     /// How the agent's commands are confined: `strict` (writes only in the
     /// workspace, no network), `workspace_write` (network allowed), `off`.
     pub sandbox: SandboxProfile,
+    /// Whether `AGENTS.md` at the workspace root goes into the context,
+    /// after the system prompt (on by default; left out of a recorded
+    /// configuration when on, as before the setting existed).
+    #[serde(skip_serializing_if = "is_true")]
+    pub agents_md: bool,
     /// How the conversation is kept inside the model's context window.
     /// Left out when off, so a configuration recorded before strategies
     /// existed reads as the same plan (a resume compares them).
     #[serde(skip_serializing_if = "ContextConfig::is_off")]
     pub context: ContextConfig,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// A context strategy: what the harness does so that a long task fits the
@@ -213,6 +222,7 @@ impl Default for HarnessConfig {
             requires_approval: Vec::new(),
             approver: ApproverConfig::default(),
             sandbox: SandboxProfile::default(),
+            agents_md: true,
             context: ContextConfig::default(),
         }
     }
@@ -226,6 +236,10 @@ mod tests {
     fn a_configuration_without_a_context_strategy_reads_as_before_strategies() {
         let plain = serde_json::to_value(HarnessConfig::default()).unwrap_or_default();
         assert!(plain.get("context").is_none(), "{plain}");
+        assert!(plain.get("agents_md").is_none(), "{plain}");
+        let without: HarnessConfig =
+            serde_json::from_value(serde_json::json!({"agents_md": false})).unwrap_or_default();
+        assert!(!without.agents_md);
         let stripping = HarnessConfig {
             context: ContextConfig {
                 strip_results_after: Some(3),
