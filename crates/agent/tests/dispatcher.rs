@@ -133,6 +133,9 @@ const CASES: &[Case] = {
         case("list_files", r#"{"pattern": ["*.py"]}"#, InvalidArguments, &[r#"/pattern: ["*.py"] is not of type "string""#]),
         case("grep", r#"{"pattern": "x", "case_insensitive": "yes"}"#, InvalidArguments, &[r#"/case_insensitive: "yes" is not of type "boolean""#]),
         case("grep", r#"{"pattern": "x", "glob": 7}"#, InvalidArguments, &[r#"/glob: 7 is not of type "string""#]),
+        case("write_todos", r#"{"todos": [{"content": "fix it", "status": "doing"}]}"#, InvalidArguments, &[r#"/todos/0/status: "doing" is not one of"#, "in_progress"]),
+        case("write_todos", r#"{"todos": [{"content": "", "status": "pending"}]}"#, InvalidArguments, &[r#"/todos/0/content: "" is shorter than 1 character"#]),
+        case("write_todos", r#"{"todos": "fix it"}"#, InvalidArguments, &[r#"/todos: "fix it" is not of type "array""#]),
         // The schema: bounds.
         case("bash", r#"{"command": "ls", "timeout_secs": -1}"#, InvalidArguments, &["/timeout_secs: -1 is less than the minimum of 1"]),
         case("bash", r#"{"command": "ls", "timeout_secs": 0}"#, InvalidArguments, &["/timeout_secs: 0 is less than the minimum of 1"]),
@@ -305,4 +308,31 @@ async fn commands_that_outlive_their_timeout_are_killed() {
         Ok(ToolOutput::Command(out)) => assert!(out.timed_out && out.exit_code.is_none()),
         other => panic!("expected a timed-out command, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn write_todos_reads_the_list_back_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dispatcher(dir.path());
+    let arguments = r#"{"todos": [
+        {"content": "find the bug", "status": "completed"},
+        {"content": "fix it", "status": "in_progress"}
+    ]}"#;
+    let todos = call("write_todos", arguments);
+    let prepared = d.prepare(&todos, false).unwrap();
+    // Nothing on the machine to judge: the permission engine sees only the tool.
+    assert!(prepared.access.is_empty());
+    let output = d.dispatch(&todos, false).await.unwrap();
+    let ToolOutput::Text { text, .. } = output else {
+        panic!("{output:?}")
+    };
+    assert_eq!(
+        text,
+        "Todo list updated: 1 completed, 1 in progress, 0 pending.\n[x] find the bug\n[~] fix it\n"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file was added"
+    );
 }

@@ -197,6 +197,8 @@ fn tool_calls_are_judged_by_what_they_declare() {
         ),
         (Verdict::Ask, "default profile: fallback", "web_search")
     );
+    // …unless a tool rule names it: the agent's own plan needs no approval.
+    assert_eq!(verdict("write_todos", &[]), Verdict::Allow);
     // Several declarations: the strictest wins.
     assert_eq!(
         verdict("patch", &[read("a.txt"), write("a.txt"), write("/etc/x")]),

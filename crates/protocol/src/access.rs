@@ -18,7 +18,7 @@ pub enum ToolAccess {
 
 /// The built-in tools' names: the one place each is spelled. The tools
 /// declare themselves with these, the built-in models call them, and the
-/// default harness configuration offers them all.
+/// default harness configuration offers the [`DEFAULT`] ones.
 pub mod tool_names {
     pub const BASH: &str = "bash";
     pub const READ_FILE: &str = "read_file";
@@ -26,7 +26,20 @@ pub mod tool_names {
     pub const STR_REPLACE: &str = "str_replace";
     pub const LIST_FILES: &str = "list_files";
     pub const GREP: &str = "grep";
+    pub const WRITE_TODOS: &str = "write_todos";
 
-    /// Every built-in tool, in the order they are offered.
-    pub const ALL: [&str; 6] = [BASH, READ_FILE, WRITE_FILE, STR_REPLACE, LIST_FILES, GREP];
+    /// The tools a harness offers unless a variant names its own, in order.
+    pub const DEFAULT: [&str; 6] = [BASH, READ_FILE, WRITE_FILE, STR_REPLACE, LIST_FILES, GREP];
+
+    /// Every built-in tool: the default ones, then those offered only when
+    /// a variant names them (a plan the agent keeps, `write_todos`).
+    pub const BUILTIN: [&str; 7] = [
+        BASH,
+        READ_FILE,
+        WRITE_FILE,
+        STR_REPLACE,
+        LIST_FILES,
+        GREP,
+        WRITE_TODOS,
+    ];
 }

@@ -208,7 +208,7 @@ impl Default for HarnessConfig {
     fn default() -> Self {
         HarnessConfig {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
-            tools: crate::tool_names::ALL.map(String::from).to_vec(),
+            tools: crate::tool_names::DEFAULT.map(String::from).to_vec(),
             tool_results: ResultView::Full,
             max_steps: 30,
             command_timeout_secs: 60,

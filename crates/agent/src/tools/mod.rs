@@ -7,6 +7,7 @@ mod grep;
 mod list;
 mod paths;
 mod schema;
+mod todos;
 mod walk;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ pub use grep::GrepTool;
 pub use list::ListFilesTool;
 pub(crate) use schema::ArgumentSchema;
 pub use schema::InvalidToolSchema;
+pub use todos::WriteTodosTool;
 
 /// What every tool call may use: the trial's workspace and its limits.
 #[derive(Debug, Clone)]
@@ -85,17 +87,18 @@ pub trait Tool: Send + Sync {
 }
 
 /// Names of the built-in tools, in the order they are offered.
-pub const BUILTIN_TOOLS: [&str; 6] = tool_names::ALL;
+pub const BUILTIN_TOOLS: [&str; 7] = tool_names::BUILTIN;
 
 /// Looks up a built-in tool by name.
 pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
-    let tools: [Arc<dyn Tool>; 6] = [
+    let tools: [Arc<dyn Tool>; 7] = [
         Arc::new(BashTool),
         Arc::new(ReadFileTool),
         Arc::new(WriteFileTool),
         Arc::new(StrReplaceTool),
         Arc::new(ListFilesTool),
         Arc::new(GrepTool),
+        Arc::new(WriteTodosTool),
     ];
     tools.into_iter().find(|tool| tool.spec().name == name)
 }

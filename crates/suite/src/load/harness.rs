@@ -114,12 +114,12 @@ fn check_tools(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteError
                 "is empty: name a tool, e.g. \"bash\"",
             ));
         }
-        if !tool_names::ALL.contains(&tool.as_str()) {
+        if !tool_names::BUILTIN.contains(&tool.as_str()) {
             return Err(at.invalid(
                 &format!("harness.tools[{i}]"),
                 format!(
                     "`{tool}` is not a tool: the tools are {}",
-                    tool_names::ALL.join(", ")
+                    tool_names::BUILTIN.join(", ")
                 ),
             ));
         }
