@@ -44,11 +44,15 @@ fn suite(dir: &Path, base_url: &str) -> PathBuf {
         )
     };
     let toml = format!(
-        "[suite]\nname = \"context\"\n\n{}{}",
+        "[suite]\nname = \"context\"\n\n{}{}{}",
         variant("whole", ""),
         variant(
             "compact",
             "[variants.harness.context]\ncontext_window = 16384\ncompact_at = 0.8\n"
+        ),
+        variant(
+            "strip",
+            "[variants.harness.context]\nstrip_results_after = 3\n"
         ),
     );
     std::fs::write(root.join("suite.toml"), toml).unwrap();
@@ -147,7 +151,7 @@ fn compaction_lets_a_long_task_finish_where_the_whole_conversation_overflows() {
             );
         }
     }
-    assert_eq!(trials.len(), 2, "{trials:?}");
+    assert_eq!(trials.len(), 3, "{trials:?}");
     let (outcome, stop, error, _) = &trials["whole"];
     assert_eq!(
         (outcome.as_str(), stop.as_str()),
@@ -200,6 +204,22 @@ fn compaction_lets_a_long_task_finish_where_the_whole_conversation_overflows() {
         html.matches(">compaction</span>").count(),
         compactions,
         "compaction tags on the trial page"
+    );
+
+    // Stripping alone goes much further than the whole conversation (a
+    // stub is a fifth of a result); its page shows the stubs it sent.
+    let (_, _, _, stripped) = &trials["strip"];
+    let whole_steps = model_calls(&run_dir, &trials["whole"].3).len();
+    let strip_steps = model_calls(&run_dir, stripped).len();
+    assert!(
+        strip_steps > 2 * whole_steps,
+        "{strip_steps} vs {whole_steps}"
+    );
+    let page = find_page(&dir.path().join("reports"), stripped).unwrap();
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(
+        html.contains("dropped by the harness to save context"),
+        "no stub on the page"
     );
 }
 
