@@ -154,29 +154,34 @@ async fn no_feedback_rounds_means_a_failing_check_fails_the_run() {
     assert_eq!((run.checks_passed, run.feedback_rounds), (Some(false), 0));
 }
 
-/// The messages of the first model call, by role and text.
-fn first_call_messages(sink: &VecSink) -> Vec<(tack_protocol::Role, String)> {
-    let first = sink
-        .events
-        .iter()
-        .find_map(|e| match e {
-            Event::ModelCall(call) => Some(call.messages.clone()),
+/// Runs the harness once on `workspace` with a model that answers at once,
+/// and returns what its one model call was sent, by role and text.
+async fn first_call_messages(
+    workspace: &Path,
+    config: HarnessConfig,
+) -> Vec<(tack_protocol::Role, String)> {
+    let harness = Harness::assemble(setup(workspace, config)).unwrap();
+    let mut model = ReplayModel::new("scripted", vec![answer("done", vec![])]);
+    let mut sink = VecSink::default();
+    let no_checks = Verification::Commands(&[]);
+    harness
+        .run(&mut model, None, "fix it", &no_checks, &mut sink)
+        .await;
+    let message = |at: u32| {
+        sink.events.iter().find_map(|e| match e {
+            Event::Message { index, message } if *index == at => {
+                Some((message.role, message.content.clone()))
+            }
             _ => None,
         })
-        .unwrap();
-    first
-        .iter()
-        .map(|&at| {
-            sink.events
-                .iter()
-                .find_map(|e| match e {
-                    Event::Message { index, message } if *index == at => {
-                        Some((message.role, message.content.clone()))
-                    }
-                    _ => None,
-                })
-                .unwrap()
-        })
+    };
+    let sent = sink.events.iter().find_map(|e| match e {
+        Event::ModelCall(call) => Some(call.messages.clone()),
+        _ => None,
+    });
+    sent.unwrap()
+        .into_iter()
+        .map(|at| message(at).unwrap())
         .collect()
 }
 
@@ -184,55 +189,28 @@ fn first_call_messages(sink: &VecSink) -> Vec<(tack_protocol::Role, String)> {
 async fn agents_md_goes_into_the_context_before_the_task_unless_turned_off() {
     use tack_protocol::Role;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("AGENTS.md"),
-        "Run `make test` before you finish.\n",
-    )
-    .unwrap();
+    let instructions = "Run `make test` before you finish.\n";
+    std::fs::write(dir.path().join("AGENTS.md"), instructions).unwrap();
     for (agents_md, expected) in [(true, 3), (false, 2)] {
         let config = HarnessConfig {
             agents_md,
             ..unconfined()
         };
-        let harness = Harness::assemble(setup(dir.path(), config)).unwrap();
-        let mut model = ReplayModel::new("scripted", vec![answer("done", vec![])]);
-        let mut sink = VecSink::default();
-        harness
-            .run(
-                &mut model,
-                None,
-                "fix it",
-                &Verification::Commands(&[]),
-                &mut sink,
-            )
-            .await;
-        let sent = first_call_messages(&sink);
+        let sent = first_call_messages(dir.path(), config).await;
         assert_eq!(sent.len(), expected, "{sent:?}");
         assert_eq!(sent[0].0, Role::System);
         assert_eq!(sent[expected - 1], (Role::User, "fix it".to_string()));
         if agents_md {
-            assert_eq!(sent[1].0, Role::User);
-            assert!(
-                sent[1]
-                    .1
-                    .starts_with("Instructions for this project, from AGENTS.md")
-            );
-            assert!(sent[1].1.ends_with("Run `make test` before you finish.\n"));
+            let (role, text) = &sent[1];
+            assert_eq!(*role, Role::User);
+            assert!(text.starts_with("Instructions for this project, from AGENTS.md"));
+            assert!(text.ends_with(instructions));
         }
     }
     // Without the file nothing is added.
     let empty = tempfile::tempdir().unwrap();
-    let harness = Harness::assemble(setup(empty.path(), unconfined())).unwrap();
-    let mut model = ReplayModel::new("scripted", vec![answer("done", vec![])]);
-    let mut sink = VecSink::default();
-    harness
-        .run(
-            &mut model,
-            None,
-            "fix it",
-            &Verification::Commands(&[]),
-            &mut sink,
-        )
-        .await;
-    assert_eq!(first_call_messages(&sink).len(), 2);
+    assert_eq!(
+        first_call_messages(empty.path(), unconfined()).await.len(),
+        2
+    );
 }
