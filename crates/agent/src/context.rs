@@ -150,9 +150,6 @@ impl Context {
     }
 }
 
-/// The instruction a compaction call is given, before the history.
-pub(crate) const COMPACTION_PROMPT: &str = "You are compacting the history of a coding agent's session so that it can go on within its context window. Summarise the conversation below for the agent itself: what the task is, what has been done and found (files, commands, results, errors), what is left to do, and anything it must not forget. Be specific and brief. Answer with the summary only.";
-
 /// The message that stands for the compacted history in the context.
 pub(crate) fn summary_message(summary: &str, steps: u32) -> Message {
     Message::user(format!(

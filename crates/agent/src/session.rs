@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use tack_model::{Model, ModelRequest, TokenCounter};
 use tack_protocol::{
-    ApprovalRecord, COMPACTION_PURPOSE, Event, EventSink, FinishReason, HarnessConfig, Message,
-    ModelCallRecord, SinkError, SpanStatus, StopReason, ToolCall, ToolCallRecord, ToolErrorKind,
-    ToolSpec, Usage,
+    ApprovalRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, Event, EventSink, FinishReason,
+    HarnessConfig, Message, ModelCallRecord, SinkError, SpanStatus, StopReason, ToolCall,
+    ToolCallRecord, ToolErrorKind, ToolSpec, Usage,
 };
 
 use crate::context::{self, Context};
@@ -199,7 +199,7 @@ impl<'a> Session<'a> {
         let Some(span) = self.context.compaction_span(keep, step) else {
             return Ok(());
         };
-        let prompt = Message::user(context::COMPACTION_PROMPT);
+        let prompt = Message::user(COMPACTION_PROMPT);
         let prompt_index = self.context.record_only();
         self.recorder.message(prompt_index, &prompt)?;
         let mut messages = self.context.messages()[..span.1].to_vec();

@@ -339,3 +339,78 @@ async fn gates_deny_and_ask_and_every_ask_is_an_intervention() {
         [("str_replace".to_string(), true, "rules".to_string())]
     );
 }
+
+fn input_tokens(sink: &VecSink) -> Vec<u64> {
+    sink.events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelCall(call) if call.purpose.is_none() => Some(call.usage.input_tokens),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_simulated_agent_has_a_window_and_summarises_when_asked() {
+    // How big its requests get on this task, without a window.
+    let config = HarnessConfig::default();
+    let mut model = SimAgent::new(brief(), SimParams::default(), 1);
+    let mut sink = VecSink::default();
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::Completed);
+    let sizes = input_tokens(&sink);
+    let (first, largest) = (sizes[0], *sizes.iter().max().unwrap());
+    assert!(largest > first + 150, "{sizes:?}");
+    // A window only the largest request does not fit.
+    let window = largest - 1;
+    let params = SimParams {
+        context_window: Some(window),
+        ..SimParams::default()
+    };
+
+    let mut model = SimAgent::new(brief(), params, 1);
+    let mut sink = VecSink::default();
+    let (run, _dir) = run_on_workspace(&mut model, &config, &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::ModelError);
+    let error = run.error.unwrap();
+    assert!(
+        error.contains(&format!("maximum context length is {window} tokens")),
+        "{error}"
+    );
+
+    // Compacting half way from the first request to the window.
+    let threshold = first + (window - first) / 2;
+    let compacting = HarnessConfig {
+        context: tack_protocol::ContextConfig {
+            context_window: Some(window),
+            compact_at: Some(threshold as f64 / window as f64),
+            keep_last_steps: Some(1),
+            ..Default::default()
+        },
+        ..HarnessConfig::default()
+    };
+    let mut model = SimAgent::new(brief(), params, 1);
+    let mut sink = VecSink::default();
+    let (run, dir) = run_on_workspace(&mut model, &compacting, &mut sink).await;
+    assert_eq!(run.stop_reason, StopReason::Completed, "{:?}", run.error);
+    assert_eq!(greeting(&dir), "echo hello\n");
+    let summaries: Vec<&str> = sink
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Message { message, .. }
+                if message.content.contains("compacted the conversation") =>
+            {
+                Some(message.content.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!summaries.is_empty());
+    assert!(
+        summaries[0].contains("Task: greet.sh misspells hello"),
+        "{}",
+        summaries[0]
+    );
+    assert!(input_tokens(&sink).iter().all(|&n| n <= window));
+}

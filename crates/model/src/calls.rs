@@ -14,6 +14,11 @@ pub(crate) struct CallWriter {
 }
 
 impl CallWriter {
+    /// Tool calls written so far.
+    pub(crate) fn issued(&self) -> u32 {
+        self.issued
+    }
+
     pub(crate) fn call(&mut self, name: &str, arguments: serde_json::Value) -> ToolCall {
         self.raw_call(name, arguments.to_string())
     }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use tack_protocol::{Edit, FinishReason, Message, ToolCall};
+use tack_protocol::{COMPACTION_PROMPT, Edit, FinishReason, Message, Role, ToolCall};
 
 use crate::calls::{CallWriter, latest_results, offers};
 use crate::tool_names::{BASH, READ_FILE, STR_REPLACE};
@@ -29,6 +29,11 @@ pub struct SimParams {
     pub malformed_rate: f64,
     /// Fix attempts before it gives up.
     pub max_attempts: u32,
+    /// The model's window in tokens (`o200k_base`): a longer request is
+    /// refused as a provider refuses it, HTTP 400 `context_length_exceeded`.
+    /// None: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 impl Default for SimParams {
@@ -37,6 +42,7 @@ impl Default for SimParams {
             skill: 0.7,
             malformed_rate: 0.05,
             max_attempts: 3,
+            context_window: None,
         }
     }
 }
@@ -54,6 +60,9 @@ impl SimParams {
         }
         if self.max_attempts == 0 {
             return Err("`max_attempts` must be at least 1".to_string());
+        }
+        if self.context_window == Some(0) {
+            return Err("`context_window` must be at least 1 token".to_string());
         }
         Ok(())
     }
@@ -114,6 +123,19 @@ impl SimAgent {
             applied_decoy: None,
             intended: None,
         }
+    }
+
+    /// Its summary of the session so far, for a compaction.
+    fn summary(&self) -> String {
+        format!(
+            "Task: {}. Done so far: {:?} phase reached, {} fix attempt(s), {} tool call(s) made. \
+             Next: carry on from the {:?} phase.",
+            self.brief.instruction.lines().next().unwrap_or_default(),
+            self.phase,
+            self.attempts,
+            self.writer.issued(),
+            self.phase
+        )
     }
 
     /// The next turn: some text and the tool calls it wants, or none when done.
@@ -376,6 +398,27 @@ impl Model for SimAgent {
                 .writer
                 .respond(request, answer, FinishReason::Stop, "sim"));
         }
+        if let Some(window) = self.params.context_window {
+            let tokens = self
+                .writer
+                .tokens
+                .request_tokens(request.messages, request.tools);
+            if tokens > window {
+                return Err(context_length_exceeded(tokens, window));
+            }
+        }
+        if request
+            .messages
+            .last()
+            .is_some_and(|m| m.role == Role::User && m.content == COMPACTION_PROMPT)
+        {
+            // Asked to summarise: it says where it stands, and its own state
+            // carries on unchanged.
+            let answer = Message::assistant(self.summary(), vec![]);
+            return Ok(self
+                .writer
+                .respond(request, answer, FinishReason::Stop, "sim"));
+        }
         let (text, calls) = self.next_turn(request.messages);
         let (calls, finish) = self.maybe_malform(calls);
         let finish = if calls.is_empty() {
@@ -385,6 +428,19 @@ impl Model for SimAgent {
         };
         let answer = Message::assistant(text, calls);
         Ok(self.writer.respond(request, answer, finish, "sim"))
+    }
+}
+
+/// A request longer than the window, refused in OpenAI's words, as a real
+/// provider's error reads once tack has it (`type: message`).
+fn context_length_exceeded(tokens: u64, window: u64) -> ModelError {
+    ModelError::Api {
+        status: 400,
+        message: format!(
+            "invalid_request_error: This model's maximum context length is {window} tokens. \
+             However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."
+        ),
+        retry_after: None,
     }
 }
 

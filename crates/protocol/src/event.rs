@@ -113,6 +113,10 @@ pub struct ModelCallRecord {
 /// The `purpose` of a model call that compacts the history.
 pub const COMPACTION_PURPOSE: &str = "compaction";
 
+/// What the harness asks in a compaction call, after the history it is to
+/// summarise. The built-in simulated agent recognises it and summarises.
+pub const COMPACTION_PROMPT: &str = "You are compacting the history of a coding agent's session so that it can go on within its context window. Summarise the conversation above for the agent itself: what the task is, what has been done and found (files, commands, results, errors), what is left to do, and anything it must not forget. Be specific and brief. Answer with the summary only.";
+
 /// Why a tool call did not run as asked. Each kind becomes a readable error
 /// result for the model, and the run goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

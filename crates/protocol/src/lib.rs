@@ -20,9 +20,9 @@ pub use config::{
     ResultView, SandboxProfile,
 };
 pub use event::{
-    ApprovalRecord, COMPACTION_PURPOSE, CheckRecord, Event, EventSink, ModelCallRecord, RunTotals,
-    SinkError, SpanStatus, ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink,
-    trial_id,
+    ApprovalRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, CheckRecord, Event, EventSink,
+    ModelCallRecord, RunTotals, SinkError, SpanStatus, ToolCallRecord, ToolErrorKind,
+    TrialFinished, TrialStarted, VecSink, trial_id,
 };
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};
