@@ -73,13 +73,27 @@ fn transcript_lengths(run_dir: &Path) -> u64 {
 }
 
 fn count_kind(run_dir: &Path, kind: &str) -> usize {
+    count_spans(run_dir, |k, _| k == kind)
+}
+
+/// Spans whose kind and name pass `keep`.
+fn count_spans(run_dir: &Path, keep: impl Fn(&str, &str) -> bool) -> usize {
     tack_trace::read_table(run_dir, "spans")
         .unwrap()
         .iter()
         .map(|batch| {
-            let kinds = batch.column_by_name("kind").unwrap();
-            let kinds = kinds.as_any().downcast_ref::<StringArray>().unwrap();
-            kinds.iter().filter(|k| *k == Some(kind)).count()
+            let column = |name: &str| {
+                let values = batch.column_by_name(name).unwrap();
+                values
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .clone()
+            };
+            let (kinds, names) = (column("kind"), column("name"));
+            (0..batch.num_rows())
+                .filter(|&i| keep(kinds.value(i), names.value(i)))
+                .count()
         })
         .sum()
 }
@@ -101,9 +115,14 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
 
     let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
     assert_eq!(column_sum(run_dir, "trials", "steps"), steps);
-    // One model-call span per step, plus one per retried attempt.
+    // One model-call span per step, plus one per retried attempt, plus
+    // the compactions (sim-compact summarises the history as it goes).
     let retries = column_sum(run_dir, "trials", "retries");
-    assert_eq!(count_kind(run_dir, "model_call") as u64, steps + retries);
+    let compactions = count_spans(run_dir, |k, n| k == "model_call" && n == "compaction");
+    assert_eq!(
+        count_kind(run_dir, "model_call") as u64,
+        steps + retries + compactions as u64
+    );
     let tool_calls = column_sum(run_dir, "trials", "tool_calls");
     assert!(
         tool_calls > steps / 2,
@@ -117,13 +136,19 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
         trials.len() as u64 + feedback
     );
     // Each transcript: system prompt and instruction, one message per model
-    // answer, per tool result and per feedback round. The run stores each
+    // answer (a step whose call the model refused has none: sim-window's
+    // context_length_exceeded), per tool result and per feedback round, and
+    // per compaction its instruction and the summary. The run stores each
     // distinct message once, so the shared system prompt and the repeated
     // instructions and answers make the table far smaller than the sum.
+    let refused = trials
+        .iter()
+        .filter(|t| t["stop_reason"] == "model_error")
+        .count() as u64;
     let transcripts = transcript_lengths(run_dir);
     assert_eq!(
         transcripts,
-        2 * trials.len() as u64 + steps + tool_calls + feedback
+        2 * trials.len() as u64 + steps - refused + tool_calls + feedback + 2 * compactions as u64
     );
     let messages = tack_trace::count_rows(run_dir, "messages").unwrap() as u64;
     assert!(
