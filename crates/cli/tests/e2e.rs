@@ -138,17 +138,37 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
     // Each transcript: system prompt and instruction, one message per model
     // answer (a step whose call the model refused has none: sim-window's
     // context_length_exceeded), per tool result and per feedback round, and
-    // per compaction its instruction and the summary. The run stores each
+    // per compaction its instruction and the summary, and each stub a
+    // stripped result was replaced by (sim-strip). The run stores each
     // distinct message once, so the shared system prompt and the repeated
     // instructions and answers make the table far smaller than the sum.
     let refused = trials
         .iter()
         .filter(|t| t["stop_reason"] == "model_error")
         .count() as u64;
+    let stubs: usize = trials
+        .iter()
+        .map(|t| {
+            let trial = t["trial_id"].as_str().unwrap();
+            let transcript = tack_trace::trial_transcript(run_dir, trial).unwrap();
+            transcript
+                .iter()
+                .filter(|m| {
+                    m.message
+                        .content
+                        .contains("dropped by the harness to save context")
+                })
+                .count()
+        })
+        .sum();
     let transcripts = transcript_lengths(run_dir);
     assert_eq!(
         transcripts,
-        2 * trials.len() as u64 + steps - refused + tool_calls + feedback + 2 * compactions as u64
+        2 * trials.len() as u64 + steps - refused
+            + tool_calls
+            + feedback
+            + 2 * compactions as u64
+            + stubs as u64
     );
     let messages = tack_trace::count_rows(run_dir, "messages").unwrap() as u64;
     assert!(
@@ -229,7 +249,7 @@ con = duckdb.connect()
 one = lambda sql: con.execute(sql).fetchall()[0][0]
 trials = one(f"select count(*) from '{run}/trials/*.parquet'")
 steps = one(f"select sum(steps) from '{run}/trials/*.parquet'")
-calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call' and status = 'ok'")
+calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call' and status = 'ok' and name != 'compaction'")
 messages = ds.dataset(f"{run}/messages", format="parquet").to_table().num_rows
 sent = one(f"select sum(len(message_ids)) from '{run}/trials/*.parquet'")
 # Every id a transcript or a model call lists is in the messages table.
@@ -256,9 +276,15 @@ print(trials, steps, calls, messages, sent, dangling)
         .collect();
     let trials = json["run"]["trials"].as_array().unwrap();
     let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
+    // A step whose call the model refused (sim-window's window) has no
+    // successful call.
+    let refused = trials
+        .iter()
+        .filter(|t| t["stop_reason"] == "model_error")
+        .count() as u64;
     assert_eq!(numbers[0], trials.len() as u64);
     assert_eq!(numbers[1], steps);
-    assert_eq!(numbers[2], steps);
+    assert_eq!(numbers[2], steps - refused);
     assert_eq!(
         numbers[3],
         tack_trace::count_rows(run_dir, "messages").unwrap() as u64
