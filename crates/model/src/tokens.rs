@@ -73,11 +73,30 @@ impl TokenCounter {
             input += self.count_message(message);
         }
         for tool in tools {
-            input += self.count_text(&tool.name)
-                + self.count_text(&tool.description)
-                + self.count_text(&tool.parameters.to_string());
+            input += self.count_tool(tool);
         }
         input
+    }
+
+    /// A tool's name, description and schema, tokenized once: the same
+    /// tools go with every call of a session.
+    fn count_tool(&mut self, tool: &ToolSpec) -> u64 {
+        let schema = tool.parameters.to_string();
+        let mut hasher = DefaultHasher::new();
+        // Apart from message keys: a tool is never mistaken for a message.
+        "tool".hash(&mut hasher);
+        tool.name.hash(&mut hasher);
+        tool.description.hash(&mut hasher);
+        schema.hash(&mut hasher);
+        let key = hasher.finish();
+        if let Some(count) = self.cache.get(&key) {
+            return *count;
+        }
+        let count = self.count_text(&tool.name)
+            + self.count_text(&tool.description)
+            + self.count_text(&schema);
+        self.cache.insert(key, count);
+        count
     }
 
     /// Usage of one call: the whole request in, the answer out.
@@ -106,5 +125,30 @@ mod tests {
         let b = counter.usage(&long, &[], &answer);
         assert!(b.input_tokens > a.input_tokens + 400);
         assert_eq!(a.output_tokens, 1);
+    }
+
+    #[test]
+    fn a_tool_is_counted_once_and_alike_every_time() {
+        let mut counter = TokenCounter::default();
+        let tool = ToolSpec {
+            name: "read_file".to_string(),
+            description: "Read a file".to_string(),
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        };
+        let whole = counter.count_text(&tool.name)
+            + counter.count_text(&tool.description)
+            + counter.count_text(&tool.parameters.to_string());
+        let first = counter.request_tokens(&[], std::slice::from_ref(&tool));
+        let again = counter.request_tokens(&[], std::slice::from_ref(&tool));
+        assert_eq!(
+            (first, again),
+            (REPLY_PRIMING + whole, REPLY_PRIMING + whole)
+        );
+        // Another schema under the same name is counted anew.
+        let wider = ToolSpec {
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}, "start_line": {"type": "integer"}}}),
+            ..tool
+        };
+        assert!(counter.request_tokens(&[], &[wider]) > first);
     }
 }
