@@ -33,6 +33,29 @@ pub(crate) struct Replacement {
 }
 
 impl Context {
+    /// A context carrying on a recorded conversation: every message, by
+    /// history position, as of `step`; the next recorded message takes
+    /// `next_index`.
+    pub fn restored(
+        messages: std::collections::BTreeMap<u32, Message>,
+        step: u32,
+        next_index: u32,
+    ) -> Context {
+        let entries = messages
+            .keys()
+            .map(|&index| Entry {
+                index,
+                step,
+                replaced: false,
+            })
+            .collect();
+        Context {
+            messages: messages.into_values().collect(),
+            entries,
+            recorded: next_index,
+        }
+    }
+
     pub fn messages(&self) -> &[Message] {
         &self.messages
     }

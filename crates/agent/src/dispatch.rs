@@ -94,6 +94,11 @@ impl Dispatcher {
         self.tools.iter().map(|entry| entry.spec.clone()).collect()
     }
 
+    /// Where long results are offloaded, when the strategy offloads.
+    pub fn results_dir(&self) -> Option<&std::path::Path> {
+        self.ctx.results_dir.as_deref()
+    }
+
     fn names(&self) -> Vec<&str> {
         self.tools
             .iter()
@@ -178,6 +183,13 @@ pub struct PreparedCall {
     arguments: serde_json::Value,
     /// What the call reads, writes or executes, as the tool declares it.
     pub access: Vec<ToolAccess>,
+}
+
+impl PreparedCall {
+    /// The call's arguments, checked against the tool's schema.
+    pub fn arguments(&self) -> &serde_json::Value {
+        &self.arguments
+    }
 }
 
 impl std::fmt::Debug for PreparedCall {

@@ -103,7 +103,14 @@ impl Gatekeeper {
 
     /// Judges `call`, whose tool declared `access`, and asks the approver
     /// when the verdict is ask.
-    pub(crate) async fn clear(&self, call: &ToolCall, access: &[ToolAccess]) -> Clearance {
+    /// `asking` hears of a request before the approver is asked (the
+    /// session records it, so a resumed session knows the call waited).
+    pub(crate) async fn clear(
+        &self,
+        call: &ToolCall,
+        access: &[ToolAccess],
+        asking: &mut (dyn FnMut(&ApprovalRequest) + Send),
+    ) -> Clearance {
         let Some(decision) = self.judge(call, access) else {
             return Clearance {
                 decision: None,
@@ -125,7 +132,7 @@ impl Gatekeeper {
                 decision: Some(decision),
                 approval: None,
             },
-            GateVerdict::Ask => self.ask(call, access, decision).await,
+            GateVerdict::Ask => self.ask(call, access, decision, asking).await,
         }
     }
 
@@ -160,6 +167,7 @@ impl Gatekeeper {
         call: &ToolCall,
         access: &[ToolAccess],
         decision: GateDecision,
+        asking: &mut (dyn FnMut(&ApprovalRequest) + Send),
     ) -> Clearance {
         let request = ApprovalRequest {
             tool: call.name.clone(),
@@ -169,6 +177,7 @@ impl Gatekeeper {
             part: decision.part.clone(),
             parts: decision.asking.clone(),
         };
+        asking(&request);
         let clock = Instant::now();
         let answer = self.approver.decide(&request).await;
         let waited = clock.elapsed().as_millis() as u64;
@@ -261,6 +270,7 @@ mod tests {
             .clear(
                 &call("bash", "{}"),
                 &[ToolAccess::Execute(script.to_string())],
+                &mut |_| {},
             )
             .await;
         let (request, answer, _) = cleared.approval.unwrap();
@@ -273,6 +283,7 @@ mod tests {
             .clear(
                 &call("bash", "{}"),
                 &[ToolAccess::Execute("python3 -m unittest -q".to_string())],
+                &mut |_| {},
             )
             .await;
         assert!(alone.refusal.is_none());
@@ -285,6 +296,7 @@ mod tests {
             .clear(
                 &call("str_replace", "{\"path\": \"a.py\"}"),
                 &[ToolAccess::Write("a.py".to_string())],
+                &mut |_| {},
             )
             .await;
         let (request, answer, _) = cleared.approval.unwrap();
@@ -304,13 +316,14 @@ mod tests {
             .clear(
                 &call("bash", "{}"),
                 &[ToolAccess::Execute("ls -la".to_string())],
+                &mut |_| {},
             )
             .await;
         let (request, answer, _) = cleared.approval.unwrap();
         assert_eq!(request.rule, "requires_approval");
         assert!(request.parts.is_empty());
         assert!(answer.approved);
-        let other = gate.clear(&call("read_file", "{}"), &[]).await;
+        let other = gate.clear(&call("read_file", "{}"), &[], &mut |_| {}).await;
         assert!(other.decision.is_none() && other.refusal.is_none());
     }
 }

@@ -7,9 +7,11 @@ mod approval;
 mod context;
 mod dispatch;
 mod gate;
+mod offload;
 mod recorder;
 mod retry;
 mod session;
+mod subagents;
 pub mod tools;
 mod view;
 
@@ -23,7 +25,8 @@ pub use dispatch::DispatcherError;
 pub use dispatch::{Dispatcher, PreparedCall, UnknownToolName};
 pub use gate::{GateDecision, GateVerdict, Gatekeeper, PermissionGate};
 pub use recorder::now_ms;
-pub use session::{Pricer, Session};
+pub use session::{Pricer, Restored, Session};
+pub use subagents::Subagents;
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput};
 pub use view::render as render_result;
 

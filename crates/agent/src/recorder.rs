@@ -27,6 +27,11 @@ impl<'s> Recorder<'s> {
         }
     }
 
+    /// Span ids go on after `last` (a restored session's).
+    pub(crate) fn continue_after(&mut self, last: u32) {
+        self.spans = self.spans.max(last);
+    }
+
     /// Allocates the next span id.
     pub(crate) fn next_span_id(&mut self) -> u32 {
         self.spans += 1;

@@ -47,6 +47,7 @@ async fn run_on_workspace(
         command_timeout: Duration::from_secs(10),
         output_limit: 4096,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
+        results_dir: None,
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
     let run = run_agent(config, model, &dispatcher, "fix it", sink).await;
@@ -313,6 +314,7 @@ async fn gates_deny_and_ask_and_every_ask_is_an_intervention() {
         command_timeout: Duration::from_secs(10),
         output_limit: 4096,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
+        results_dir: None,
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
     let approver = tack_agent::RulesApprover::new(&["str_replace".to_string()]).unwrap();

@@ -548,6 +548,7 @@ fn reads_what_the_trace_writer_writes() {
                 rate_limit_wait_ms: 30 * u64::from(span_id),
                 fault: fault.map(str::to_owned),
                 purpose: None,
+                parent_span_id: None,
                 status,
                 error: error.map(str::to_owned),
             })

@@ -59,6 +59,7 @@ fn call(span_id: u32, usage: (u64, u64, u64, u64, u64), cost: Option<f64>) -> Mo
         rate_limit_wait_ms: 0,
         fault: None,
         purpose: None,
+        parent_span_id: None,
         status: SpanStatus::Ok,
         error: None,
     }

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use tack_agent::Pricer;
-use tack_harness::{Harness, HarnessRun, HarnessSetup, ModelChoice, Models, Verification};
+use tack_harness::{
+    Harness, HarnessRun, HarnessSetup, ModelChoice, Models, Restored, Verification,
+};
 use tack_model::{ChaosParams, Model, SimParams, TaskBrief};
 use tack_protocol::{
     ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ModelSpec, ResultView,
@@ -16,6 +18,7 @@ use tack_suite::{Check, ProviderSettings};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::profile_arg::ProfileArg;
+use crate::session_log::{self, SessionLog, SessionSettings};
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -28,7 +31,13 @@ Exit codes:
   130  cancelled (Ctrl-C)
 
 With --json, stdout carries one JSON object per event, in order: {\"seq\": N, \"event\": {\"type\": …}}
-(trial_started is not sent; message, model_call, approval, tool_call, check; a final `exec_finished`).
+(trial_started is not sent; message, model_call, approval_requested, approval, tool_call, check; a
+final `exec_finished`).
+
+Sessions: with --session DIR the events also go to DIR/events.jsonl, each synced to disk before the
+run goes on. After a crash, kill -9 or a closed terminal, `tack exec --resume DIR` carries on: the
+conversation is restored, a tool call that ran is not run again, and one that was waiting for
+approval is asked again. `tack events DIR --after-seq N --follow` streams the log.
 
 The run works in place on --workspace: files the agent writes stay written.";
 
@@ -36,17 +45,20 @@ The run works in place on --workspace: files the agent writes stay written.";
 #[command(after_help = AFTER_HELP)]
 pub struct ExecArgs {
     /// What to ask the agent.
-    instruction: String,
+    #[arg(required_unless_present = "resume")]
+    instruction: Option<String>,
     /// The directory the agent works in (in place).
-    #[arg(long, short = 'w')]
-    workspace: PathBuf,
-    /// The model: `sim` (the built-in simulated agent), or `openai:<model>` / `anthropic:<model>`
-    /// [default: $MODEL (environment or ~/.config/tack/env), else sim].
-    #[arg(long)]
-    model: Option<String>,
-    /// The provider's API base URL, e.g. http://127.0.0.1:11434/v1 for Ollama [default: $BASE_URL, else the provider's].
-    #[arg(long)]
-    base_url: Option<String>,
+    #[arg(long, short = 'w', required_unless_present = "resume")]
+    workspace: Option<PathBuf>,
+    /// Keep a durable event log in DIR (created), so the run can be resumed and followed.
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    session: Option<PathBuf>,
+    /// Carry on the session in DIR (started with --session) where it stopped; its instruction,
+    /// workspace, model and limits are the session's, only the approver may be given anew.
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelFlags,
     /// A command run in the workspace after the agent stops; exit 0 = pass. Repeatable.
     #[arg(long = "check")]
     checks: Vec<String>,
@@ -69,8 +81,11 @@ pub struct ExecArgs {
     #[arg(long, value_enum, default_value = "strict")]
     sandbox: ProfileArg,
     /// Who answers when a call needs approval [default: interactive on a terminal, deny_all otherwise].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "approve_with")]
     approver: Option<ApproverArg>,
+    /// A command that decides approvals: it gets the request as JSON on stdin; exit 0 approves.
+    #[arg(long, value_name = "COMMAND")]
+    approve_with: Option<String>,
     /// Seed of the simulated agent.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -93,16 +108,35 @@ enum ApproverArg {
 }
 
 impl ExecArgs {
-    fn config(&self) -> HarnessConfig {
-        let policy = match self.approver {
-            Some(ApproverArg::ApproveAll) => ApproverPolicy::ApproveAll,
-            Some(ApproverArg::DenyAll) => ApproverPolicy::DenyAll,
-            Some(ApproverArg::Interactive) => ApproverPolicy::Interactive,
-            None if std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
-                ApproverPolicy::Interactive
-            }
-            None => ApproverPolicy::DenyAll,
+    /// The approver the flags name, if they name one.
+    fn approver_given(&self) -> Option<ApproverConfig> {
+        if let Some(command) = &self.approve_with {
+            return Some(ApproverConfig {
+                policy: ApproverPolicy::Script,
+                script: Some(command.clone()),
+                ..ApproverConfig::default()
+            });
+        }
+        let policy = match self.approver? {
+            ApproverArg::ApproveAll => ApproverPolicy::ApproveAll,
+            ApproverArg::DenyAll => ApproverPolicy::DenyAll,
+            ApproverArg::Interactive => ApproverPolicy::Interactive,
         };
+        Some(ApproverConfig {
+            policy,
+            ..ApproverConfig::default()
+        })
+    }
+
+    fn config(&self) -> HarnessConfig {
+        let approver = self.approver_given().unwrap_or_else(|| ApproverConfig {
+            policy: if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                ApproverPolicy::Interactive
+            } else {
+                ApproverPolicy::DenyAll
+            },
+            ..ApproverConfig::default()
+        });
         HarnessConfig {
             tool_results: match self.tool_results {
                 ResultViewArg::Full => ResultView::Full,
@@ -114,10 +148,7 @@ impl ExecArgs {
             feedback_rounds: self.feedback_rounds,
             sandbox: self.sandbox.into(),
             permissions: self.permissions.clone(),
-            approver: ApproverConfig {
-                policy,
-                ..ApproverConfig::default()
-            },
+            approver,
             ..HarnessConfig::default()
         }
     }
@@ -143,25 +174,48 @@ pub async fn run(args: ExecArgs) -> CommandResult {
 }
 
 async fn run_to_end(args: ExecArgs) -> CommandResult {
-    if !args.workspace.is_dir() {
-        return Err(usage(format!(
-            "--workspace {} is not a directory; point it at the project the agent should work on",
-            args.workspace.display()
-        )));
-    }
-    let workspace = args.workspace.canonicalize().or_fail(Failure::Usage)?;
+    let (settings, restored, log) = match &args.resume {
+        Some(dir) => {
+            let (mut settings, lines, log) = SessionLog::reopen(dir).or_fail(Failure::Usage)?;
+            if let Some(last) = lines.last().filter(|l| session_log::is_finished(&l.event)) {
+                return Err(usage(format!(
+                    "the session in {} has finished ({}); start a new one with --session",
+                    dir.display(),
+                    last.event["outcome"].as_str().unwrap_or("done")
+                )));
+            }
+            if let Some(approver) = args.approver_given() {
+                settings.config.approver = approver;
+            }
+            let restored = Restored::from_events(&session_log::events(&lines));
+            (settings, Some(restored), Some(log))
+        }
+        None => {
+            let settings = new_settings(&args)?;
+            let log = match &args.session {
+                Some(dir) => Some(SessionLog::create(dir, &settings).or_fail(Failure::Usage)?),
+                None => None,
+            };
+            (settings, None, log)
+        }
+    };
     let base_dir = std::env::current_dir().or_fail(Failure::Internal)?;
     let harness = Harness::assemble(HarnessSetup {
-        config: args.config(),
-        workspace,
+        config: settings.config.clone(),
+        workspace: settings.workspace.clone(),
         env: Vec::new(),
         hidden: Vec::new(),
         base_dir,
         interactive: Some(crate::terminal_approver::shared()),
     })
     .or_fail(Failure::Usage)?;
-    let (mut model, pricer) = exec_model(&args)?;
-    let checks: Vec<Check> = args
+    let (mut model, pricer) = build_model(
+        &settings.model,
+        settings.base_url.clone(),
+        &settings.instruction,
+        settings.seed,
+    )?;
+    let checks: Vec<Check> = settings
         .checks
         .iter()
         .enumerate()
@@ -172,16 +226,32 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
             network: false,
         })
         .collect();
-    let mut sink = ExecSink::new(args.json);
-    let run = harness
-        .run(
-            model.as_mut(),
-            pricer,
-            &args.instruction,
-            &Verification::Commands(&checks),
-            &mut sink,
-        )
-        .await;
+    let mut sink = ExecSink::new(args.json, log);
+    let verification = Verification::Commands(&checks);
+    let run = match restored {
+        Some(restored) => {
+            eprintln!(
+                "resuming at event {}: {} step(s) done, {} call(s) to settle",
+                sink.seq,
+                restored.steps(),
+                restored.calls_to_run()
+            );
+            harness
+                .resume(model.as_mut(), pricer, restored, &verification, &mut sink)
+                .await
+        }
+        None => {
+            harness
+                .run(
+                    model.as_mut(),
+                    pricer,
+                    &settings.instruction,
+                    &verification,
+                    &mut sink,
+                )
+                .await
+        }
+    };
     let outcome = run.outcome();
     sink.finish(outcome, &run);
     // An outage is an infra_error in a benchmark (it says nothing about the
@@ -192,38 +262,96 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
     Ok(exit_code(outcome))
 }
 
-/// The model `--model` (or `MODEL`) names, and its price when the table
-/// knows it. Provider keys come from the environment or ~/.config/tack/env.
-fn exec_model(args: &ExecArgs) -> Result<(Box<dyn Model>, Option<Pricer>), CommandError> {
+/// What a new run (and its session, if any) starts with.
+fn new_settings(args: &ExecArgs) -> Result<SessionSettings, CommandError> {
+    let (Some(instruction), Some(workspace)) = (&args.instruction, &args.workspace) else {
+        return Err(usage(
+            "give the instruction and --workspace, or --resume DIR to carry on a session",
+        ));
+    };
+    if !workspace.is_dir() {
+        return Err(usage(format!(
+            "--workspace {} is not a directory; point it at the project the agent should work on",
+            workspace.display()
+        )));
+    }
+    let (model, base_url) = args.model.resolve();
+    Ok(SessionSettings {
+        instruction: instruction.clone(),
+        workspace: workspace.canonicalize().or_fail(Failure::Usage)?,
+        model,
+        base_url,
+        seed: args.seed,
+        checks: args.checks.clone(),
+        config: args.config(),
+    })
+}
+
+/// The model flags `exec` and `chat` share.
+#[derive(Debug, Args)]
+pub struct ModelFlags {
+    /// The model: `sim` (the built-in simulated agent), or `openai:<model>` / `anthropic:<model>`
+    /// [default: $MODEL (environment or ~/.config/tack/env), else sim].
+    #[arg(long)]
+    model: Option<String>,
+    /// The provider's API base URL, e.g. http://127.0.0.1:11434/v1 for Ollama [default: $BASE_URL, else the provider's].
+    #[arg(long)]
+    base_url: Option<String>,
+}
+
+impl ModelFlags {
+    /// The model named (the flag, else `MODEL`, else `sim`) and its base URL.
+    pub fn resolve(&self) -> (String, Option<String>) {
+        let env = tack_providers::env_settings();
+        let model = self
+            .model
+            .clone()
+            .or(env.model)
+            .unwrap_or_else(|| "sim".to_string());
+        (model, self.base_url.clone().or(env.base_url))
+    }
+
+    /// The model, built for `instruction` (which the built-in models read).
+    pub fn build(
+        &self,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Box<dyn Model>, Option<Pricer>), CommandError> {
+        let (model, base_url) = self.resolve();
+        build_model(&model, base_url, instruction, seed)
+    }
+}
+
+/// The model a spec names, and its price when the table knows it.
+/// Provider keys come from the environment or ~/.config/tack/env.
+fn build_model(
+    model: &str,
+    base_url: Option<String>,
+    instruction: &str,
+    seed: u64,
+) -> Result<(Box<dyn Model>, Option<Pricer>), CommandError> {
     let env = tack_providers::env_settings();
-    let spec = args
-        .model
-        .clone()
-        .or(env.model.clone())
-        .unwrap_or_else(|| "sim".to_string());
-    let spec = ModelSpec::parse(&spec).map_err(|e| usage(format!("--model: {e}")))?;
+    let spec = ModelSpec::parse(model).map_err(|e| usage(format!("--model: {e}")))?;
     let choice = ModelChoice {
         spec,
         sim: SimParams::default(),
         chaos: ChaosParams::default(),
         provider: ProviderSettings {
-            base_url: args.base_url.clone().or(env.base_url.clone()),
+            base_url,
             ..ProviderSettings::default()
         },
         api_key: env.api_key.clone(),
     };
     let models = Models::new().or_fail(Failure::Usage)?;
     let brief = TaskBrief {
-        instruction: args.instruction.clone(),
+        instruction: instruction.to_string(),
         ..TaskBrief::default()
     };
-    let model = models
-        .build(&choice, brief, args.seed)
-        .or_fail(Failure::Usage)?;
+    let model = models.build(&choice, brief, seed).or_fail(Failure::Usage)?;
     Ok((model, models.pricer(&choice.spec)))
 }
 
-fn usage(message: impl Into<String>) -> CommandError {
+pub(crate) fn usage(message: impl Into<String>) -> CommandError {
     CommandError {
         kind: Failure::Usage,
         error: anyhow::anyhow!(message.into()),
@@ -242,15 +370,35 @@ pub fn exit_code(outcome: TrialOutcome) -> ExitCode {
     })
 }
 
-/// Streams events: JSON lines on stdout, or a short account on stderr.
+/// Streams events: JSON lines on stdout, or a short account on stderr;
+/// with a session, into its log first.
 struct ExecSink {
     json: bool,
     seq: u64,
+    log: Option<SessionLog>,
 }
 
 impl ExecSink {
-    fn new(json: bool) -> ExecSink {
-        ExecSink { json, seq: 0 }
+    fn new(json: bool, log: Option<SessionLog>) -> ExecSink {
+        let seq = log.as_ref().map_or(0, SessionLog::next_seq);
+        ExecSink { json, seq, log }
+    }
+
+    /// Writes one event to the session log (when there is one) and, with
+    /// --json, to stdout, under the next sequence number.
+    fn emit(&mut self, event: serde_json::Value) -> Result<(), SinkError> {
+        let seq = match &mut self.log {
+            Some(log) => log.append(&event).map_err(|e| SinkError(e.to_string()))?,
+            None => self.seq,
+        };
+        self.seq = seq + 1;
+        if self.json {
+            let line = serde_json::json!({ "seq": seq, "event": event });
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}")?;
+            out.flush()?;
+        }
+        Ok(())
     }
 
     fn finish(&mut self, outcome: TrialOutcome, run: &HarnessRun) {
@@ -271,13 +419,10 @@ impl ExecSink {
             "feedback_rounds": run.feedback_rounds,
             "error": run.error(),
         });
-        if self.json {
-            let _ = writeln!(
-                std::io::stdout(),
-                "{}",
-                serde_json::json!({ "seq": self.seq, "event": summary })
-            );
-        } else {
+        if let Err(error) = self.emit(summary) {
+            eprintln!("error: {error}");
+        }
+        if !self.json {
             eprintln!(
                 "{outcome} ({}), {} steps, {} tool calls, {} tokens",
                 run.agent.stop_reason,
@@ -294,13 +439,9 @@ impl ExecSink {
 
 impl EventSink for ExecSink {
     fn record(&mut self, event: Event) -> Result<(), SinkError> {
-        let seq = self.seq;
-        self.seq += 1;
+        let value = serde_json::to_value(&event).map_err(|e| SinkError(e.to_string()))?;
+        self.emit(value)?;
         if self.json {
-            let line = serde_json::json!({ "seq": seq, "event": event });
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{line}")?;
-            out.flush()?;
             return Ok(());
         }
         match &event {

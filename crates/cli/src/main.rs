@@ -2,9 +2,11 @@
 //! every call into Parquet traces, and report on them.
 
 mod argv;
+mod chat_cmd;
 mod compare_cmd;
 mod compare_table;
 mod doctor_cmd;
+mod events_cmd;
 mod exec_cmd;
 mod exit;
 mod gate_cmd;
@@ -16,6 +18,7 @@ mod replay_cmd;
 mod report_cmd;
 mod run_cmd;
 mod sandbox_cmd;
+mod session_log;
 mod shard_arg;
 mod show_cmd;
 mod store_arg;
@@ -54,6 +57,10 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Run the agent once on a directory, outside any suite (unattended, scriptable).
     Exec(exec_cmd::ExecArgs),
+    /// Talk to the agent in a terminal: one conversation, approvals inline, /todos, /cost, /compact.
+    Chat(chat_cmd::ChatArgs),
+    /// Print a session's events (`tack exec --session`), from a sequence number on, or follow them.
+    Events(events_cmd::EventsArgs),
     /// Re-run one recorded trial's tool side with the model's recorded answers.
     Replay(replay_cmd::ReplayArgs),
     /// Combine the shard runs of one plan (`tack run --shard`) into one run.
@@ -88,6 +95,7 @@ impl Command {
             self,
             Command::Run(_)
                 | Command::Exec(_)
+                | Command::Chat(_)
                 | Command::Replay(_)
                 | Command::Suite(SuiteCommand::Check(_))
                 | Command::Sandbox(_)
@@ -134,6 +142,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run_cmd::run(args).await,
             Command::Exec(args) => exec_cmd::run(args).await,
+            Command::Events(args) => events_cmd::run(args).await,
+            Command::Chat(args) => chat_cmd::run(args).await,
             Command::Replay(args) => replay_cmd::run(args).await,
             Command::Merge(args) => merge_cmd::run(args).await,
             Command::Report(args) => report_cmd::run(args).await,

@@ -240,3 +240,102 @@ fn find_page(dir: &Path, trial: &str) -> Option<PathBuf> {
     }
     None
 }
+
+/// A result past `offload_results_over` is saved beside the workspace; the
+/// model is shown its head and tail with the path, `read_file` on that path
+/// (through the strict sandbox's seal) returns the whole of it, and the
+/// trial page shows the preview and the read.
+#[test]
+fn an_offloaded_result_is_previewed_and_read_back_whole() {
+    let tool_loop = ToolLoop {
+        steps: 2,
+        tool: "bash".to_string(),
+        argument: "seq 1 3000".to_string(),
+        read_saved_results: true,
+        ..ToolLoop::default()
+    };
+    let server =
+        MockServer::start_tool_loop(Dialect::OpenAi, tool_loop, ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("suite");
+    let task = root.join("tasks/count");
+    std::fs::create_dir_all(task.join("fixture")).unwrap();
+    std::fs::write(task.join("fixture/README"), "count\n").unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        "instruction = \"Count to 3000.\"\n\n\
+         [[checks]]\nname = \"never\"\nrun = \"test -f counted.txt\"\n\n\
+         [solution]\nscript = \"touch counted.txt\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("suite.toml"),
+        format!(
+            "[suite]\nname = \"offload\"\n\n[[variants]]\nname = \"offload\"\nmodel = \"openai:gpt-4o-mini\"\n\
+             [variants.harness]\ntools = [\"bash\", \"read_file\"]\nsandbox = \"{}\"\n\
+             [variants.harness.context]\noffload_results_over = 4096\n\
+             [variants.provider]\nbase_url = \"{}\"\napi_key_env = \"TACK_E2E_KEY\"\n",
+            sandbox_profile(),
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .arg("run")
+        .arg(&root)
+        .args(["--json", "--traces"])
+        .arg(dir.path().join("traces"))
+        .arg("--reports")
+        .arg(dir.path().join("reports"))
+        .env("TACK_E2E_KEY", TEST_API_KEY)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let json: Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+    let trial = strings(
+        &tack_trace::read_table(&run_dir, "trials").unwrap()[0],
+        "trial_id",
+    )[0]
+    .clone()
+    .unwrap();
+
+    let full: String = (1..=3000).map(|n| format!("{n}\n")).collect();
+    let transcript = tack_trace::trial_transcript(&run_dir, &trial).unwrap();
+    let tool_messages: Vec<&str> = transcript
+        .iter()
+        .filter(|m| m.message.role == tack_protocol::Role::Tool)
+        .map(|m| m.message.content.as_str())
+        .collect();
+    // Two bash results, each previewed, each read back whole.
+    assert_eq!(tool_messages.len(), 4, "{tool_messages:#?}");
+    for pair in tool_messages.chunks(2) {
+        let (preview, read) = (pair[0], pair[1]);
+        assert!(preview.contains("too long for the context"), "{preview}");
+        assert!(preview.len() < 3000, "{}", preview.len());
+        assert!(preview.contains("\n1\n2\n3\n") && preview.contains("2999\n3000\n"));
+        assert!(
+            read.contains(&full),
+            "the read is not the whole output: {read:.300}"
+        );
+    }
+
+    let page = find_page(&dir.path().join("reports"), &trial)
+        .unwrap_or_else(|| panic!("no page for {trial}"));
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.contains("too long for the context: it was saved to"));
+    assert!(html.contains("read_file"));
+}
+
+/// `strict` where the kernel confines (CI requires it), else `off`.
+fn sandbox_profile() -> &'static str {
+    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
+        tack_sandbox::TestGate::Run => "strict",
+        tack_sandbox::TestGate::Skip(why) => {
+            eprintln!("sandbox off: {why}");
+            "off"
+        }
+        tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
+    }
+}

@@ -98,6 +98,28 @@ fn count_spans(run_dir: &Path, keep: impl Fn(&str, &str) -> bool) -> usize {
         .sum()
 }
 
+/// Distinct `task` spans that subagents' model calls point at.
+fn subagents_started(run_dir: &Path) -> usize {
+    let mut parents = std::collections::HashSet::new();
+    for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
+        let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let (trials, names, parent) =
+            (column("trial_id"), column("name"), column("parent_span_id"));
+        let trials = trials.as_any().downcast_ref::<StringArray>().unwrap();
+        let names = names.as_any().downcast_ref::<StringArray>().unwrap();
+        let parent = parent
+            .as_any()
+            .downcast_ref::<arrow_array::UInt32Array>()
+            .unwrap();
+        for i in 0..batch.num_rows() {
+            if names.value(i) == "subagent" {
+                parents.insert((trials.value(i).to_string(), parent.value(i)));
+            }
+        }
+    }
+    parents.len()
+}
+
 #[test]
 fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
     let (run_dir, json) = shared_run();
@@ -116,12 +138,18 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
     let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
     assert_eq!(column_sum(run_dir, "trials", "steps"), steps);
     // One model-call span per step, plus one per retried attempt, plus
-    // the compactions (sim-compact summarises the history as it goes).
+    // the compactions (sim-compact summarises the history as it goes),
+    // plus the subagents' calls (sim-delegate's `task` calls: their steps
+    // are their own, not the trial's).
     let retries = column_sum(run_dir, "trials", "retries");
     let compactions = count_spans(run_dir, |k, n| k == "model_call" && n == "compaction");
+    let subagent_calls = count_spans(run_dir, |k, n| k == "model_call" && n == "subagent");
+    // A `task` call the model malformed started no subagent.
+    let subagents = subagents_started(run_dir);
+    assert!(subagents > 0 && subagent_calls >= 2 * subagents);
     assert_eq!(
         count_kind(run_dir, "model_call") as u64,
-        steps + retries + compactions as u64
+        steps + retries + compactions as u64 + subagent_calls as u64
     );
     let tool_calls = column_sum(run_dir, "trials", "tool_calls");
     assert!(
@@ -139,7 +167,9 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
     // answer (a step whose call the model refused has none: sim-window's
     // context_length_exceeded), per tool result and per feedback round, and
     // per compaction its instruction and the summary, and each stub a
-    // stripped result was replaced by (sim-strip). The run stores each
+    // stripped result was replaced by (sim-strip), and each subagent's
+    // system prompt, task and answers (its tool results are among the
+    // trial's tool calls). The run stores each
     // distinct message once, so the shared system prompt and the repeated
     // instructions and answers make the table far smaller than the sum.
     let refused = trials
@@ -169,6 +199,8 @@ fn the_trace_holds_one_row_per_trial_model_call_tool_call_and_message() {
             + feedback
             + 2 * compactions as u64
             + stubs as u64
+            + 2 * subagents as u64
+            + subagent_calls as u64
     );
     let messages = tack_trace::count_rows(run_dir, "messages").unwrap() as u64;
     assert!(

@@ -14,17 +14,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tack_agent::{
-    AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Session,
+    AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Subagents,
     ToolContext, approver_for,
 };
 use tack_model::Model;
 use tack_permissions::RulesError;
-use tack_protocol::{ApproverPolicy, EventSink, HarnessConfig, StopReason, TrialOutcome};
+use tack_protocol::{
+    ApproverPolicy, EventSink, HarnessConfig, StopReason, TrialOutcome, tool_names,
+};
 use tack_sandbox::Confinement;
 use tack_suite::CommandSandbox;
 
 pub use models::{ModelChoice, ModelError, Models, PRICES_ENV, price_table};
 pub use permissions::gate_for;
+pub use tack_agent::{Restored, Session};
 pub use verify::Verification;
 
 /// What a harness is built from.
@@ -83,6 +86,10 @@ pub struct Harness {
     workspace: PathBuf,
     env: Vec<(String, String)>,
     sandbox: CommandSandbox,
+    /// What `task` calls start, when the variant offers `task`.
+    subagents: Option<Subagents>,
+    /// Offloaded tool results, removed with the harness.
+    _results: Option<tempfile::TempDir>,
 }
 
 impl std::fmt::Debug for Harness {
@@ -123,16 +130,27 @@ impl Harness {
         let mut agent_hidden = setup.hidden.clone();
         // Other trials verify below the checks root while this agent works.
         agent_hidden.push(tack_suite::checks_root());
-        let confinement = Confinement::for_profile(config.sandbox, &setup.workspace)
+        let (results, results_path) = results_dir(&config)?.unzip();
+        let mut confinement = Confinement::for_profile(config.sandbox, &setup.workspace)
             .hiding(agent_hidden.into_iter().filter(|p| p.is_dir()))
             .sealing([tack_suite::workspaces_root()]);
+        if let Some(dir) = &results_path {
+            confinement = confinement.exposing_read_only(dir);
+        }
         let ctx = ToolContext {
+            results_dir: results_path,
             workspace: setup.workspace.clone(),
             env: setup.env.clone(),
             command_timeout: Duration::from_secs(config.command_timeout_secs),
             output_limit: config.output_limit_bytes,
             confinement: Arc::new(confinement),
         };
+        let subagents = config
+            .tools
+            .iter()
+            .any(|tool| tool == tool_names::TASK)
+            .then(|| Subagents::new(&config, ctx.clone()))
+            .transpose()?;
         let dispatcher = Dispatcher::builtin(&config.tools, ctx)?;
         let gate = gate_for(&config, &setup.base_dir, &setup.workspace)?;
         let approver = approver(&config, &setup.base_dir, setup.interactive)?;
@@ -145,6 +163,8 @@ impl Harness {
             workspace: setup.workspace,
             env: setup.env,
             sandbox,
+            subagents,
+            _results: results,
         })
     }
 
@@ -167,15 +187,56 @@ impl Harness {
         checks: &Verification<'_>,
         sink: &mut dyn EventSink,
     ) -> HarnessRun {
+        self.run_from(model, pricer, Start::Fresh(instruction), checks, sink)
+            .await
+    }
+
+    /// Carries on a session from its event log (see [`Restored`]), then
+    /// runs the checks as [`Harness::run`] does.
+    pub async fn resume(
+        &self,
+        model: &mut dyn Model,
+        pricer: Option<Pricer>,
+        restored: Restored,
+        checks: &Verification<'_>,
+        sink: &mut dyn EventSink,
+    ) -> HarnessRun {
+        self.run_from(model, pricer, Start::Resume(restored), checks, sink)
+            .await
+    }
+
+    /// The agent session every run uses (its tools, gate, subagents and
+    /// the workspace's `AGENTS.md`), for a front end that drives the turns
+    /// itself (`tack chat`).
+    pub fn session<'h>(
+        &'h self,
+        sink: &'h mut dyn EventSink,
+        pricer: Option<Pricer>,
+    ) -> Session<'h> {
         let project = self
             .config
             .agents_md
             .then(|| project_instructions(&self.workspace))
             .flatten();
-        let mut session = Session::new(&self.config, &self.dispatcher, &self.gatekeeper, sink)
+        Session::new(&self.config, &self.dispatcher, &self.gatekeeper, sink)
             .with_pricer(pricer)
-            .with_project_instructions(project);
-        let mut stop = session.run(model, instruction).await;
+            .with_subagents(self.subagents.as_ref())
+            .with_project_instructions(project)
+    }
+
+    async fn run_from(
+        &self,
+        model: &mut dyn Model,
+        pricer: Option<Pricer>,
+        start: Start<'_>,
+        checks: &Verification<'_>,
+        sink: &mut dyn EventSink,
+    ) -> HarnessRun {
+        let mut session = self.session(sink, pricer);
+        let mut stop = match start {
+            Start::Fresh(instruction) => session.run(model, instruction).await,
+            Start::Resume(restored) => session.resume(model, restored).await,
+        };
         let mut rounds = 0;
         let checked = loop {
             let verdict = checks
@@ -201,6 +262,42 @@ impl Harness {
             feedback_rounds: rounds,
         }
     }
+}
+
+/// A fresh directory for offloaded results when the strategy offloads.
+/// It sits beside the trials' workspaces, under the same seal, so no other
+/// trial's agent can read it; this one's sees it read-only.
+/// Comes with its real path: the one the agent is told, and read_file
+/// matches.
+fn results_dir(
+    config: &HarnessConfig,
+) -> Result<Option<(tempfile::TempDir, PathBuf)>, HarnessError> {
+    if config.context.offload_results_over.is_none() {
+        return Ok(None);
+    }
+    let root = tack_suite::workspaces_root();
+    let made = std::fs::create_dir_all(&root).and_then(|()| {
+        tempfile::Builder::new()
+            .prefix("results-")
+            .tempdir_in(&root)
+    });
+    let dir = made.map_err(|error| {
+        HarnessError::Workspace(format!(
+            "cannot create a directory for offloaded results under {}: {error}",
+            root.display()
+        ))
+    })?;
+    let real = dir
+        .path()
+        .canonicalize()
+        .map_err(|error| HarnessError::Workspace(format!("{}: {error}", dir.path().display())))?;
+    Ok(Some((dir, real)))
+}
+
+/// Where the agent starts: a task, or a recorded session.
+enum Start<'s> {
+    Fresh(&'s str),
+    Resume(Restored),
 }
 
 /// Bytes of `AGENTS.md` sent to the model; as much as Codex sends.

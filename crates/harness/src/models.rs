@@ -114,7 +114,7 @@ impl Models {
         let (_, model) = spec.provider()?;
         let (_, price) = self.prices.lookup(model)?;
         let price = *price;
-        Some(Box::new(move |usage| Some(cost(usage, &price))))
+        Some(std::sync::Arc::new(move |usage| Some(cost(usage, &price))))
     }
 
     /// The provider connection a choice describes, with the run's shared

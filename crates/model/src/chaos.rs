@@ -104,6 +104,15 @@ impl Model for ChaosModel {
         &self.name
     }
 
+    fn fork(&self) -> Option<Box<dyn Model>> {
+        let seed = self.rng.clone().random();
+        Some(Box::new(ChaosModel::new(
+            self.inner.fork()?,
+            self.params,
+            seed,
+        )))
+    }
+
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let fault = self.draw();
         let mut annotation = CallAnnotation {

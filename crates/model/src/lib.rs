@@ -8,6 +8,7 @@ mod chaos;
 mod oracle;
 mod replay;
 mod sim;
+mod sim_subagent;
 mod tokens;
 
 use async_trait::async_trait;
@@ -18,6 +19,7 @@ pub use chaos::{ChaosModel, ChaosParams};
 pub use oracle::OracleModel;
 pub use replay::ReplayModel;
 pub use sim::{SimAgent, SimParams};
+pub use sim_subagent::SimSubagent;
 pub use tokens::TokenCounter;
 
 /// What the harness sends: the conversation so far and the tools on offer.
@@ -90,6 +92,14 @@ pub trait Model: Send {
     /// What the harness should record about the last call besides its answer:
     /// a fault a wrapper injected, time spent waiting for a rate limiter.
     fn take_annotation(&mut self) -> Option<CallAnnotation> {
+        None
+    }
+
+    /// Another instance for a subagent: the same model over the same
+    /// connection (and rate limiter), with a conversation of its own.
+    /// `None` when the model cannot serve one: the oracle applies a task's
+    /// reference solution, a replay plays back one recorded trial.
+    fn fork(&self) -> Option<Box<dyn Model>> {
         None
     }
 }

@@ -13,11 +13,12 @@ use async_trait::async_trait;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tack_protocol::{COMPACTION_PROMPT, Edit, FinishReason, Message, Role, ToolCall};
 
 use crate::calls::{CallWriter, latest_results, offers};
-use crate::tool_names::{BASH, READ_FILE, STR_REPLACE};
-use crate::{Model, ModelError, ModelRequest, ModelResponse, TaskBrief};
+use crate::tool_names::{BASH, READ_FILE, STR_REPLACE, TASK};
+use crate::{Model, ModelError, ModelRequest, ModelResponse, SimSubagent, TaskBrief};
 
 /// The simulated agent's character, set per variant.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -109,6 +110,9 @@ pub struct SimAgent {
     applied_decoy: Option<Edit>,
     /// Calls it meant to make when it wrote a malformed one instead.
     intended: Option<Vec<ToolCall>>,
+    /// Whether the harness offers `task`: it then hands its first look
+    /// around to two subagents.
+    can_delegate: bool,
 }
 
 impl SimAgent {
@@ -122,6 +126,7 @@ impl SimAgent {
             attempts: 0,
             applied_decoy: None,
             intended: None,
+            can_delegate: false,
         }
     }
 
@@ -166,6 +171,9 @@ impl SimAgent {
             match self.phase {
                 Phase::Explore => {
                     self.phase = Phase::Read;
+                    if self.can_delegate {
+                        return self.delegate();
+                    }
                     let mut calls = vec![self.writer.bash("find . -type f | sort")];
                     if self.rng.random_bool(0.5) {
                         calls.push(
@@ -225,6 +233,30 @@ impl SimAgent {
                 }
             }
         }
+    }
+
+    /// Two subagents look around at once: one surveys the project, one
+    /// reads the files the fix will touch.
+    fn delegate(&mut self) -> (String, Vec<ToolCall>) {
+        let task = self.brief.instruction.lines().next().unwrap_or_default();
+        let mut calls = vec![self.writer.call(
+            TASK,
+            json!({
+                "description": "survey the project",
+                "prompt": format!("List the project's files and say which look related to this task: {task}"),
+            }),
+        )];
+        let files = self.files_of_interest();
+        if !files.is_empty() {
+            calls.push(self.writer.call(
+                TASK,
+                json!({
+                    "description": "read the code",
+                    "prompt": format!("Read {} and report what the code does.", files.join(" ")),
+                }),
+            ));
+        }
+        ("Let me have two helpers look around.".to_string(), calls)
     }
 
     /// After an edit: check it with the visible tests if there are any.
@@ -388,7 +420,12 @@ impl Model for SimAgent {
         "sim"
     }
 
+    fn fork(&self) -> Option<Box<dyn Model>> {
+        Some(Box::new(SimSubagent::default()))
+    }
+
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.can_delegate = offers(request.tools, TASK);
         let needed = [BASH, READ_FILE, STR_REPLACE];
         if let Some(missing) = needed.iter().find(|name| !offers(request.tools, name)) {
             let text =

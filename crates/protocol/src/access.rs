@@ -27,13 +27,19 @@ pub mod tool_names {
     pub const LIST_FILES: &str = "list_files";
     pub const GREP: &str = "grep";
     pub const WRITE_TODOS: &str = "write_todos";
+    pub const TASK: &str = "task";
+
+    /// What a subagent may use unless the variant says otherwise: tools
+    /// that only read.
+    pub const READ_ONLY: [&str; 3] = [READ_FILE, LIST_FILES, GREP];
 
     /// The tools a harness offers unless a variant names its own, in order.
     pub const DEFAULT: [&str; 6] = [BASH, READ_FILE, WRITE_FILE, STR_REPLACE, LIST_FILES, GREP];
 
     /// Every built-in tool: the default ones, then those offered only when
-    /// a variant names them (a plan the agent keeps, `write_todos`).
-    pub const BUILTIN: [&str; 7] = [
+    /// a variant names them (a plan the agent keeps, `write_todos`;
+    /// subagents, `task`).
+    pub const BUILTIN: [&str; 8] = [
         BASH,
         READ_FILE,
         WRITE_FILE,
@@ -41,5 +47,6 @@ pub mod tool_names {
         LIST_FILES,
         GREP,
         WRITE_TODOS,
+        TASK,
     ];
 }

@@ -93,6 +93,69 @@ pub struct HarnessConfig {
     /// existed reads as the same plan (a resume compares them).
     #[serde(skip_serializing_if = "ContextConfig::is_off")]
     pub context: ContextConfig,
+    /// What the children started by the `task` tool may do (left out when
+    /// default, as for `context`).
+    #[serde(skip_serializing_if = "SubagentConfig::is_default")]
+    pub subagents: SubagentConfig,
+}
+
+pub const SUBAGENT_SYSTEM_PROMPT: &str = "You are a subagent of a coding agent. \
+Another agent gave you the task below; do it with the tools you have (they may only read), then answer with what you found, \
+briefly and specifically (file paths, line numbers, names), and no tool call. Your answer is all the other agent will see.";
+
+/// The child sessions the `task` tool starts: each has a fresh context, its
+/// own tools and limits, and returns only its final answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubagentConfig {
+    pub system_prompt: String,
+    /// The child's tools; by default those that only read. Its commands
+    /// run under a read-only sandbox whatever the list says.
+    pub tools: Vec<String>,
+    /// Model calls per child.
+    pub max_steps: u32,
+    /// Tokens per child (input + output, all its calls).
+    pub max_tokens: Option<u64>,
+    /// `task` calls of one turn that run at once; the rest wait.
+    pub max_concurrent: usize,
+}
+
+impl Default for SubagentConfig {
+    fn default() -> Self {
+        SubagentConfig {
+            system_prompt: SUBAGENT_SYSTEM_PROMPT.to_string(),
+            tools: crate::tool_names::READ_ONLY
+                .iter()
+                .map(|t| t.to_string())
+                .collect(),
+            max_steps: 15,
+            max_tokens: None,
+            max_concurrent: 4,
+        }
+    }
+}
+
+impl SubagentConfig {
+    pub fn is_default(&self) -> bool {
+        self == &SubagentConfig::default()
+    }
+
+    /// What is wrong with these settings, in words for the suite's author.
+    pub fn problem(&self) -> Option<String> {
+        if self.tools.iter().any(|t| t == crate::tool_names::TASK) {
+            return Some(
+                "subagents.tools may not include `task`: a subagent does not start subagents"
+                    .to_string(),
+            );
+        }
+        if self.max_concurrent == 0 {
+            return Some("subagents.max_concurrent = 0: give at least 1".to_string());
+        }
+        if self.max_steps == 0 {
+            return Some("subagents.max_steps = 0: give at least 1".to_string());
+        }
+        None
+    }
 }
 
 fn is_true(value: &bool) -> bool {
@@ -121,10 +184,18 @@ pub struct ContextConfig {
     /// Steps kept verbatim by a compaction (default 4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keep_last_steps: Option<u32>,
+    /// A tool result longer than this many bytes is written to a file
+    /// outside the workspace that the agent can read, and the model is
+    /// shown its head and tail with the file's path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload_results_over: Option<u64>,
 }
 
 impl ContextConfig {
     pub const DEFAULT_KEEP_LAST_STEPS: u32 = 4;
+    /// Below this an offloaded result's preview would be longer than the
+    /// result itself.
+    pub const MIN_OFFLOAD_BYTES: u64 = 512;
 
     /// No strategy: the whole conversation is sent on every call.
     pub fn is_off(&self) -> bool {
@@ -153,6 +224,15 @@ impl ContextConfig {
         }
         if self.context_window == Some(0) {
             return Some("context_window = 0: give the model's window in tokens".to_string());
+        }
+        if self
+            .offload_results_over
+            .is_some_and(|bytes| bytes < Self::MIN_OFFLOAD_BYTES)
+        {
+            return Some(format!(
+                "offload_results_over must be at least {} bytes, room for the preview the model is shown instead; e.g. offload_results_over = 8192",
+                Self::MIN_OFFLOAD_BYTES
+            ));
         }
         None
     }
@@ -224,6 +304,7 @@ impl Default for HarnessConfig {
             sandbox: SandboxProfile::default(),
             agents_md: true,
             context: ContextConfig::default(),
+            subagents: SubagentConfig::default(),
         }
     }
 }
@@ -237,6 +318,7 @@ mod tests {
         let plain = serde_json::to_value(HarnessConfig::default()).unwrap_or_default();
         assert!(plain.get("context").is_none(), "{plain}");
         assert!(plain.get("agents_md").is_none(), "{plain}");
+        assert!(plain.get("subagents").is_none(), "{plain}");
         let without: HarnessConfig =
             serde_json::from_value(serde_json::json!({"agents_md": false})).unwrap_or_default();
         assert!(!without.agents_md);
@@ -254,5 +336,25 @@ mod tests {
         );
         let back: HarnessConfig = serde_json::from_value(value).unwrap_or_default();
         assert_eq!(back, stripping);
+    }
+
+    #[test]
+    fn subagent_settings_say_what_is_wrong() {
+        assert_eq!(SubagentConfig::default().problem(), None);
+        let nested = SubagentConfig {
+            tools: vec!["task".to_string()],
+            ..SubagentConfig::default()
+        };
+        assert!(nested.problem().unwrap().contains("may not include `task`"));
+        let none_at_once = SubagentConfig {
+            max_concurrent: 0,
+            ..SubagentConfig::default()
+        };
+        assert!(none_at_once.problem().unwrap().contains("max_concurrent"));
+        let tiny = ContextConfig {
+            offload_results_over: Some(10),
+            ..ContextConfig::default()
+        };
+        assert!(tiny.problem().unwrap().contains("at least 512"));
     }
 }

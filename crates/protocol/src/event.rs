@@ -21,6 +21,9 @@ pub enum Event {
     },
     ModelCall(ModelCallRecord),
     ToolCall(ToolCallRecord),
+    /// A call waiting for an approver. Its `Approval` follows once
+    /// answered; a session resumed in between asks again.
+    ApprovalRequested(ApprovalRequestedRecord),
     Approval(ApprovalRecord),
     Check(CheckRecord),
     TrialFinished(TrialFinished),
@@ -106,12 +109,19 @@ pub struct ModelCallRecord {
     /// `compaction` (summarising the older history).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
+    /// The span this call belongs to: a subagent's calls belong to the
+    /// `task` call that started it; the agent's own calls to none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_span_id: Option<u32>,
     pub status: SpanStatus,
     pub error: Option<String>,
 }
 
 /// The `purpose` of a model call that compacts the history.
 pub const COMPACTION_PURPOSE: &str = "compaction";
+
+/// The `purpose` of a subagent's model calls (a `task` call's child).
+pub const SUBAGENT_PURPOSE: &str = "subagent";
 
 /// What the harness asks in a compaction call, after the history it is to
 /// summarise. The built-in simulated agent recognises it and summarises.
@@ -211,6 +221,19 @@ pub struct ToolCallRecord {
     /// Operations the sandbox refused that surfaced in the output (EPERM,
     /// EACCES, EROFS, refused connects).
     pub sandbox_denials: Vec<String>,
+}
+
+/// A tool call put to the approver, before the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequestedRecord {
+    pub step: u32,
+    pub call_id: String,
+    pub tool_name: String,
+    /// The arguments exactly as the model wrote them.
+    pub arguments: String,
+    /// Why approval is needed, and the part of the call it is about.
+    pub rule: String,
+    pub part: String,
 }
 
 /// A tool call that waited for an approver: an intervention.

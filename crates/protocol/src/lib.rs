@@ -17,12 +17,12 @@ mod usage;
 pub use access::{ToolAccess, tool_names};
 pub use config::{
     ApproverConfig, ApproverPolicy, ContextConfig, DEFAULT_SYSTEM_PROMPT, HarnessConfig,
-    ResultView, SandboxProfile,
+    ResultView, SUBAGENT_SYSTEM_PROMPT, SandboxProfile, SubagentConfig,
 };
 pub use event::{
-    ApprovalRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, CheckRecord, Event, EventSink,
-    ModelCallRecord, RunTotals, SinkError, SpanStatus, ToolCallRecord, ToolErrorKind,
-    TrialFinished, TrialStarted, VecSink, trial_id,
+    ApprovalRecord, ApprovalRequestedRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, CheckRecord,
+    Event, EventSink, ModelCallRecord, RunTotals, SUBAGENT_PURPOSE, SinkError, SpanStatus,
+    ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink, trial_id,
 };
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};

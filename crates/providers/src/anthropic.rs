@@ -90,6 +90,15 @@ impl Model for AnthropicModel {
         &self.model
     }
 
+    fn fork(&self) -> Option<Box<dyn Model>> {
+        Some(Box::new(AnthropicModel {
+            endpoint: self.endpoint.clone(),
+            model: self.model.clone(),
+            last_wait: None,
+            ..*self
+        }))
+    }
+
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let body = self.body(&request);
         let (result, wait) = self

@@ -18,6 +18,7 @@ use crate::sse::{SseEvent, SseParser};
 /// Connecting never needs minutes, whatever the request timeout.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     client: reqwest::Client,
     url: String,

@@ -86,6 +86,15 @@ impl Model for OpenAiModel {
         &self.model
     }
 
+    fn fork(&self) -> Option<Box<dyn Model>> {
+        Some(Box::new(OpenAiModel {
+            endpoint: self.endpoint.clone(),
+            model: self.model.clone(),
+            last_wait: None,
+            ..*self
+        }))
+    }
+
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let body = self.body(&request);
         let (result, wait) = self

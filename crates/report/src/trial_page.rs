@@ -34,6 +34,21 @@ pub(crate) struct TrialView {
     pub rate_limit_wait: Option<String>,
     pub timeline: Vec<Item>,
     pub messages: Vec<MessageView>,
+    /// The subagents its `task` calls started, with what each spent.
+    pub subagents: Vec<SubagentView>,
+}
+
+/// One `task` call's child: what it was asked, and what it spent.
+#[derive(Debug, Serialize)]
+pub(crate) struct SubagentView {
+    pub call_id: Option<String>,
+    pub description: String,
+    pub model_calls: usize,
+    pub tool_calls: usize,
+    pub tokens: String,
+    pub cost: String,
+    pub duration_ms: u64,
+    pub status: String,
 }
 
 /// One entry of the timeline, in span sequence order.
@@ -55,6 +70,8 @@ pub(crate) enum Item {
         fault: Option<String>,
         /// The harness summarising the older history (a context strategy).
         compaction: bool,
+        /// A subagent's call: the id of the `task` call that started it.
+        subagent_of: Option<String>,
         status: String,
         error: Option<String>,
         model: String,
@@ -174,10 +191,63 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
         rate_limit_wait: milliseconds(t.rate_limit_wait_ms),
         timeline: timeline(&trace.spans, &messages),
         messages,
+        subagents: subagents(&trace.spans),
     }
 }
 
+/// Each `task` call with the spans beneath it (a child's model calls
+/// point at the task span, its tool calls at those).
+fn subagents(spans: &[SpanRow]) -> Vec<SubagentView> {
+    spans
+        .iter()
+        .filter(|s| s.kind == kind::TOOL_CALL && s.tool_name.as_deref() == Some("task"))
+        .map(|task| {
+            let calls: Vec<&SpanRow> = spans
+                .iter()
+                .filter(|s| s.kind == kind::MODEL_CALL && s.parent_span_id == Some(task.span_id))
+                .collect();
+            let call_ids: BTreeSet<u32> = calls.iter().map(|c| c.span_id).collect();
+            let tool_calls = spans
+                .iter()
+                .filter(|s| {
+                    s.kind == kind::TOOL_CALL
+                        && s.parent_span_id.is_some_and(|p| call_ids.contains(&p))
+                })
+                .count();
+            let tokens: u64 = calls
+                .iter()
+                .map(|c| c.input_tokens.unwrap_or(0) + c.output_tokens.unwrap_or(0))
+                .sum();
+            let cost: Option<f64> = calls.iter().filter_map(|c| c.cost_usd).reduce(|a, b| a + b);
+            let description = task
+                .tool_arguments
+                .as_deref()
+                .and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+                .and_then(|a| {
+                    let text = a.get("description").or(a.get("prompt"))?.as_str()?;
+                    Some(text.chars().take(120).collect())
+                })
+                .unwrap_or_default();
+            SubagentView {
+                call_id: task.tool_call_id.clone(),
+                description,
+                model_calls: calls.len(),
+                tool_calls,
+                tokens: thousands(tokens as f64),
+                cost: cost.map_or("—".to_string(), |c| format!("${c:.4}")),
+                duration_ms: task.duration_ms,
+                status: task.status.clone(),
+            }
+        })
+        .collect()
+}
+
 fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
+    let task_calls: HashMap<u32, &str> = spans
+        .iter()
+        .filter(|s| s.tool_name.as_deref() == Some("task"))
+        .filter_map(|s| Some((s.span_id, s.tool_call_id.as_deref()?)))
+        .collect();
     let mut shown_upto = 0u32;
     let mut responses_shown = BTreeSet::new();
     let stubs = stub_indices(messages);
@@ -189,13 +259,22 @@ fn timeline(spans: &[SpanRow], messages: &[MessageView]) -> Vec<Item> {
     spans
         .iter()
         .map(|span| match span.kind.as_str() {
-            kind::MODEL_CALL => model_call(
-                span,
-                messages,
-                &stubs,
-                &mut shown_upto,
-                &mut responses_shown,
-            ),
+            kind::MODEL_CALL => {
+                let mut item = model_call(
+                    span,
+                    messages,
+                    &stubs,
+                    &mut shown_upto,
+                    &mut responses_shown,
+                );
+                if let Item::ModelCall { subagent_of, .. } = &mut item {
+                    *subagent_of = span
+                        .parent_span_id
+                        .and_then(|id| task_calls.get(&id))
+                        .map(|id| id.to_string());
+                }
+                item
+            }
             kind::TOOL_CALL => {
                 let parent_fault = span.parent_span_id.and_then(|id| faults.get(&id).copied());
                 tool_call(span, parent_fault)
@@ -268,6 +347,7 @@ fn model_call(
         rate_limit_wait: span.rate_limit_wait_ms.and_then(milliseconds),
         fault: span.fault.clone(),
         compaction: span.name == tack_protocol::COMPACTION_PURPOSE,
+        subagent_of: None,
         status: span.status.clone(),
         error: span.error.clone(),
         model: span

@@ -230,6 +230,7 @@ fn check_variant(variant: &Variant, models: &Models) -> Result<(), PlanError> {
         command_timeout: std::time::Duration::from_secs(1),
         output_limit: 1,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
+        results_dir: None,
     };
     Dispatcher::builtin(&variant.harness.tools, ctx).map_err(|e| PlanError::Variant {
         variant: variant.name.clone(),

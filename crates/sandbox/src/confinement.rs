@@ -120,6 +120,18 @@ impl Confinement {
         self
     }
 
+    /// Lets commands read `dir` (inside a sealed directory too) but not
+    /// write it: Landlock grants it as a writable path, which is what lets
+    /// it through the seal, and a read-only bind mount refuses the writes.
+    /// For files tack writes for the agent to read (offloaded results).
+    pub fn exposing_read_only(mut self, dir: &Path) -> Self {
+        if self.is_confined() {
+            self.writable.push(dir.to_path_buf());
+            self.read_only.push(dir.to_path_buf());
+        }
+        self
+    }
+
     /// Whether any kernel confinement applies.
     pub fn is_confined(&self) -> bool {
         self.profile != SandboxProfile::Off

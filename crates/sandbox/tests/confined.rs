@@ -248,3 +248,43 @@ async fn pathname_unix_sockets_outside_are_reachable_below_landlock_abi_9() {
         "hiding its directory closes it: {out:?}"
     );
 }
+
+/// Offloaded results sit beside the workspaces, under their seal: the
+/// command reads its own results directory, cannot write it, and still
+/// cannot read another trial's workspace.
+#[tokio::test]
+async fn an_exposed_directory_is_readable_through_the_seal_but_not_writable() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sealed = dir.path().canonicalize().unwrap();
+    let (ws, results, other) = (
+        sealed.join("ws"),
+        sealed.join("results"),
+        sealed.join("other"),
+    );
+    for d in [&ws, &results, &other] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(results.join("call_1.txt"), "the whole output\n").unwrap();
+    std::fs::write(other.join("secret.txt"), "not yours\n").unwrap();
+    let confinement = Confinement::strict(&ws)
+        .sealing([sealed.clone()])
+        .exposing_read_only(&results);
+    let script = format!(
+        "cat {r}/call_1.txt; echo x > {r}/new.txt && exit 10; echo x >> {r}/call_1.txt && exit 11; \
+         cat {o}/secret.txt 2>/dev/null && exit 12; echo ok > mine.txt",
+        r = results.display(),
+        o = other.display(),
+    );
+    let out = sh(&confinement, &ws, &script).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "the whole output\n");
+    assert!(!results.join("new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(results.join("call_1.txt")).unwrap(),
+        "the whole output\n"
+    );
+    assert!(ws.join("mine.txt").exists());
+}

@@ -35,6 +35,11 @@ pub struct ToolLoop {
     pub final_text: String,
     /// Tokens a request may hold; more is refused as too long.
     pub context_window: Option<u64>,
+    /// When the last tool result says it was saved to a file (tack's
+    /// preview of an offloaded result: `saved to PATH.`), read that file
+    /// with `read_file` before the next step, as a model told where the
+    /// rest of a result is would.
+    pub read_saved_results: bool,
 }
 
 impl Default for ToolLoop {
@@ -46,6 +51,7 @@ impl Default for ToolLoop {
             latency_ms: 0,
             final_text: "done".to_string(),
             context_window: None,
+            read_saved_results: false,
         }
     }
 }
@@ -90,6 +96,21 @@ impl ToolLoop {
             };
             return Ok((reply, 0));
         }
+        if self.read_saved_results
+            && let Some(path) = saved_result(dialect, request)
+        {
+            let arguments = serde_json::json!({ "path": path }).to_string();
+            let reply = Reply {
+                usage: usage(&arguments),
+                tool_calls: vec![ScriptedCall::new(
+                    format!("read_{done}"),
+                    "read_file",
+                    arguments,
+                )],
+                ..Reply::default()
+            };
+            return Ok((reply, done as u32));
+        }
         if done >= self.steps as usize {
             let reply = Reply {
                 text: self.final_text.clone(),
@@ -125,27 +146,58 @@ fn messages(request: &Value) -> &[Value] {
 }
 
 /// Steps done: the step of the last tool result's call (`call_<step>`,
-/// as this loop names its calls), which a harness that dropped or
-/// summarised older results still sends; else the results counted.
+/// or `read_<step>` for the read of a saved result, as this loop names its
+/// calls), which a harness that dropped or summarised older results still
+/// sends; else the results counted.
 fn progress(dialect: Dialect, request: &Value) -> usize {
-    let messages = messages(request);
-    let call_id = |m: &Value| -> Option<String> {
-        match dialect {
-            Dialect::OpenAi => m.get("tool_call_id")?.as_str().map(str::to_string),
-            Dialect::Anthropic => m
+    last_tool_result(dialect, request)
+        .and_then(|(id, _)| {
+            id.strip_prefix("call_")
+                .or_else(|| id.strip_prefix("read_"))?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| tool_results(dialect, request))
+}
+
+/// The call id and text of the conversation's last tool result.
+fn last_tool_result(dialect: Dialect, request: &Value) -> Option<(String, String)> {
+    let text = |content: Option<&Value>| match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text")?.as_str())
+            .collect(),
+        _ => String::new(),
+    };
+    messages(request).iter().rev().find_map(|m| match dialect {
+        Dialect::OpenAi => {
+            let id = m.get("tool_call_id")?.as_str()?;
+            Some((id.to_string(), text(m.get("content"))))
+        }
+        Dialect::Anthropic => {
+            let block = m
                 .get("content")?
                 .as_array()?
                 .iter()
                 .rev()
-                .find_map(|b| b.get("tool_use_id")?.as_str().map(str::to_string)),
+                .find(|b| b.get("tool_use_id").is_some())?;
+            let id = block.get("tool_use_id")?.as_str()?;
+            Some((id.to_string(), text(block.get("content"))))
         }
-    };
-    messages
-        .iter()
-        .rev()
-        .find_map(call_id)
-        .and_then(|id| id.strip_prefix("call_")?.parse().ok())
-        .unwrap_or_else(|| tool_results(dialect, request))
+    })
+}
+
+/// The file the last tool result was saved to, if it says so and was not
+/// itself the read of a saved result.
+fn saved_result(dialect: Dialect, request: &Value) -> Option<String> {
+    let (id, text) = last_tool_result(dialect, request)?;
+    if !id.starts_with("call_") {
+        return None;
+    }
+    let (_, rest) = text.split_once("saved to ")?;
+    let path = rest.split_whitespace().next()?.trim_end_matches('.');
+    Some(path.to_string())
 }
 
 /// Whether the conversation ends with the user asking something (text,

@@ -329,6 +329,7 @@ pub(crate) fn spans_batch(
                 r.tool()
                     .map(|t| t.parent_span_id)
                     .or(r.approval().map(|a| a.parent_span_id))
+                    .or(r.model().and_then(|m| m.parent_span_id))
             }),
             u64s(&rows, |r| Some(r.seq)),
             u32s(&rows, |r| {

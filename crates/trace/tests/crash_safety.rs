@@ -76,6 +76,7 @@ fn model_call(span_id: u32) -> Event {
         rate_limit_wait_ms: 0,
         fault: None,
         purpose: None,
+        parent_span_id: None,
         status: SpanStatus::Ok,
         error: None,
     })

@@ -3,6 +3,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tack_protocol::tool_names::{READ_FILE, STR_REPLACE, WRITE_FILE};
 use tack_protocol::{ToolAccess, ToolSpec};
+use tack_sandbox::WorkspaceFiles;
 
 use super::paths::{file_error, workspace_files};
 use super::{Tool, ToolContext, ToolError, ToolOutput, parse_arguments, string_argument};
@@ -25,7 +26,7 @@ impl Tool for ReadFileTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: READ_FILE.to_string(),
-            description: "Read a text file of the workspace, whole or a range of lines (1-based, inclusive). Large files are cut with a marker.".to_string(),
+            description: "Read a text file of the workspace (or a saved tool result, by the path its preview names), whole or a range of lines (1-based, inclusive). Large files are cut with a marker.".to_string(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -208,7 +209,16 @@ impl Tool for StrReplaceTool {
 }
 
 /// A file of the workspace as text, through the sandbox's checks.
+/// A file of the workspace, or an offloaded result: an absolute path in
+/// the results directory, read beneath it with the same kernel checks.
 fn read_text(ctx: &ToolContext, path: &str) -> Result<String, ToolError> {
+    if let Some(dir) = &ctx.results_dir
+        && let Ok(name) = std::path::Path::new(path).strip_prefix(dir)
+    {
+        let results = WorkspaceFiles::new(dir, &ctx.confinement).map_err(file_error)?;
+        let name = name.to_string_lossy();
+        return text_of(path, results.read(&name).map_err(file_error)?);
+    }
     text_of(path, workspace_files(ctx)?.read(path).map_err(file_error)?)
 }
 

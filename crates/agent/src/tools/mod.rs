@@ -7,6 +7,7 @@ mod grep;
 mod list;
 mod paths;
 mod schema;
+mod task;
 mod todos;
 mod walk;
 
@@ -25,6 +26,7 @@ pub use grep::GrepTool;
 pub use list::ListFilesTool;
 pub(crate) use schema::ArgumentSchema;
 pub use schema::InvalidToolSchema;
+pub use task::TaskTool;
 pub use todos::WriteTodosTool;
 
 /// What every tool call may use: the trial's workspace and its limits.
@@ -38,6 +40,10 @@ pub struct ToolContext {
     pub output_limit: usize,
     /// How `bash` commands are confined.
     pub confinement: std::sync::Arc<tack_sandbox::Confinement>,
+    /// Where long tool results are offloaded (outside the workspace,
+    /// readable by the agent, written only by the harness); `None` when the
+    /// context strategy does not offload.
+    pub results_dir: Option<PathBuf>,
 }
 
 /// What a tool produced.
@@ -87,11 +93,11 @@ pub trait Tool: Send + Sync {
 }
 
 /// Names of the built-in tools, in the order they are offered.
-pub const BUILTIN_TOOLS: [&str; 7] = tool_names::BUILTIN;
+pub const BUILTIN_TOOLS: [&str; 8] = tool_names::BUILTIN;
 
 /// Looks up a built-in tool by name.
 pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
-    let tools: [Arc<dyn Tool>; 7] = [
+    let tools: [Arc<dyn Tool>; 8] = [
         Arc::new(BashTool),
         Arc::new(ReadFileTool),
         Arc::new(WriteFileTool),
@@ -99,6 +105,7 @@ pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
         Arc::new(ListFilesTool),
         Arc::new(GrepTool),
         Arc::new(WriteTodosTool),
+        Arc::new(TaskTool),
     ];
     tools.into_iter().find(|tool| tool.spec().name == name)
 }

@@ -245,6 +245,7 @@ impl Builder<'_> {
             rate_limit_wait_ms,
             fault: None,
             purpose: None,
+            parent_span_id: None,
             status: SpanStatus::Error,
             error: None,
         }

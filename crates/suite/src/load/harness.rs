@@ -42,6 +42,7 @@ pub(super) fn check_harness(
         return Err(at.invalid("harness.context", problem));
     }
     check_tools(at, harness)?;
+    check_subagents(at, harness)?;
     check_permissions(at, root, harness.permissions.as_deref())?;
     check_approver(at, root, &harness.approver)
 }
@@ -95,6 +96,26 @@ fn check_limits(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteErro
                 "must be a finite dollar amount above 0, such as 2.0, got {dollars}; leave it out for no cost limit"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// A subagent's tools are built-in ones, other than `task`.
+fn check_subagents(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteError> {
+    let subagents = &harness.subagents;
+    if let Some(problem) = subagents.problem() {
+        return Err(at.invalid("harness.subagents", problem));
+    }
+    for (i, tool) in subagents.tools.iter().enumerate() {
+        if !tool_names::BUILTIN.contains(&tool.as_str()) {
+            return Err(at.invalid(
+                &format!("harness.subagents.tools[{i}]"),
+                format!(
+                    "`{tool}` is not a tool: the tools are {}",
+                    tool_names::BUILTIN.join(", ")
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -4,27 +4,33 @@
 //! step recorded. A session can be resumed with more user input, which is how
 //! failing checks go back to the model in feedback rounds.
 
+mod delegation;
+mod restore;
+mod tools;
+
+pub use restore::Restored;
+
 use std::time::{Duration, Instant};
 
 use tack_model::{Model, ModelRequest, TokenCounter};
 use tack_protocol::{
-    ApprovalRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, Event, EventSink, FinishReason,
-    HarnessConfig, Message, ModelCallRecord, SinkError, SpanStatus, StopReason, ToolCall,
-    ToolCallRecord, ToolErrorKind, ToolSpec, Usage,
+    COMPACTION_PROMPT, COMPACTION_PURPOSE, Event, EventSink, FinishReason, HarnessConfig, Message,
+    ModelCallRecord, Role, SinkError, SpanStatus, StopReason, ToolSpec, Usage,
 };
 
 use crate::context::{self, Context};
-use crate::gate::{Clearance, Gatekeeper};
+use crate::gate::Gatekeeper;
 use crate::recorder::{Recorder, now_ms};
 use crate::retry::backoff;
-use crate::tools::{ToolError, ToolOutput};
-use crate::{AgentRun, Dispatcher, view};
+use crate::subagents::Subagents;
+use crate::{AgentRun, Dispatcher};
 
 /// Prices one call's usage in dollars; `None` when the model has no price.
-pub type Pricer = Box<dyn Fn(&Usage) -> Option<f64> + Send + Sync>;
+pub type Pricer = std::sync::Arc<dyn Fn(&Usage) -> Option<f64> + Send + Sync>;
 
 pub struct Session<'a> {
     pricer: Option<Pricer>,
+    subagents: Option<&'a Subagents>,
     project_instructions: Option<String>,
     config: &'a HarnessConfig,
     dispatcher: &'a Dispatcher,
@@ -57,6 +63,7 @@ impl<'a> Session<'a> {
     ) -> Session<'a> {
         Session {
             pricer: None,
+            subagents: None,
             project_instructions: None,
             config,
             dispatcher,
@@ -74,6 +81,12 @@ impl<'a> Session<'a> {
     /// system prompt and before the task.
     pub fn with_project_instructions(mut self, instructions: Option<String>) -> Self {
         self.project_instructions = instructions;
+        self
+    }
+
+    /// Lets `task` calls start subagents.
+    pub fn with_subagents(mut self, subagents: Option<&'a Subagents>) -> Self {
+        self.subagents = subagents;
         self
     }
 
@@ -106,6 +119,11 @@ impl<'a> Session<'a> {
         if let Err(stop) = self.push_message(Message::user(input)) {
             return stop;
         }
+        self.drive(model).await
+    }
+
+    /// The loop: a model call per step, then the tools it asks for.
+    async fn drive(&mut self, model: &mut dyn Model) -> StopReason {
         loop {
             if let Some(stop) = self.limit_reached() {
                 return stop;
@@ -128,10 +146,8 @@ impl<'a> Session<'a> {
                 return StopReason::Completed;
             }
             let cut_off = finish == FinishReason::Length;
-            for call in &calls {
-                if let Err(stop) = self.run_tool(call, cut_off, model_span).await {
-                    return stop;
-                }
+            if let Err(stop) = self.run_tools(model, &calls, cut_off, model_span).await {
+                return stop;
             }
         }
     }
@@ -275,6 +291,7 @@ impl<'a> Session<'a> {
                 rate_limit_wait_ms: 0,
                 fault: None,
                 purpose: other.as_ref().map(|_| COMPACTION_PURPOSE.to_string()),
+                parent_span_id: None,
                 status: SpanStatus::Ok,
                 error: None,
             };
@@ -323,134 +340,44 @@ impl<'a> Session<'a> {
         Err(StopReason::ModelError)
     }
 
-    async fn run_tool(
-        &mut self,
-        call: &ToolCall,
-        cut_off: bool,
-        parent_span_id: u32,
-    ) -> Result<(), StopReason> {
-        let started_at_ms = now_ms();
-        let clock = Instant::now();
-        // A call that cannot run (unknown tool, arguments that do not fit)
-        // is refused before anyone is asked to approve it.
-        let prepared = self.dispatcher.prepare(call, cut_off);
-        let clearance = match &prepared {
-            Ok(prepared) => self.gatekeeper.clear(call, &prepared.access).await,
-            Err(_) => Clearance::default(),
-        };
-        if let Some((request, answer, wait_ms)) = &clearance.approval {
-            self.run.totals.interventions += 1;
-            let record = ApprovalRecord {
-                span_id: self.recorder.next_span_id(),
-                parent_span_id,
-                step: self.run.totals.steps,
-                call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                rule: request.rule.clone(),
-                part: request.part.clone(),
-                approved: answer.approved,
-                approver: answer.approver.clone(),
-                reason: answer.reason.clone(),
-                started_at_ms,
-                wait_ms: *wait_ms,
-            };
-            self.recorder.record(Event::Approval(record))?;
-        }
-        let result = match (&clearance.refusal, prepared) {
-            (Some(message), _) => Err(ToolError::new(ToolErrorKind::Denied, message.clone())),
-            (None, Err(error)) => Err(error),
-            (None, Ok(prepared)) => self.dispatcher.run(prepared).await,
-        };
-        let shown = view::render(self.config.tool_results, &result);
-        let record = self.tool_record(
-            call,
-            &result,
-            &clearance,
-            &shown,
-            parent_span_id,
-            started_at_ms,
-            clock,
-        );
-        self.run.totals.tool_calls += 1;
-        if record.status == SpanStatus::Error {
-            self.run.totals.tool_errors += 1;
-        }
-        if !record.sandbox_denials.is_empty() {
-            self.run.totals.sandbox_denials += 1;
-        }
-        self.recorder.tool_call(record)?;
-        self.push_message(Message::tool_result(&call.id, shown))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn tool_record(
-        &mut self,
-        call: &ToolCall,
-        result: &Result<ToolOutput, ToolError>,
-        clearance: &Clearance,
-        shown: &str,
-        parent_span_id: u32,
-        started_at_ms: i64,
-        clock: Instant,
-    ) -> ToolCallRecord {
-        let decision = clearance.decision.as_ref();
-        let mut record = ToolCallRecord {
-            span_id: self.recorder.next_span_id(),
-            parent_span_id,
-            step: self.run.totals.steps,
-            call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            result: shown.to_string(),
-            exit_code: None,
-            stdout: None,
-            stderr: None,
-            truncated: false,
-            started_at_ms,
-            duration_ms: clock.elapsed().as_millis() as u64,
-            status: SpanStatus::Ok,
-            error_kind: None,
-            permission: decision.map(|d| d.verdict.as_str().to_string()),
-            permission_rule: decision.map(|d| d.rule.clone()),
-            permission_part: decision.map(|d| d.part.clone()),
-            sandbox_profile: None,
-            sandbox_denials: Vec::new(),
-        };
-        match result {
-            Ok(ToolOutput::Command(output)) => {
-                record.truncated = output.truncated();
-                record.exit_code = output.exit_code;
-                if output.timed_out {
-                    record.status = SpanStatus::Error;
-                    record.error_kind = Some(ToolErrorKind::Timeout);
-                }
-                record.stdout = Some(output.stdout.clone());
-                record.stderr = Some(output.stderr.clone());
-                record.sandbox_profile = Some(output.profile.as_str().to_string());
-                record.sandbox_denials = output.denials.clone();
-            }
-            // The file tools enforce the profile themselves (the same walls
-            // as for `bash`), so their spans name it too.
-            Ok(ToolOutput::Text { truncated, .. }) => {
-                record.truncated = *truncated;
-                record.sandbox_profile = Some(self.config.sandbox.as_str().to_string());
-            }
-            Err(error) => {
-                record.status = SpanStatus::Error;
-                record.error_kind = Some(error.kind);
-                if error.kind == ToolErrorKind::SandboxDenied {
-                    record.sandbox_profile = Some(self.config.sandbox.as_str().to_string());
-                    record.sandbox_denials = vec![error.message.clone()];
-                }
-            }
-        }
-        record
-    }
-
     fn push_message(&mut self, message: Message) -> Result<(), StopReason> {
         let (index, message) = self.context.push(message, self.run.totals.steps);
         self.recorder.message(index, message)
+    }
+
+    /// After a turn was cancelled (its future dropped): every call of the
+    /// last answer that has no result gets one saying so, so the
+    /// conversation stays well formed for the next turn.
+    pub fn cancel_turn(&mut self) {
+        let messages = self.context.messages();
+        let Some(at) = messages.iter().rposition(|m| m.role == Role::Assistant) else {
+            return;
+        };
+        let answered: Vec<&str> = messages[at..]
+            .iter()
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        let unanswered: Vec<String> = messages[at]
+            .tool_calls
+            .iter()
+            .filter(|c| !answered.contains(&c.id.as_str()))
+            .map(|c| c.id.clone())
+            .collect();
+        for id in unanswered {
+            let note = "cancelled: the user interrupted this turn before the call finished";
+            if self.push_message(Message::tool_result(&id, note)).is_err() {
+                return;
+            }
+        }
+        self.run.stop_reason = StopReason::Cancelled;
+    }
+
+    /// Summarises the older history now (`/compact`); `false` when there
+    /// is too little history to compact.
+    pub async fn compact_now(&mut self, model: &mut dyn Model) -> Result<bool, StopReason> {
+        let before = self.context.sent();
+        self.compact(model, self.run.totals.steps + 1).await?;
+        Ok(self.context.sent() != before)
     }
 
     /// Records an event that is not the loop's own (the checks), with the

@@ -1,0 +1,243 @@
+//! `tack chat -w DIR`: an interactive session over the same harness as
+//! `tack exec` and every trial. Each line is a turn of one conversation;
+//! the agent's answers and tool calls are printed as they happen, approvals
+//! are asked inline, and Ctrl-C cancels the current turn, not the session.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use clap::Args;
+use rustyline::error::ReadlineError;
+use tack_harness::{Harness, HarnessSetup};
+use tack_protocol::{
+    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, Role, SinkError, SpanStatus,
+    tool_names,
+};
+
+use crate::exec_cmd::{ModelFlags, usage};
+use crate::exit::{Classify, CommandResult, Failure};
+use crate::profile_arg::ProfileArg;
+
+const AFTER_HELP: &str = "\
+In the conversation:
+  /todos     the agent's current plan (its last write_todos list)
+  /cost      tokens and dollars spent so far
+  /compact   summarise the older history now, to free the context
+  /help      these commands
+  Ctrl-C     cancel the current turn (the conversation goes on)
+  Ctrl-D     end the session
+
+Tool calls that need approval (see --permissions) are asked about inline: y to allow.
+History is kept in ~/.local/state/tack/chat_history (or --history).";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct ChatArgs {
+    /// The directory the agent works in (in place).
+    #[arg(long, short = 'w')]
+    workspace: PathBuf,
+    #[command(flatten)]
+    model: ModelFlags,
+    /// Permission rules: `default` (the built-in profile: edits and risky commands are asked about)
+    /// or a rules file.
+    #[arg(long, default_value = "default")]
+    permissions: String,
+    /// How the agent's commands are confined (see `tack doctor`).
+    #[arg(long, value_enum, default_value = "strict")]
+    sandbox: ProfileArg,
+    /// Model calls per turn.
+    #[arg(long, default_value_t = 50)]
+    max_steps: u32,
+    /// Where the line history is kept.
+    #[arg(long)]
+    history: Option<PathBuf>,
+}
+
+/// What the conversation shows besides the events: the latest plan.
+#[derive(Debug, Default)]
+struct ChatState {
+    todos: Option<String>,
+}
+
+/// Prints the turn as it happens: the agent's words, each tool call with
+/// the first line of its result.
+struct ChatSink {
+    state: Arc<Mutex<ChatState>>,
+}
+
+impl EventSink for ChatSink {
+    fn record(&mut self, event: Event) -> Result<(), SinkError> {
+        match &event {
+            Event::Message { message, .. }
+                if message.role == Role::Assistant && !message.content.trim().is_empty() =>
+            {
+                println!("{}", message.content.trim_end());
+            }
+            Event::ToolCall(call) => {
+                let first = call.result.lines().next().unwrap_or_default();
+                let mark = if call.status == SpanStatus::Ok {
+                    "·"
+                } else {
+                    "!"
+                };
+                println!("  {mark} {} {}  → {first}", call.tool_name, call.arguments);
+                if call.tool_name == tool_names::WRITE_TODOS
+                    && call.status == SpanStatus::Ok
+                    && let Ok(mut state) = self.state.lock()
+                {
+                    state.todos = Some(call.result.clone());
+                }
+            }
+            Event::Approval(approval) if !approval.approved => {
+                println!("  (denied: {})", approval.tool_name);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+pub async fn run(args: ChatArgs) -> CommandResult {
+    if !args.workspace.is_dir() {
+        return Err(usage(format!(
+            "--workspace {} is not a directory; point it at the project to work on",
+            args.workspace.display()
+        )));
+    }
+    let workspace = args.workspace.canonicalize().or_fail(Failure::Usage)?;
+    let mut tools: Vec<String> = tool_names::DEFAULT.iter().map(|t| t.to_string()).collect();
+    tools.push(tool_names::WRITE_TODOS.to_string());
+    let config = HarnessConfig {
+        tools,
+        max_steps: args.max_steps,
+        sandbox: args.sandbox.into(),
+        permissions: Some(args.permissions.clone()),
+        approver: ApproverConfig {
+            policy: ApproverPolicy::Interactive,
+            ..ApproverConfig::default()
+        },
+        ..HarnessConfig::default()
+    };
+    let harness = Harness::assemble(HarnessSetup {
+        config,
+        workspace: workspace.clone(),
+        env: Vec::new(),
+        hidden: Vec::new(),
+        base_dir: std::env::current_dir().or_fail(Failure::Internal)?,
+        interactive: Some(crate::terminal_approver::shared()),
+    })
+    .or_fail(Failure::Usage)?;
+    let (mut model, pricer) = args.model.build("", 0)?;
+    let state = Arc::new(Mutex::new(ChatState::default()));
+    let mut sink = ChatSink {
+        state: Arc::clone(&state),
+    };
+    let mut session = harness.session(&mut sink, pricer);
+    let mut editor = rustyline::DefaultEditor::new().or_fail(Failure::Internal)?;
+    let history = args.history.clone().or_else(default_history);
+    if let Some(path) = &history {
+        // A first session has no history yet.
+        let _ = editor.load_history(path);
+    }
+    eprintln!(
+        "tack chat in {} with {} — /help for commands, Ctrl-D to leave.",
+        workspace.display(),
+        model.model_name()
+    );
+    loop {
+        let (line, back) = match read_line(editor).await {
+            Ok(read) => read,
+            Err(error) => return Err(error),
+        };
+        editor = back;
+        let line = match line {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(error) => return Err(error).or_fail(Failure::Internal),
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(line);
+        match line {
+            "/help" => eprintln!("{AFTER_HELP}"),
+            "/todos" => match &state.lock().ok().and_then(|s| s.todos.clone()) {
+                Some(todos) => println!("{}", todos.trim_end()),
+                None => println!("(no plan yet: the agent has not written todos)"),
+            },
+            "/cost" => {
+                let totals = session.outcome().totals;
+                let cost = totals
+                    .cost_usd
+                    .map_or("unknown (the model has no price)".to_string(), |c| {
+                        format!("${c:.4}")
+                    });
+                println!(
+                    "{} steps, {} tokens ({} in, {} out), cost {cost}",
+                    totals.steps,
+                    totals.usage.total(),
+                    totals.usage.input_tokens,
+                    totals.usage.output_tokens
+                );
+            }
+            "/compact" => match session.compact_now(model.as_mut()).await {
+                Ok(true) => println!("(compacted: the older history is now a summary)"),
+                Ok(false) => println!("(nothing to compact yet)"),
+                Err(stop) => println!("(could not compact: {stop})"),
+            },
+            command if command.starts_with('/') => {
+                println!("unknown command {command}; /help lists them")
+            }
+            input => {
+                tokio::select! {
+                    stop = session.run(model.as_mut(), input) => {
+                        if stop != tack_protocol::StopReason::Completed {
+                            let error = session.outcome().error.unwrap_or_default();
+                            println!("(the turn stopped: {stop}{}{error})", if error.is_empty() { "" } else { ": " });
+                        }
+                    }
+                    _ = tokio::signal::ctrl_c() => {
+                        session.cancel_turn();
+                        println!("(turn cancelled)");
+                    }
+                }
+            }
+        }
+    }
+    if let Some(path) = &history {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(error) = editor.save_history(path) {
+            eprintln!(
+                "warning: could not save the history to {}: {error}",
+                path.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+type Editor = rustyline::DefaultEditor;
+
+/// Reads a line off the async runtime's workers: the editor blocks.
+async fn read_line(
+    mut editor: Editor,
+) -> Result<(Result<String, ReadlineError>, Editor), crate::exit::CommandError> {
+    tokio::task::spawn_blocking(move || {
+        let line = editor.readline("› ");
+        (line, editor)
+    })
+    .await
+    .or_fail(Failure::Internal)
+}
+
+fn default_history() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(state.join("tack/chat_history"))
+}

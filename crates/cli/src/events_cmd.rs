@@ -1,0 +1,69 @@
+//! `tack events DIR`: a session's event log as JSON lines, from a sequence
+//! number on, and with --follow as it grows, so a UI can reconnect without
+//! losing or repeating an event.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::exit::{Classify, CommandResult, Failure};
+use crate::session_log::{self, EVENTS_FILE};
+
+const AFTER_HELP: &str = "\
+Each line is {\"seq\": N, \"event\": {\"type\": …}}, as `tack exec --json` prints them. A client that
+has seen up to N reconnects with --after-seq N and gets every later event exactly once.
+
+Exit codes: 0 printed (with --follow: the session finished), 2 no session in DIR.";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct EventsArgs {
+    /// The session directory (`tack exec --session DIR`).
+    dir: PathBuf,
+    /// Print only events with a greater sequence number.
+    #[arg(long, value_name = "N")]
+    after_seq: Option<u64>,
+    /// Keep printing events as they are written, until the session finishes.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// How often --follow looks for new lines.
+const POLL: Duration = Duration::from_millis(100);
+
+pub async fn run(args: EventsArgs) -> CommandResult {
+    let path = args.dir.join(EVENTS_FILE);
+    let mut file = File::open(&path).map_err(|_| crate::exit::CommandError {
+        kind: Failure::Usage,
+        error: anyhow::anyhow!(
+            "{} holds no session log ({EVENTS_FILE}); start one with `tack exec --session {} …`",
+            args.dir.display(),
+            args.dir.display()
+        ),
+    })?;
+    let mut offset = 0;
+    loop {
+        let (lines, end) =
+            session_log::read_complete(&mut file, &path, offset).or_fail(Failure::Usage)?;
+        offset = end;
+        let mut out = std::io::stdout().lock();
+        let mut finished = false;
+        for line in lines {
+            finished |= session_log::is_finished(&line.event);
+            if args.after_seq.is_some_and(|after| line.seq <= after) {
+                continue;
+            }
+            let text = serde_json::json!({ "seq": line.seq, "event": line.event });
+            writeln!(out, "{text}").or_fail(Failure::Internal)?;
+        }
+        out.flush().or_fail(Failure::Internal)?;
+        if !args.follow || finished {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

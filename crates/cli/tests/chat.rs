@@ -1,0 +1,91 @@
+//! `tack chat` through a real pseudo-terminal, against a loopback
+//! OpenAI-compatible server: a two-turn conversation whose first turn keeps
+//! a plan and asks for one approval inline, `/todos` in between, a third
+//! turn cancelled with Ctrl-C, and Ctrl-D to leave.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::process::Command;
+use std::time::Duration;
+
+use expectrl::{ControlCode, Expect, Session};
+use tack_testkit::{Dialect, MockServer, ScriptedCall, ScriptedResponse, ServerOptions};
+
+#[test]
+fn a_two_turn_chat_with_an_approval_and_todos() {
+    let todos = serde_json::json!({
+        "todos": [
+            {"content": "write hi.txt", "status": "in_progress"},
+            {"content": "say so", "status": "pending"}
+        ]
+    });
+    let write = serde_json::json!({ "command": "echo hi > hi.txt" });
+    let script = vec![
+        ScriptedResponse::tool_calls(vec![ScriptedCall::new(
+            "call_1",
+            "write_todos",
+            todos.to_string(),
+        )]),
+        ScriptedResponse::tool_calls(vec![ScriptedCall::new("call_2", "bash", write.to_string())]),
+        ScriptedResponse::text("Wrote hi.txt."),
+        ScriptedResponse::text("You are welcome."),
+        ScriptedResponse::delayed(30_000, ScriptedResponse::text("Too late.")),
+    ];
+    let server =
+        MockServer::start_background(Dialect::OpenAi, script, ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+    command
+        .args(["chat", "--model", "openai:gpt-4o-mini", "--sandbox", "off"])
+        .arg("--base-url")
+        .arg(server.base_url())
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--history")
+        .arg(dir.path().join("history"))
+        .env("API_KEY", tack_testkit::TEST_API_KEY);
+    let mut chat = Session::spawn(command).unwrap();
+    chat.set_expect_timeout(Some(Duration::from_secs(60)));
+    chat.expect("/help for commands").unwrap();
+
+    chat.send_line("Write hi.txt, and keep a plan.").unwrap();
+    chat.expect("Allow? [y/N]").unwrap();
+    chat.send_line("y").unwrap();
+    chat.expect("Wrote hi.txt.").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("hi.txt")).unwrap(),
+        "hi\n"
+    );
+
+    chat.send_line("/todos").unwrap();
+    chat.expect("[~] write hi.txt").unwrap();
+    chat.expect("[ ] say so").unwrap();
+
+    chat.send_line("Thanks.").unwrap();
+    chat.expect("You are welcome.").unwrap();
+    // Ctrl-C cancels a turn that is waiting on the model; the session
+    // goes on.
+    chat.send_line("Take your time.").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    chat.send(ControlCode::EndOfText).unwrap();
+    chat.expect("(turn cancelled)").unwrap();
+    chat.send_line("/cost").unwrap();
+    chat.expect("tokens").unwrap();
+
+    chat.send(ControlCode::EndOfTransmission).unwrap();
+    chat.expect(expectrl::Eof).unwrap();
+    // Both turns were one conversation: the second request carried the
+    // first turn's messages.
+    let requests = server.requests();
+    assert!(requests.len() >= 4, "{}", requests.len());
+    let sent = requests[3].body["messages"].to_string();
+    assert!(sent.contains("Write hi.txt, and keep a plan.") && sent.contains("Thanks."));
+    assert!(
+        std::fs::read_to_string(dir.path().join("history"))
+            .unwrap()
+            .contains("/todos")
+    );
+}
