@@ -11,6 +11,7 @@ mod offload;
 mod recorder;
 mod retry;
 mod session;
+pub mod skills;
 mod subagents;
 pub mod tools;
 mod view;

@@ -48,6 +48,7 @@ async fn run_on_workspace(
         output_limit: 4096,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
         results_dir: None,
+        skills: Default::default(),
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
     let run = run_agent(config, model, &dispatcher, "fix it", sink).await;
@@ -315,6 +316,7 @@ async fn gates_deny_and_ask_and_every_ask_is_an_intervention() {
         output_limit: 4096,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
         results_dir: None,
+        skills: Default::default(),
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
     let approver = tack_agent::RulesApprover::new(&["str_replace".to_string()]).unwrap();

@@ -41,6 +41,7 @@ fn context(workspace: &std::path::Path) -> ToolContext {
         output_limit: 4096,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
         results_dir: None,
+        skills: Default::default(),
     }
 }
 

@@ -54,6 +54,7 @@ fn dispatcher(workspace: &Path, output_limit: usize) -> Dispatcher {
         output_limit,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
         results_dir: None,
+        skills: Default::default(),
     };
     Dispatcher::builtin(&names, ctx).unwrap()
 }

@@ -22,6 +22,7 @@ use crate::profile_arg::ProfileArg;
 const AFTER_HELP: &str = "\
 In the conversation:
   /todos     the agent's current plan (its last write_todos list)
+  /skills    the skills the agent can load (skills/<name>/SKILL.md)
   /cost      tokens and dollars spent so far
   /compact   summarise the older history now, to free the context
   /help      these commands
@@ -168,6 +169,14 @@ pub async fn run(args: ChatArgs) -> CommandResult {
                 Some(todos) => println!("{}", todos.trim_end()),
                 None => println!("(no plan yet: the agent has not written todos)"),
             },
+            "/skills" if harness.skills().is_empty() => println!(
+                "(no skills: add skills/<name>/SKILL.md to the workspace, with a name and description)"
+            ),
+            "/skills" => {
+                for skill in harness.skills() {
+                    println!("{}: {}", skill.name, skill.description);
+                }
+            }
             "/cost" => {
                 let totals = session.outcome().totals;
                 let cost = totals

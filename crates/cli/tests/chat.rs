@@ -1,6 +1,6 @@
 //! `tack chat` through a real pseudo-terminal, against a loopback
 //! OpenAI-compatible server: a two-turn conversation whose first turn keeps
-//! a plan and asks for one approval inline, `/todos` in between, a third
+//! a plan and asks for one approval inline, `/todos` and `/skills` in between, a third
 //! turn cancelled with Ctrl-C, and Ctrl-D to leave.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
@@ -36,6 +36,13 @@ fn a_two_turn_chat_with_an_approval_and_todos() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).unwrap();
+    let skill = workspace.join("skills/notes");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: notes\ndescription: How to write notes here.\n---\nShort lines.\n",
+    )
+    .unwrap();
 
     let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
     command
@@ -63,6 +70,9 @@ fn a_two_turn_chat_with_an_approval_and_todos() {
     chat.send_line("/todos").unwrap();
     chat.expect("[~] write hi.txt").unwrap();
     chat.expect("[ ] say so").unwrap();
+
+    chat.send_line("/skills").unwrap();
+    chat.expect("notes: How to write notes here.").unwrap();
 
     chat.send_line("Thanks.").unwrap();
     chat.expect("You are welcome.").unwrap();

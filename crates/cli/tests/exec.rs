@@ -173,3 +173,56 @@ fn ctrl_c_cancels_and_exits_130() {
     let events = events(&output);
     assert_eq!(events.last().unwrap()["event"]["outcome"], "cancelled");
 }
+
+/// Skills in the workspace's `skills/`: the system prompt lists each by
+/// name and description only, the simulated agent loads the one listed
+/// with `read_skill`, and the body comes back whole.
+#[test]
+fn skills_are_listed_and_loaded_on_demand() {
+    let dir = workspace();
+    let skill = dir.path().join("skills/greeting-style");
+    std::fs::create_dir_all(&skill).unwrap();
+    let body = "# Greetings\nAlways greet in lower case.\n";
+    std::fs::write(
+        skill.join("SKILL.md"),
+        format!("---\nname: greeting-style\ndescription: How this project writes greetings.\n---\n{body}"),
+    )
+    .unwrap();
+    let output = exec(dir.path(), &["--json", "--sandbox", "off"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let events = events(&output);
+    let system = events
+        .iter()
+        .find(|e| e["event"]["type"] == "message")
+        .map(|e| {
+            e["event"]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .unwrap();
+    assert!(
+        system.contains("- greeting-style: How this project writes greetings."),
+        "{system}"
+    );
+    assert!(
+        !system.contains("Always greet"),
+        "the body is loaded on demand"
+    );
+    let read = events
+        .iter()
+        .find(|e| e["event"]["type"] == "tool_call" && e["event"]["tool_name"] == "read_skill")
+        .unwrap_or_else(|| panic!("no read_skill call: {stderr}"));
+    assert_eq!(read["event"]["status"], "ok");
+    assert!(read["event"]["result"].as_str().unwrap().contains(body));
+
+    // A broken SKILL.md is a usage error naming the file and line.
+    std::fs::write(skill.join("SKILL.md"), "---\nname: [oops\n---\n").unwrap();
+    let output = exec(dir.path(), &["--sandbox", "off"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("skills/greeting-style/SKILL.md line"),
+        "{stderr}"
+    );
+}

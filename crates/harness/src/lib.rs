@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tack_agent::skills::{Skill, SkillError, load_skills, skills_listing};
 use tack_agent::{
     AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Subagents,
     ToolContext, approver_for,
@@ -76,6 +77,8 @@ pub enum HarnessError {
     NoInteractiveApprover,
     #[error("could not prepare the workspace's file access: {0}")]
     Workspace(String),
+    #[error("skills: {0}; fix the file, or set `skills = false` to run without skills")]
+    Skills(#[from] SkillError),
 }
 
 /// An assembled harness, ready to run one agent on one workspace.
@@ -88,6 +91,7 @@ pub struct Harness {
     sandbox: CommandSandbox,
     /// What `task` calls start, when the variant offers `task`.
     subagents: Option<Subagents>,
+    skills: Arc<Vec<Skill>>,
     /// Offloaded tool results, removed with the harness.
     _results: Option<tempfile::TempDir>,
 }
@@ -126,7 +130,8 @@ impl HarnessRun {
 
 impl Harness {
     pub fn assemble(setup: HarnessSetup) -> Result<Harness, HarnessError> {
-        let config = setup.config;
+        let mut config = setup.config;
+        let skills = Arc::new(skills_for(&mut config, &setup.base_dir, &setup.workspace)?);
         let mut agent_hidden = setup.hidden.clone();
         // Other trials verify below the checks root while this agent works.
         agent_hidden.push(tack_suite::checks_root());
@@ -139,6 +144,7 @@ impl Harness {
         }
         let ctx = ToolContext {
             results_dir: results_path,
+            skills: Arc::clone(&skills),
             workspace: setup.workspace.clone(),
             env: setup.env.clone(),
             command_timeout: Duration::from_secs(config.command_timeout_secs),
@@ -164,6 +170,7 @@ impl Harness {
             env: setup.env,
             sandbox,
             subagents,
+            skills,
             _results: results,
         })
     }
@@ -174,6 +181,11 @@ impl Harness {
 
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The skills listed to the agent.
+    pub fn skills(&self) -> &[Skill] {
+        &self.skills
     }
 
     /// Runs the agent on `instruction`, then the checks; while they fail and
@@ -262,6 +274,36 @@ impl Harness {
             feedback_rounds: rounds,
         }
     }
+}
+
+/// The skills of the suite (or, outside one, the current directory) and of
+/// the workspace, each `skills/<name>/SKILL.md`. When there are any, the
+/// system prompt lists them and `read_skill` is offered.
+fn skills_for(
+    config: &mut HarnessConfig,
+    base_dir: &Path,
+    workspace: &Path,
+) -> Result<Vec<Skill>, HarnessError> {
+    if !config.skills {
+        return Ok(Vec::new());
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in [base_dir.join("skills"), workspace.join("skills")] {
+        let Ok(real) = dir.canonicalize() else {
+            continue;
+        };
+        if !dirs.contains(&real) {
+            dirs.push(real);
+        }
+    }
+    let skills = load_skills(&dirs)?;
+    if !skills.is_empty() {
+        config.system_prompt.push_str(&skills_listing(&skills));
+        if !config.tools.iter().any(|t| t == tool_names::READ_SKILL) {
+            config.tools.push(tool_names::READ_SKILL.to_string());
+        }
+    }
+    Ok(skills)
 }
 
 /// A fresh directory for offloaded results when the strategy offloads.

@@ -17,7 +17,7 @@ use serde_json::json;
 use tack_protocol::{COMPACTION_PROMPT, Edit, FinishReason, Message, Role, ToolCall};
 
 use crate::calls::{CallWriter, latest_results, offers};
-use crate::tool_names::{BASH, READ_FILE, STR_REPLACE, TASK};
+use crate::tool_names::{BASH, READ_FILE, READ_SKILL, STR_REPLACE, TASK};
 use crate::{Model, ModelError, ModelRequest, ModelResponse, SimSubagent, TaskBrief};
 
 /// The simulated agent's character, set per variant.
@@ -113,6 +113,8 @@ pub struct SimAgent {
     /// Whether the harness offers `task`: it then hands its first look
     /// around to two subagents.
     can_delegate: bool,
+    /// A skill the system prompt lists, to read before anything else.
+    skill_to_read: Option<String>,
 }
 
 impl SimAgent {
@@ -127,6 +129,7 @@ impl SimAgent {
             applied_decoy: None,
             intended: None,
             can_delegate: false,
+            skill_to_read: None,
         }
     }
 
@@ -170,6 +173,13 @@ impl SimAgent {
         loop {
             match self.phase {
                 Phase::Explore => {
+                    if let Some(name) = self.skill_to_read.take() {
+                        let call = self.writer.call(READ_SKILL, json!({ "name": name }));
+                        return (
+                            "A skill applies here; reading it first.".to_string(),
+                            vec![call],
+                        );
+                    }
                     self.phase = Phase::Read;
                     if self.can_delegate {
                         return self.delegate();
@@ -369,6 +379,14 @@ impl SimAgent {
     }
 }
 
+/// The first skill the system prompt lists (`- name: description`, after
+/// `Available skills:`).
+fn first_skill(system: &str) -> Option<String> {
+    let (_, listing) = system.split_once("Available skills:")?;
+    let line = listing.lines().find_map(|l| l.strip_prefix("- "))?;
+    Some(line.split_once(':')?.0.trim().to_string())
+}
+
 fn first_key(arguments: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(arguments).ok()?;
     value.as_object()?.keys().next().cloned()
@@ -426,6 +444,12 @@ impl Model for SimAgent {
 
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         self.can_delegate = offers(request.tools, TASK);
+        if self.writer.issued() == 0 && offers(request.tools, READ_SKILL) {
+            self.skill_to_read = request
+                .messages
+                .first()
+                .and_then(|m| first_skill(&m.content));
+        }
         let needed = [BASH, READ_FILE, STR_REPLACE];
         if let Some(missing) = needed.iter().find(|name| !offers(request.tools, name)) {
             let text =

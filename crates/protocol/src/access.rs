@@ -28,6 +28,7 @@ pub mod tool_names {
     pub const GREP: &str = "grep";
     pub const WRITE_TODOS: &str = "write_todos";
     pub const TASK: &str = "task";
+    pub const READ_SKILL: &str = "read_skill";
 
     /// What a subagent may use unless the variant says otherwise: tools
     /// that only read.
@@ -38,8 +39,8 @@ pub mod tool_names {
 
     /// Every built-in tool: the default ones, then those offered only when
     /// a variant names them (a plan the agent keeps, `write_todos`;
-    /// subagents, `task`).
-    pub const BUILTIN: [&str; 8] = [
+    /// subagents, `task`) or, for `read_skill`, when there are skills.
+    pub const BUILTIN: [&str; 9] = [
         BASH,
         READ_FILE,
         WRITE_FILE,
@@ -48,5 +49,6 @@ pub mod tool_names {
         GREP,
         WRITE_TODOS,
         TASK,
+        READ_SKILL,
     ];
 }

@@ -88,6 +88,11 @@ pub struct HarnessConfig {
     /// configuration when on, as before the setting existed).
     #[serde(skip_serializing_if = "is_true")]
     pub agents_md: bool,
+    /// Whether skills (`skills/*/SKILL.md` of the suite and the workspace)
+    /// are listed in the system prompt, with `read_skill` to load one (on
+    /// by default; left out of a recorded configuration when on).
+    #[serde(skip_serializing_if = "is_true")]
+    pub skills: bool,
     /// How the conversation is kept inside the model's context window.
     /// Left out when off, so a configuration recorded before strategies
     /// existed reads as the same plan (a resume compares them).
@@ -305,6 +310,7 @@ impl Default for HarnessConfig {
             agents_md: true,
             context: ContextConfig::default(),
             subagents: SubagentConfig::default(),
+            skills: true,
         }
     }
 }
@@ -319,6 +325,7 @@ mod tests {
         assert!(plain.get("context").is_none(), "{plain}");
         assert!(plain.get("agents_md").is_none(), "{plain}");
         assert!(plain.get("subagents").is_none(), "{plain}");
+        assert!(plain.get("skills").is_none(), "{plain}");
         let without: HarnessConfig =
             serde_json::from_value(serde_json::json!({"agents_md": false})).unwrap_or_default();
         assert!(!without.agents_md);

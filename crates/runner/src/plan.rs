@@ -231,6 +231,7 @@ fn check_variant(variant: &Variant, models: &Models) -> Result<(), PlanError> {
         output_limit: 1,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
         results_dir: None,
+        skills: Default::default(),
     };
     Dispatcher::builtin(&variant.harness.tools, ctx).map_err(|e| PlanError::Variant {
         variant: variant.name.clone(),

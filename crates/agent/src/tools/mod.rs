@@ -7,6 +7,7 @@ mod grep;
 mod list;
 mod paths;
 mod schema;
+mod skill;
 mod task;
 mod todos;
 mod walk;
@@ -26,6 +27,7 @@ pub use grep::GrepTool;
 pub use list::ListFilesTool;
 pub(crate) use schema::ArgumentSchema;
 pub use schema::InvalidToolSchema;
+pub use skill::ReadSkillTool;
 pub use task::TaskTool;
 pub use todos::WriteTodosTool;
 
@@ -44,6 +46,8 @@ pub struct ToolContext {
     /// readable by the agent, written only by the harness); `None` when the
     /// context strategy does not offload.
     pub results_dir: Option<PathBuf>,
+    /// The skills `read_skill` loads (listed in the system prompt).
+    pub skills: Arc<Vec<crate::skills::Skill>>,
 }
 
 /// What a tool produced.
@@ -93,11 +97,11 @@ pub trait Tool: Send + Sync {
 }
 
 /// Names of the built-in tools, in the order they are offered.
-pub const BUILTIN_TOOLS: [&str; 8] = tool_names::BUILTIN;
+pub const BUILTIN_TOOLS: [&str; 9] = tool_names::BUILTIN;
 
 /// Looks up a built-in tool by name.
 pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
-    let tools: [Arc<dyn Tool>; 8] = [
+    let tools: [Arc<dyn Tool>; 9] = [
         Arc::new(BashTool),
         Arc::new(ReadFileTool),
         Arc::new(WriteFileTool),
@@ -106,6 +110,7 @@ pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
         Arc::new(GrepTool),
         Arc::new(WriteTodosTool),
         Arc::new(TaskTool),
+        Arc::new(ReadSkillTool),
     ];
     tools.into_iter().find(|tool| tool.spec().name == name)
 }

@@ -122,6 +122,7 @@ pub async fn run_loop(
         output_limit: 8192,
         confinement: std::sync::Arc::new(tack_sandbox::Confinement::off()),
         results_dir: None,
+        skills: Default::default(),
     };
     let dispatcher = Dispatcher::builtin(&harness.tools, ctx).unwrap();
     let mut sink = VecSink::default();
