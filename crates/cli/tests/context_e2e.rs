@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -275,7 +277,7 @@ fn an_offloaded_result_is_previewed_and_read_back_whole() {
              [variants.harness]\ntools = [\"bash\", \"read_file\"]\nsandbox = \"{}\"\n\
              [variants.harness.context]\noffload_results_over = 4096\n\
              [variants.provider]\nbase_url = \"{}\"\napi_key_env = \"TACK_E2E_KEY\"\n",
-            sandbox_profile(),
+            common::sandbox_profile(),
             server.base_url()
         ),
     )
@@ -326,16 +328,4 @@ fn an_offloaded_result_is_previewed_and_read_back_whole() {
     let html = std::fs::read_to_string(page).unwrap();
     assert!(html.contains("too long for the context: it was saved to"));
     assert!(html.contains("read_file"));
-}
-
-/// `strict` where the kernel confines (CI requires it), else `off`.
-fn sandbox_profile() -> &'static str {
-    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
-        tack_sandbox::TestGate::Run => "strict",
-        tack_sandbox::TestGate::Skip(why) => {
-            eprintln!("sandbox off: {why}");
-            "off"
-        }
-        tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
-    }
 }

@@ -281,7 +281,7 @@ con = duckdb.connect()
 one = lambda sql: con.execute(sql).fetchall()[0][0]
 trials = one(f"select count(*) from '{run}/trials/*.parquet'")
 steps = one(f"select sum(steps) from '{run}/trials/*.parquet'")
-calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call' and status = 'ok' and name != 'compaction'")
+calls = one(f"select count(*) from '{run}/spans/*.parquet' where kind = 'model_call' and status = 'ok' and name not in ('compaction', 'subagent')")
 messages = ds.dataset(f"{run}/messages", format="parquet").to_table().num_rows
 sent = one(f"select sum(len(message_ids)) from '{run}/trials/*.parquet'")
 # Every id a transcript or a model call lists is in the messages table.
@@ -309,7 +309,7 @@ print(trials, steps, calls, messages, sent, dangling)
     let trials = json["run"]["trials"].as_array().unwrap();
     let steps: u64 = trials.iter().map(|t| t["steps"].as_u64().unwrap()).sum();
     // A step whose call the model refused (sim-window's window) has no
-    // successful call.
+    // successful call; compactions and subagents' calls are not steps.
     let refused = trials
         .iter()
         .filter(|t| t["stop_reason"] == "model_error")

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+mod common;
+
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -79,7 +81,12 @@ fn a_killed_session_resumes_asks_again_and_streams_every_event_once() {
         .arg(&workspace)
         .arg("--session")
         .arg(&session)
-        .args(["--permissions", "default", "--sandbox", sandbox_profile()])
+        .args([
+            "--permissions",
+            "default",
+            "--sandbox",
+            common::sandbox_profile(),
+        ])
         .args(["--approve-with", &hanging, "--check", "grep -q ran ran.txt"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -171,16 +178,4 @@ fn a_killed_session_resumes_asks_again_and_streams_every_event_once() {
         .unwrap();
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("has finished"));
-}
-
-/// `strict` where the kernel confines (CI requires it), else `off`.
-fn sandbox_profile() -> &'static str {
-    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
-        tack_sandbox::TestGate::Run => "strict",
-        tack_sandbox::TestGate::Skip(why) => {
-            eprintln!("sandbox off: {why}");
-            "off"
-        }
-        tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
-    }
 }

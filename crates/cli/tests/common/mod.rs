@@ -31,3 +31,16 @@ pub fn stdout_json(output: &Output) -> Value {
     );
     serde_json::from_slice(&output.stdout).unwrap()
 }
+
+/// The sandbox profile for a test's commands: `strict` where the kernel
+/// confines (CI requires it), else `off`, saying why.
+pub fn sandbox_profile() -> &'static str {
+    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
+        tack_sandbox::TestGate::Run => "strict",
+        tack_sandbox::TestGate::Skip(why) => {
+            eprintln!("sandbox off: {why}");
+            "off"
+        }
+        tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
+    }
+}
