@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use clap::Args;
 use rustyline::error::ReadlineError;
-use tack_harness::{Harness, HarnessSetup};
+use tack_harness::{Harness, HarnessSetup, Session};
+use tack_model::Model;
 use tack_protocol::{
     ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, Role, SinkError, SpanStatus,
     tool_names,
@@ -163,56 +164,21 @@ pub async fn run(args: ChatArgs) -> CommandResult {
             continue;
         }
         let _ = editor.add_history_entry(line);
-        match line {
-            "/help" => eprintln!("{AFTER_HELP}"),
-            "/todos" => match &state.lock().ok().and_then(|s| s.todos.clone()) {
-                Some(todos) => println!("{}", todos.trim_end()),
-                None => println!("(no plan yet: the agent has not written todos)"),
-            },
-            "/skills" if harness.skills().is_empty() => println!(
-                "(no skills: add skills/<name>/SKILL.md to the workspace, with a name and description)"
-            ),
-            "/skills" => {
-                for skill in harness.skills() {
-                    println!("{}: {}", skill.name, skill.description);
+        if line.starts_with('/') {
+            slash_command(line, &mut session, model.as_mut(), &harness, &state).await;
+            continue;
+        }
+        tokio::select! {
+            stop = session.run(model.as_mut(), line) => {
+                if stop != tack_protocol::StopReason::Completed {
+                    let error = session.outcome().error.unwrap_or_default();
+                    let sep = if error.is_empty() { "" } else { ": " };
+                    println!("(the turn stopped: {stop}{sep}{error})");
                 }
             }
-            "/cost" => {
-                let totals = session.outcome().totals;
-                let cost = totals
-                    .cost_usd
-                    .map_or("unknown (the model has no price)".to_string(), |c| {
-                        format!("${c:.4}")
-                    });
-                println!(
-                    "{} steps, {} tokens ({} in, {} out), cost {cost}",
-                    totals.steps,
-                    totals.usage.total(),
-                    totals.usage.input_tokens,
-                    totals.usage.output_tokens
-                );
-            }
-            "/compact" => match session.compact_now(model.as_mut()).await {
-                Ok(true) => println!("(compacted: the older history is now a summary)"),
-                Ok(false) => println!("(nothing to compact yet)"),
-                Err(stop) => println!("(could not compact: {stop})"),
-            },
-            command if command.starts_with('/') => {
-                println!("unknown command {command}; /help lists them")
-            }
-            input => {
-                tokio::select! {
-                    stop = session.run(model.as_mut(), input) => {
-                        if stop != tack_protocol::StopReason::Completed {
-                            let error = session.outcome().error.unwrap_or_default();
-                            println!("(the turn stopped: {stop}{}{error})", if error.is_empty() { "" } else { ": " });
-                        }
-                    }
-                    _ = tokio::signal::ctrl_c() => {
-                        session.cancel_turn();
-                        println!("(turn cancelled)");
-                    }
-                }
+            _ = tokio::signal::ctrl_c() => {
+                session.cancel_turn();
+                println!("(turn cancelled)");
             }
         }
     }
@@ -228,6 +194,52 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `/todos`, `/skills`, `/cost`, `/compact`, `/help`.
+async fn slash_command(
+    command: &str,
+    session: &mut Session<'_>,
+    model: &mut dyn Model,
+    harness: &Harness,
+    state: &Mutex<ChatState>,
+) {
+    match command {
+        "/help" => eprintln!("{AFTER_HELP}"),
+        "/todos" => match state.lock().ok().and_then(|s| s.todos.clone()) {
+            Some(todos) => println!("{}", todos.trim_end()),
+            None => println!("(no plan yet: the agent has not written todos)"),
+        },
+        "/skills" if harness.skills().is_empty() => println!(
+            "(no skills: add skills/<name>/SKILL.md to the workspace, with a name and description)"
+        ),
+        "/skills" => {
+            for skill in harness.skills() {
+                println!("{}: {}", skill.name, skill.description);
+            }
+        }
+        "/cost" => {
+            let totals = session.outcome().totals;
+            let cost = totals
+                .cost_usd
+                .map_or("unknown (the model has no price)".to_string(), |c| {
+                    format!("${c:.4}")
+                });
+            println!(
+                "{} steps, {} tokens ({} in, {} out), cost {cost}",
+                totals.steps,
+                totals.usage.total(),
+                totals.usage.input_tokens,
+                totals.usage.output_tokens
+            );
+        }
+        "/compact" => match session.compact_now(model).await {
+            Ok(true) => println!("(compacted: the older history is now a summary)"),
+            Ok(false) => println!("(nothing to compact yet)"),
+            Err(stop) => println!("(could not compact: {stop})"),
+        },
+        other => println!("unknown command {other}; /help lists them"),
+    }
 }
 
 type Editor = rustyline::DefaultEditor;

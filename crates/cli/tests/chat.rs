@@ -11,6 +11,9 @@ use std::time::Duration;
 use expectrl::{ControlCode, Expect, Session};
 use tack_testkit::{Dialect, MockServer, ScriptedCall, ScriptedResponse, ServerOptions};
 
+/// What the line editor shows when it waits for a line.
+const PROMPT: &str = "› ";
+
 #[test]
 fn a_two_turn_chat_with_an_approval_and_todos() {
     let todos = serde_json::json!({
@@ -58,6 +61,7 @@ fn a_two_turn_chat_with_an_approval_and_todos() {
     chat.set_expect_timeout(Some(Duration::from_secs(60)));
     chat.expect("/help for commands").unwrap();
 
+    chat.expect(PROMPT).unwrap();
     chat.send_line("Write hi.txt, and keep a plan.").unwrap();
     chat.expect("Allow? [y/N]").unwrap();
     chat.send_line("y").unwrap();
@@ -67,30 +71,48 @@ fn a_two_turn_chat_with_an_approval_and_todos() {
         "hi\n"
     );
 
+    chat.expect(PROMPT).unwrap();
     chat.send_line("/todos").unwrap();
     chat.expect("[~] write hi.txt").unwrap();
     chat.expect("[ ] say so").unwrap();
 
+    chat.expect(PROMPT).unwrap();
     chat.send_line("/skills").unwrap();
     chat.expect("notes: How to write notes here.").unwrap();
 
+    chat.expect(PROMPT).unwrap();
     chat.send_line("Thanks.").unwrap();
     chat.expect("You are welcome.").unwrap();
     // Ctrl-C cancels a turn that is waiting on the model; the session
     // goes on.
+    chat.expect(PROMPT).unwrap();
     chat.send_line("Take your time.").unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the model has the request, the turn is under way (and the
+    // editor has given the terminal back).
+    let asked = std::time::Instant::now();
+    while server.requests().len() < 5 {
+        assert!(
+            asked.elapsed() < Duration::from_secs(60),
+            "the turn never reached the model"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     chat.send(ControlCode::EndOfText).unwrap();
     chat.expect("(turn cancelled)").unwrap();
+    chat.expect(PROMPT).unwrap();
     chat.send_line("/cost").unwrap();
     chat.expect("tokens").unwrap();
 
+    // Lines and Ctrl-D go to the editor once it has the terminal (its
+    // prompt is shown): typed ahead in cooked mode, the terminal itself
+    // would take a Ctrl-D.
+    chat.expect(PROMPT).unwrap();
     chat.send(ControlCode::EndOfTransmission).unwrap();
     chat.expect(expectrl::Eof).unwrap();
     // Both turns were one conversation: the second request carried the
     // first turn's messages.
     let requests = server.requests();
-    assert!(requests.len() >= 4, "{}", requests.len());
+    assert_eq!(requests.len(), 5);
     let sent = requests[3].body["messages"].to_string();
     assert!(sent.contains("Write hi.txt, and keep a plan.") && sent.contains("Thanks."));
     assert!(
