@@ -87,7 +87,6 @@ impl Subagents {
             max_cost_usd: None,
             feedback_rounds: 0,
             agents_md: false,
-            requires_approval: parent.requires_approval.clone(),
             subagents: Default::default(),
             ..parent.clone()
         };

@@ -439,8 +439,13 @@ impl ExecSink {
 
 impl EventSink for ExecSink {
     fn record(&mut self, event: Event) -> Result<(), SinkError> {
-        let value = serde_json::to_value(&event).map_err(|e| SinkError(e.to_string()))?;
-        self.emit(value)?;
+        // Serialized only for a reader: the log, or stdout with --json.
+        if self.json || self.log.is_some() {
+            let value = serde_json::to_value(&event).map_err(|e| SinkError(e.to_string()))?;
+            self.emit(value)?;
+        } else {
+            self.seq += 1;
+        }
         if self.json {
             return Ok(());
         }

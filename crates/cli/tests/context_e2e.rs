@@ -61,6 +61,26 @@ fn suite(dir: &Path, base_url: &str) -> PathBuf {
     root
 }
 
+/// Runs `tack run --json` on `suite`, traces and reports under `dir`;
+/// returns the run directory.
+fn run(dir: &Path, suite: &Path, extra: &[&str]) -> PathBuf {
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .arg("run")
+        .arg(suite)
+        .args(extra)
+        .args(["--json", "--traces"])
+        .arg(dir.join("traces"))
+        .arg("--reports")
+        .arg(dir.join("reports"))
+        .env("TACK_E2E_KEY", TEST_API_KEY)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let json: Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    PathBuf::from(json["run"]["run_dir"].as_str().unwrap())
+}
+
 fn strings(batch: &arrow_array::RecordBatch, name: &str) -> Vec<Option<String>> {
     let column = batch.column_by_name(name).unwrap();
     let values = column.as_any().downcast_ref::<StringArray>().unwrap();
@@ -117,20 +137,7 @@ fn compaction_lets_a_long_task_finish_where_the_whole_conversation_overflows() {
         MockServer::start_tool_loop(Dialect::OpenAi, tool_loop, ServerOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let suite = suite(dir.path(), &server.base_url());
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .arg("run")
-        .arg(&suite)
-        .args(["--jobs", "2", "--json", "--traces"])
-        .arg(dir.path().join("traces"))
-        .arg("--reports")
-        .arg(dir.path().join("reports"))
-        .env("TACK_E2E_KEY", TEST_API_KEY)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let json: Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
-    let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+    let run_dir = run(dir.path(), &suite, &["--jobs", "2"]);
 
     let mut trials: HashMap<String, (String, String, Option<String>, String)> = HashMap::new();
     for batch in tack_trace::read_table(&run_dir, "trials").unwrap() {
@@ -282,20 +289,7 @@ fn an_offloaded_result_is_previewed_and_read_back_whole() {
         ),
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .arg("run")
-        .arg(&root)
-        .args(["--json", "--traces"])
-        .arg(dir.path().join("traces"))
-        .arg("--reports")
-        .arg(dir.path().join("reports"))
-        .env("TACK_E2E_KEY", TEST_API_KEY)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let json: Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
-    let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
+    let run_dir = run(dir.path(), &root, &[]);
     let trial = strings(
         &tack_trace::read_table(&run_dir, "trials").unwrap()[0],
         "trial_id",

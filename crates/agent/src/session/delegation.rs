@@ -25,6 +25,10 @@ impl Session<'_> {
         parent_span_id: u32,
     ) -> Result<(), StopReason> {
         let Some(subagents) = self.subagents else {
+            // Without subagents `task` is an ordinary tool, which says so.
+            for call in calls {
+                self.run_tool(call, false, parent_span_id).await?;
+            }
             return Ok(());
         };
         let mut cleared = Vec::with_capacity(calls.len());

@@ -44,7 +44,7 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn run_tool(
+    pub(super) async fn run_tool(
         &mut self,
         call: &ToolCall,
         cut_off: bool,
