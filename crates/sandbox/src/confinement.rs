@@ -51,6 +51,12 @@ pub struct Confinement {
     /// trial's workspace, so that an agent cannot read a concurrent trial's
     /// (a tmpfs cannot hide it: it would cover the agent's own workspace).
     pub sealed: Vec<PathBuf>,
+    /// `Some(ports)`: the network is narrowed to TCP `connect` to these
+    /// ports (Landlock network rules, ABI 4+), in the host's network
+    /// namespace so that loopback reaches a proxy tack runs there. See
+    /// [`Confinement::allowing_tcp_connect_only`].
+    #[serde(default)]
+    pub tcp_connect: Option<Vec<u16>>,
     pub limits: ResourceLimits,
 }
 
@@ -65,6 +71,7 @@ impl Confinement {
             read_only: Vec::new(),
             hidden: Vec::new(),
             sealed: Vec::new(),
+            tcp_connect: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -96,6 +103,7 @@ impl Confinement {
             read_only: if git.exists() { vec![git] } else { Vec::new() },
             hidden: default_hidden(profile, workspace),
             sealed: Vec::new(),
+            tcp_connect: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -132,6 +140,38 @@ impl Confinement {
         self
     }
 
+    /// Narrows the network to TCP `connect` to `ports` (on any address:
+    /// Landlock rules name ports, not hosts) and nothing else: no TCP
+    /// `bind`, no UDP (so no DNS), no raw or other sockets but AF_UNIX, and
+    /// `/run` hidden as under `strict` (daemon sockets would be a way
+    /// round). The command keeps the host's network namespace, where tack's
+    /// recording proxy listens on loopback. The profile keeps its name:
+    /// `strict` still means no network of the command's own, only tack's
+    /// port. Needs Landlock ABI 4 (Linux 6.7); where it is missing, running
+    /// fails ([`crate::check_confinement`]) rather than with the full
+    /// network. Under `off` nothing can enforce it, so running fails too.
+    pub fn allowing_tcp_connect_only<I>(mut self, ports: I) -> Self
+    where
+        I: IntoIterator<Item = u16>,
+    {
+        let mut ports: Vec<u16> = ports.into_iter().collect();
+        ports.sort_unstable();
+        ports.dedup();
+        self.tcp_connect = Some(ports);
+        for dir in daemon_socket_dirs(&self.writable) {
+            if !self.hidden.contains(&dir) {
+                self.hidden.push(dir);
+            }
+        }
+        self
+    }
+
+    /// Whether the command gets a network namespace of its own (with only a
+    /// down loopback): `strict`, unless narrowed to tack's ports.
+    pub fn own_network_namespace(&self) -> bool {
+        self.profile == SandboxProfile::Strict && self.tcp_connect.is_none()
+    }
+
     /// Whether any kernel confinement applies.
     pub fn is_confined(&self) -> bool {
         self.profile != SandboxProfile::Off
@@ -147,10 +187,18 @@ fn default_hidden(profile: SandboxProfile, workspace: &Path) -> Vec<PathBuf> {
     if profile != SandboxProfile::Strict {
         return Vec::new();
     }
+    daemon_socket_dirs(&[workspace.to_path_buf()])
+}
+
+/// `/run` and `/var/run`, where they are real directories holding none of
+/// the `writable` paths.
+fn daemon_socket_dirs(writable: &[PathBuf]) -> Vec<PathBuf> {
     ["/run", "/var/run"]
         .iter()
         .map(Path::new)
-        .filter(|dir| dir.is_dir() && !dir.is_symlink() && !workspace.starts_with(dir))
+        .filter(|dir| {
+            dir.is_dir() && !dir.is_symlink() && !writable.iter().any(|w| w.starts_with(dir))
+        })
         .map(Path::to_path_buf)
         .collect()
 }
@@ -173,6 +221,23 @@ mod tests {
         );
         assert!(Confinement::workspace_write(dir.path()).hidden.is_empty());
         assert_eq!(strict.profile, SandboxProfile::Strict);
+    }
+
+    #[test]
+    fn tcp_ports_keep_the_host_network_and_hide_run_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let strict = Confinement::strict(dir.path());
+        assert!(strict.own_network_namespace());
+        let narrowed = strict.clone().allowing_tcp_connect_only([8080, 80, 8080]);
+        assert!(!narrowed.own_network_namespace());
+        assert_eq!(narrowed.tcp_connect, Some(vec![80, 8080]));
+        assert_eq!(narrowed.hidden, strict.hidden, "no second /run cover");
+        let write = Confinement::workspace_write(dir.path()).allowing_tcp_connect_only([1]);
+        assert_eq!(
+            write.hidden.contains(&PathBuf::from("/run")),
+            Path::new("/run").is_dir() && !Path::new("/run").is_symlink()
+        );
+        assert_eq!(write.profile, SandboxProfile::WorkspaceWrite);
     }
 
     #[test]

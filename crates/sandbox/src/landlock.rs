@@ -13,6 +13,10 @@
 //! - in the child, for mounts that only exist there: everything on the
 //!   private `/dev/shm`, read on the fresh `/proc`.
 //!
+//! With `tcp_connect` (ABI 4 and later, a hard requirement too), TCP
+//! `bind` and `connect` are handled and only `connect` to those ports is
+//! granted.
+//!
 //! With ABI 6 and later, the command is also scoped: no signals to, and no
 //! abstract UNIX socket connections with, processes outside its domain.
 
@@ -20,8 +24,8 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
 /// Truncation of files outside the workspace is only controlled from ABI 3
@@ -76,8 +80,14 @@ fn read_access() -> BitFlags<AccessFs> {
 }
 
 /// Builds the ruleset for a command that may write beneath `writable` and
-/// may not read beneath `sealed` (absolute, symlink-free paths).
-pub(crate) fn build(abi: i32, writable: &[PathBuf], sealed: &[PathBuf]) -> Result<Built, String> {
+/// may not read beneath `sealed` (absolute, symlink-free paths), and, with
+/// `tcp_connect`, may only connect to those TCP ports.
+pub(crate) fn build(
+    abi: i32,
+    writable: &[PathBuf],
+    sealed: &[PathBuf],
+    tcp_connect: Option<&[u16]>,
+) -> Result<Built, String> {
     let abi = ABI::from(abi);
     let all = AccessFs::from_all(abi);
     let file = AccessFs::from_file(abi);
@@ -85,6 +95,13 @@ pub(crate) fn build(abi: i32, writable: &[PathBuf], sealed: &[PathBuf]) -> Resul
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
         .map_err(|e| format!("Landlock: {e}"))?;
+    if tcp_connect.is_some() {
+        // Named, not `from_all`: later ABIs add UDP rights, which would
+        // change what this mode means with the kernel.
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| format!("Landlock network rules (ABI 4, Linux 6.7): {e}"))?;
+    }
     if abi >= ABI::V6 {
         ruleset = ruleset
             .scope(Scope::from_all(abi))
@@ -123,6 +140,11 @@ pub(crate) fn build(abi: i32, writable: &[PathBuf], sealed: &[PathBuf]) -> Resul
     }
     for path in writable {
         created = add(created, path, all)?;
+    }
+    for port in tcp_connect.unwrap_or_default() {
+        created = created
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(|e| format!("Landlock rule for TCP port {port}: {e}"))?;
     }
     let ruleset: Option<OwnedFd> = created.into();
     let ruleset = ruleset.ok_or("Landlock is not supported by this kernel")?;
@@ -191,7 +213,7 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let built = build(abi, &[dir.path().to_path_buf()], &[]).unwrap();
+        let built = build(abi, &[dir.path().to_path_buf()], &[], None).unwrap();
         assert_ne!(built.shm_access, 0);
         assert_eq!(built.proc_access & built.shm_access, built.proc_access);
     }
@@ -210,7 +232,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let target = outside.path().join("target");
         std::fs::write(&target, "original").unwrap();
-        let built = build(abi, &[ws.path().to_path_buf()], &[]).unwrap();
+        let built = build(abi, &[ws.path().to_path_buf()], &[], None).unwrap();
         let plan = crate::child::ChildPlan {
             landlock: Some(built.ruleset),
             ..Default::default()
@@ -264,6 +286,7 @@ mod tests {
             abi,
             std::slice::from_ref(&own),
             std::slice::from_ref(&sealed),
+            None,
         )
         .unwrap();
         let plan = crate::child::ChildPlan {

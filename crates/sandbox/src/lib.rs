@@ -12,6 +12,9 @@
 //! that cannot be enforced here is an error ([`check_profile`]), never a
 //! silent downgrade. `off` records that the command ran unconfined.
 //!
+//! [`Confinement::allowing_tcp_connect_only`] narrows the network to TCP
+//! connections to given ports (tack's recording proxy on loopback).
+//!
 //! The agent's file tools run in tack's own process, outside all that:
 //! [`WorkspaceFiles`] gives them the same view of the workspace as `bash`
 //! (beneath it only, `.git` read-only, hidden paths invisible), checked on
@@ -46,7 +49,7 @@ pub use files::{FileAccessError, WorkspaceFiles};
 pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
 pub use landlock::MIN_ABI as MIN_LANDLOCK_ABI;
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
-pub use profiles::check_profile;
+pub use profiles::{check_confinement, check_profile};
 pub use seccomp::denied_calls;
 pub use tack_protocol::SandboxProfile;
 
@@ -132,8 +135,12 @@ pub enum SandboxError {
 pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
     let started = Instant::now();
     let profile = spec.confinement.profile;
+    // `off` narrowed to ports is checked too, only to fail: nothing there
+    // can enforce it.
+    if spec.confinement.is_confined() || spec.confinement.tcp_connect.is_some() {
+        check_confinement(spec.confinement, probe())?;
+    }
     let ended = if spec.confinement.is_confined() {
-        check_profile(profile, probe())?;
         match spawner::client() {
             Some(spawner) => spawner.run(spec).await?,
             None => local::run(spec).await?,

@@ -71,7 +71,7 @@ pub(crate) fn prepare(
     cwd: &Path,
     probe: &Probe,
 ) -> Result<Prepared, SandboxError> {
-    let network = confinement.profile != SandboxProfile::Strict;
+    let own_netns = confinement.own_network_namespace();
     let tmp = tempfile::Builder::new()
         .prefix("tack-tmp-")
         .tempdir()
@@ -92,7 +92,8 @@ pub(crate) fn prepare(
         .landlock_abi
         .ok_or_else(|| setup("Landlock is not available"))?;
     let sealed = existing(&confinement.sealed);
-    let built = landlock::build(abi, &writable, &sealed).map_err(setup)?;
+    let built = landlock::build(abi, &writable, &sealed, confinement.tcp_connect.as_deref())
+        .map_err(setup)?;
     let late_rules = match shm {
         Some(path) => vec![LateRule {
             path,
@@ -100,25 +101,11 @@ pub(crate) fn prepare(
         }],
         None => Vec::new(),
     };
-    let cgroup = match &probe.pids_cgroup {
-        Some(base) => Some(
-            PidsCgroup::create(base, confinement.limits.processes)
-                .map_err(|e| setup(format!("cannot create a pids cgroup: {e}")))?,
-        ),
-        None => None,
-    };
-    let cgroup_procs = match &cgroup {
-        Some(cgroup) => Some(
-            cgroup
-                .procs()
-                .map_err(|e| setup(format!("cgroup.procs: {e}")))?,
-        ),
-        None => None,
-    };
+    let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) =
         std::io::pipe().map_err(|e| setup(format!("cannot create a pipe: {e}")))?;
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
-    if !network {
+    if own_netns {
         flags |= libc::CLONE_NEWNET;
     }
     let pid_max = probe.namespace_pid_max.then(|| {
@@ -140,7 +127,9 @@ pub(crate) fn prepare(
         late_rules,
         proc_access: built.proc_access,
         landlock: Some(built.ruleset),
-        seccomp: seccomp::filters(network).map_err(setup)?.to_vec(),
+        seccomp: seccomp::filters(sockets(confinement))
+            .map_err(setup)?
+            .to_vec(),
         ..user_ns_plan(flags)
     };
     let tmp_text = writable
@@ -158,6 +147,33 @@ pub(crate) fn prepare(
         _cgroup: cgroup,
         _tmp: tmp,
     })
+}
+
+/// The command's pids cgroup, if the machine offers them, and its
+/// `cgroup.procs` for the child to join.
+fn pids_cgroup(
+    probe: &Probe,
+    confinement: &Confinement,
+) -> Result<(Option<PidsCgroup>, Option<OwnedFd>), SandboxError> {
+    let Some(base) = &probe.pids_cgroup else {
+        return Ok((None, None));
+    };
+    let cgroup = PidsCgroup::create(base, confinement.limits.processes)
+        .map_err(|e| setup(format!("cannot create a pids cgroup: {e}")))?;
+    let procs = cgroup
+        .procs()
+        .map_err(|e| setup(format!("cgroup.procs: {e}")))?;
+    Ok((Some(cgroup), Some(procs)))
+}
+
+/// Narrowed to ports, only TCP may leave; in its own network namespace
+/// (`strict`) nothing can, so only AF_UNIX.
+fn sockets(confinement: &Confinement) -> seccomp::Sockets {
+    match (&confinement.tcp_connect, confinement.profile) {
+        (Some(_), _) => seccomp::Sockets::UnixAndTcp,
+        (None, SandboxProfile::Strict) => seccomp::Sockets::UnixOnly,
+        (None, _) => seccomp::Sockets::Any,
+    }
 }
 
 type MountSteps = (Vec<MountStep>, Vec<String>, Option<CString>);

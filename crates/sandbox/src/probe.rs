@@ -1,7 +1,7 @@
 //! What this kernel can enforce, found by trying each mechanism in a
 //! throw-away child (the same code the real commands run), and whether a
 //! profile can run here. `TACK_SANDBOX_DISABLE=landlock,seccomp,userns`
-//! (also `netns`, `pidns`, `cgroup`) pretends a mechanism is missing, so
+//! (also `netns`, `pidns`, `cgroup`, `landlock_net`) pretends a mechanism is missing, so
 //! the failure paths can be tested on a machine that has everything;
 //! `openat2` makes the file tools' lookups use their user-space walk.
 
@@ -26,6 +26,9 @@ pub struct Missing {
 pub struct Probe {
     /// The Landlock ABI version, if Landlock is enabled.
     pub landlock_abi: Option<i32>,
+    /// Landlock can limit TCP `connect` and `bind` to given ports (ABI 4,
+    /// Linux 6.7), for [`crate::Confinement::allowing_tcp_connect_only`].
+    pub landlock_net: bool,
     pub seccomp: bool,
     pub user_namespaces: bool,
     /// Mount namespaces with `mount_setattr` (recursive read-only remounts).
@@ -107,6 +110,14 @@ pub fn detect(disable: &str) -> Probe {
     };
     note("landlock", abi.clone().and_then(landlock_is_enough));
     let landlock_abi = abi.ok();
+    let landlock_net = note(
+        "landlock network rules",
+        if off("landlock_net") {
+            by_env()
+        } else {
+            tcp_port_rules(landlock_abi)
+        },
+    );
     let seccomp = note("seccomp", unless("seccomp", &try_seccomp));
     let userns = |name: &str, attempt: &dyn Fn() -> Result<(), String>| {
         if off("userns") {
@@ -155,6 +166,7 @@ pub fn detect(disable: &str) -> Probe {
     };
     Probe {
         landlock_abi,
+        landlock_net,
         seccomp,
         user_namespaces: user,
         mount_namespaces: mount,
@@ -181,6 +193,17 @@ fn landlock_is_enough(abi: i32) -> Result<(), String> {
     }
     Ok(())
 }
+fn tcp_port_rules(abi: Option<i32>) -> Result<(), String> {
+    match abi {
+        Some(abi) if abi >= crate::profiles::TCP_PORT_ABI => Ok(()),
+        Some(abi) => Err(format!(
+            "Landlock ABI {abi} has no network rules; ABI {} (Linux 6.7) or later is needed",
+            crate::profiles::TCP_PORT_ABI
+        )),
+        None => Err("needs Landlock".to_string()),
+    }
+}
+
 /// Runs `true` in a child that applies `plan` first.
 pub(crate) fn works(plan: ChildPlan) -> Result<(), String> {
     works_with(plan, "true", &[])
@@ -266,7 +289,7 @@ fn try_pid_max() -> Result<(), String> {
 }
 
 fn try_seccomp() -> Result<(), String> {
-    let filters = seccomp::filters(false)?;
+    let filters = seccomp::filters(seccomp::Sockets::UnixOnly)?;
     let plan = ChildPlan {
         seccomp: filters.to_vec(),
         ..ChildPlan::default()
@@ -331,6 +354,26 @@ mod tests {
         assert!(check_profile(SandboxProfile::Strict, &probe).is_err());
         let write = check_profile(SandboxProfile::WorkspaceWrite, &probe);
         assert!(write.is_ok() || probe.landlock_abi.is_none(), "{write:?}");
+    }
+
+    #[test]
+    fn port_limited_network_fails_without_landlock_network_rules() {
+        let dir = std::path::Path::new("/tmp");
+        let narrowed = crate::Confinement::workspace_write(dir).allowing_tcp_connect_only([9]);
+        let probe = detect("landlock_net");
+        assert!(!probe.landlock_net);
+        let error = crate::check_confinement(&narrowed, &probe).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("TCP port(s) [9]"), "{text}");
+        assert!(text.contains("disabled by TACK_SANDBOX_DISABLE"), "{text}");
+        assert!(text.contains("Linux 6.7"), "{text}");
+        let off = crate::Confinement::off().allowing_tcp_connect_only([9]);
+        let text = crate::check_confinement(&off, &detect(""))
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("`off` enforces nothing"), "{text}");
+        assert!(tcp_port_rules(Some(3)).is_err());
+        assert_eq!(tcp_port_rules(Some(4)), Ok(()));
     }
 
     #[test]

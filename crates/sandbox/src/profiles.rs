@@ -3,8 +3,11 @@
 
 use tack_protocol::SandboxProfile;
 
-use crate::SandboxError;
 use crate::probe::{Missing, Probe};
+use crate::{Confinement, SandboxError};
+
+/// The Landlock ABI that brings TCP port rules (Linux 6.7).
+pub(crate) const TCP_PORT_ABI: i32 = 4;
 
 /// The mechanisms a profile cannot run without.
 fn required(profile: SandboxProfile) -> &'static [&'static str] {
@@ -62,6 +65,42 @@ pub fn check_profile(profile: SandboxProfile, probe: &Probe) -> Result<(), Sandb
         missing: missing.iter().map(|m| m.mechanism.to_string()).collect(),
         message,
     })
+}
+
+/// Whether `confinement` as a whole can be enforced here: its profile
+/// ([`check_profile`]) and, when its network is narrowed to TCP ports,
+/// Landlock's network rules. Never runs a narrowed command with the full
+/// network instead.
+pub fn check_confinement(confinement: &Confinement, probe: &Probe) -> Result<(), SandboxError> {
+    check_profile(confinement.profile, probe)?;
+    let Some(ports) = &confinement.tcp_connect else {
+        return Ok(());
+    };
+    let profile = confinement.profile;
+    let unavailable = |reason: String, fix: &str| SandboxError::Unavailable {
+        profile,
+        missing: vec!["landlock network rules".to_string()],
+        message: format!(
+            "the network cannot be limited to TCP port(s) {ports:?} under the `{}` profile:              {reason}.\n    To enable: {fix}",
+            profile.as_str()
+        ),
+    };
+    if !confinement.is_confined() {
+        return Err(unavailable(
+            "`off` enforces nothing".into(),
+            "use the `strict` or `workspace_write` profile",
+        ));
+    }
+    match probe.landlock_abi {
+        Some(abi) if abi >= TCP_PORT_ABI && probe.landlock_net => Ok(()),
+        abi => Err(unavailable(
+            probe.reason("landlock network rules").map_or_else(
+                || format!("Landlock ABI {abi:?} has no TCP port rules"),
+                str::to_string,
+            ),
+            "use Linux 6.7 or later (Landlock ABI 4); `tack doctor` shows the ABI",
+        )),
+    }
 }
 
 fn display_name(mechanism: &str) -> &str {

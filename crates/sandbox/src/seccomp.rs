@@ -65,29 +65,55 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWCGROUP,
 ];
 
+/// Which sockets a command may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sockets {
+    /// Any (`workspace_write`).
+    Any,
+    /// AF_UNIX only (`strict`: its network namespace has nothing else).
+    UnixOnly,
+    /// AF_UNIX, and TCP over IPv4 and IPv6: the network narrowed to ports
+    /// by Landlock, whose rules cover TCP only; UDP (DNS included), raw,
+    /// SCTP, MPTCP and other families would go round them.
+    UnixAndTcp,
+}
+
 /// Names of everything the filters refuse, for `tack doctor`.
 pub fn denied_calls(network: bool) -> Vec<String> {
+    let sockets = if network {
+        Sockets::Any
+    } else {
+        Sockets::UnixOnly
+    };
+    denied_calls_for(sockets)
+}
+
+pub(crate) fn denied_calls_for(sockets: Sockets) -> Vec<String> {
     let mut names: Vec<String> = DENIED.iter().map(|(name, _)| name.to_string()).collect();
     names.push("clone with namespace flags".to_string());
     names.push("clone3 (ENOSYS)".to_string());
-    if !network {
-        names.push("socket other than AF_UNIX".to_string());
+    match sockets {
+        Sockets::Any => {}
+        Sockets::UnixOnly => names.push("socket other than AF_UNIX".to_string()),
+        Sockets::UnixAndTcp => {
+            names.push("socket other than AF_UNIX or TCP over AF_INET/AF_INET6".to_string())
+        }
     }
     names
 }
 
-/// The compiled filters for a profile: `network = false` also refuses
-/// sockets of any family but AF_UNIX.
-pub(crate) fn filters(network: bool) -> Result<[&'static BpfProgram; 2], String> {
-    static WITH_NETWORK: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
-    static WITHOUT_NETWORK: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+/// The compiled filters for a command allowed `sockets`.
+pub(crate) fn filters(sockets: Sockets) -> Result<[&'static BpfProgram; 2], String> {
+    static ANY: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    static UNIX_ONLY: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    static UNIX_AND_TCP: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
     static GUARD: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
-    let cell = if network {
-        &WITH_NETWORK
-    } else {
-        &WITHOUT_NETWORK
+    let cell = match sockets {
+        Sockets::Any => &ANY,
+        Sockets::UnixOnly => &UNIX_ONLY,
+        Sockets::UnixAndTcp => &UNIX_AND_TCP,
     };
-    let main = cell.get_or_init(|| compile(network)).as_ref()?;
+    let main = cell.get_or_init(|| compile(sockets)).as_ref()?;
     let guard = GUARD.get_or_init(guard).as_ref()?;
     Ok([main, guard])
 }
@@ -97,22 +123,21 @@ fn target_arch() -> Result<TargetArch, String> {
         .map_err(|_| format!("no seccomp filter for {}", std::env::consts::ARCH))
 }
 
-fn compile(network: bool) -> Result<BpfProgram, String> {
+fn compile(sockets: Sockets) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
         .iter()
         .map(|(_, number)| (*number, Vec::new()))
         .collect();
     rules.insert(libc::SYS_clone, clone_rules()?);
-    if !network {
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| e.to_string())?;
-        let rule = SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?;
-        rules.insert(libc::SYS_socket, vec![rule]);
+    match sockets {
+        Sockets::Any => {}
+        Sockets::UnixOnly => {
+            let rule = rule(vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX)?])?;
+            rules.insert(libc::SYS_socket, vec![rule]);
+        }
+        Sockets::UnixAndTcp => {
+            rules.insert(libc::SYS_socket, tcp_only_rules()?);
+        }
     }
     let filter = SeccompFilter::new(
         rules,
@@ -122,6 +147,44 @@ fn compile(network: bool) -> Result<BpfProgram, String> {
     )
     .map_err(|e| e.to_string())?;
     BpfProgram::try_from(filter).map_err(|e| e.to_string())
+}
+
+fn condition(arg: u8, op: SeccompCmpOp, value: libc::c_int) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value as u64).map_err(|e| e.to_string())
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
+    SeccompRule::new(conditions).map_err(|e| e.to_string())
+}
+
+/// `socket(family, type, protocol)` calls refused when only TCP may leave
+/// the process: each rule matches a refused call (the conditions of a rule
+/// all hold; any rule refuses). The type's low bits are the socket type,
+/// the rest flags (SOCK_NONBLOCK, SOCK_CLOEXEC); protocol 0 is TCP for a
+/// stream socket.
+fn tcp_only_rules() -> Result<Vec<SeccompRule>, String> {
+    const TYPE_MASK: u64 = 0xf;
+    let mut rules = vec![rule(vec![
+        condition(0, SeccompCmpOp::Ne, libc::AF_UNIX)?,
+        condition(0, SeccompCmpOp::Ne, libc::AF_INET)?,
+        condition(0, SeccompCmpOp::Ne, libc::AF_INET6)?,
+    ])?];
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let inet = || condition(0, SeccompCmpOp::Eq, family);
+        let not_stream = (0..=TYPE_MASK as libc::c_int).filter(|kind| *kind != libc::SOCK_STREAM);
+        for kind in not_stream {
+            rules.push(rule(vec![
+                inet()?,
+                condition(1, SeccompCmpOp::MaskedEq(TYPE_MASK), kind)?,
+            ])?);
+        }
+        rules.push(rule(vec![
+            inet()?,
+            condition(2, SeccompCmpOp::Ne, 0)?,
+            condition(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP)?,
+        ])?);
+    }
+    Ok(rules)
 }
 
 fn clone_rules() -> Result<Vec<SeccompRule>, String> {
@@ -183,13 +246,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn both_filters_compile() {
-        let [strict, guard] = filters(false).unwrap();
-        let [open, _] = filters(true).unwrap();
+    fn every_filter_compiles() {
+        let [strict, guard] = filters(Sockets::UnixOnly).unwrap();
+        let [open, _] = filters(Sockets::Any).unwrap();
+        let [tcp, _] = filters(Sockets::UnixAndTcp).unwrap();
         assert!(
             strict.len() > open.len(),
             "the socket rule adds instructions"
         );
+        assert!(tcp.len() > strict.len());
         assert_eq!(guard.len(), 7);
     }
 
@@ -199,5 +264,36 @@ mod tests {
         assert!(names.iter().any(|n| n == "ptrace"));
         assert!(names.iter().any(|n| n.contains("AF_UNIX")));
         assert!(!denied_calls(true).iter().any(|n| n.contains("AF_UNIX")));
+        let tcp = denied_calls_for(Sockets::UnixAndTcp);
+        assert!(tcp.iter().any(|n| n.contains("TCP over")));
+    }
+
+    /// The TCP-only filter, installed on its own: TCP sockets open, UDP,
+    /// ICMP and netlink ones are refused (the filter runs in a child).
+    #[test]
+    fn tcp_only_refuses_udp_raw_and_other_families() {
+        let [tcp, guard] = filters(Sockets::UnixAndTcp).unwrap();
+        let plan = crate::child::ChildPlan {
+            seccomp: vec![tcp, guard],
+            ..Default::default()
+        };
+        let script = [
+            "import socket as s",
+            "s.socket(s.AF_INET, s.SOCK_STREAM | s.SOCK_CLOEXEC).close()",
+            "s.socket(s.AF_INET6, s.SOCK_STREAM, s.IPPROTO_TCP).close()",
+            "s.socket(s.AF_UNIX, s.SOCK_DGRAM).close()",
+            "refused = 0",
+            "for args in [(s.AF_INET, s.SOCK_DGRAM), (s.AF_INET6, s.SOCK_DGRAM | s.SOCK_NONBLOCK),",
+            "             (s.AF_INET, s.SOCK_STREAM, 132), (s.AF_INET, s.SOCK_DGRAM, 1),",
+            "             (s.AF_INET, s.SOCK_RAW, 1), (s.AF_NETLINK, s.SOCK_RAW, 0)]:",
+            "    try:",
+            "        s.socket(*args).close()",
+            "    except PermissionError:",
+            "        refused += 1",
+            "raise SystemExit(0 if refused == 6 else 1)",
+        ]
+        .join("\n");
+        let result = crate::probe::works_with(plan, "python3", &["-c", &script]);
+        assert_eq!(result, Ok(()));
     }
 }
