@@ -14,6 +14,8 @@
 //!
 //! [`Confinement::allowing_tcp_connect_only`] narrows the network to TCP
 //! connections to given ports (tack's recording proxy on loopback).
+//! Long-lived programs with piped stdio (MCP stdio servers) run under the
+//! same confinement with [`spawn_service`].
 //!
 //! The agent's file tools run in tack's own process, outside all that:
 //! [`WorkspaceFiles`] gives them the same view of the workspace as `bash`
@@ -36,6 +38,7 @@ mod plan;
 mod probe;
 mod profiles;
 mod seccomp;
+mod service;
 pub mod spawner;
 mod supervise;
 
@@ -51,6 +54,7 @@ pub use landlock::MIN_ABI as MIN_LANDLOCK_ABI;
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
 pub use profiles::{check_confinement, check_profile};
 pub use seccomp::denied_calls;
+pub use service::{Service, ServiceSpec, spawn_service};
 pub use tack_protocol::SandboxProfile;
 
 /// What to run and how.
@@ -112,6 +116,17 @@ pub enum SandboxError {
         missing: Vec<String>,
         message: String,
     },
+    #[error(
+        "could not start the service `{program}` in {cwd}: {source}. Is it installed in the \
+         service's PATH, and the directory present?"
+    )]
+    StartService {
+        program: String,
+        cwd: String,
+        source: std::io::Error,
+    },
+    #[error("lost track of the service's process: {0}")]
+    Wait(std::io::Error),
     /// Preparing the confinement failed (in tack, before the fork).
     #[error("could not prepare the sandbox: {0}")]
     Setup(String),

@@ -12,24 +12,28 @@ use crate::{CommandSpec, SandboxError, capture, plan, probe};
 /// `bash -c <script>` in `cwd` with the scrubbed environment and the
 /// command's own variables; stdin is /dev/null.
 pub(crate) fn bash(spec: &CommandSpec<'_>) -> Command {
+    let mut command = program("bash", spec.cwd, spec.env);
+    std::os::unix::process::CommandExt::arg0(&mut command, "bash");
+    command.arg("-c").arg(spec.script).stdin(Stdio::null());
+    command
+}
+
+/// `program`, found in the `PATH` of `env` over the scrubbed base
+/// environment, to run in `cwd` with that environment only.
+pub(crate) fn program(program: &str, cwd: &Path, env: &[(String, String)]) -> Command {
     let base = crate::scrubbed_environment();
-    let path = spec
-        .env
+    let path = env
         .iter()
         .chain(&base)
         .rev()
         .find(|(name, _)| name == "PATH")
         .map_or("", |(_, value)| value.as_str());
-    let mut command = Command::new(find_in_path("bash", path));
-    std::os::unix::process::CommandExt::arg0(&mut command, "bash");
+    let mut command = Command::new(find_in_path(program, path));
     command
-        .arg("-c")
-        .arg(spec.script)
-        .current_dir(spec.cwd)
+        .current_dir(cwd)
         .env_clear()
         .envs(base)
-        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null());
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     command
 }
 
@@ -40,6 +44,9 @@ pub(crate) fn bash(spec: &CommandSpec<'_>) -> Command {
 /// Unfound, the bare name is left for the spawn to report.
 fn find_in_path(program: &str, path: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return program.into();
+    }
     std::env::split_paths(path)
         .map(|dir| dir.join(program))
         .find(|candidate| {
@@ -78,12 +85,21 @@ pub(crate) fn spawn_error(
     cwd: &Path,
     source: std::io::Error,
 ) -> SandboxError {
+    confine_error(prepared, source).unwrap_or_else(|source| SandboxError::Spawn {
+        cwd: cwd.display().to_string(),
+        source,
+    })
+}
+
+/// The setup step the child reported failing, as an error; otherwise the
+/// program itself did not start, and `source` is handed back.
+pub(crate) fn confine_error(
+    prepared: Option<&mut plan::Prepared>,
+    source: std::io::Error,
+) -> Result<SandboxError, std::io::Error> {
     match prepared.and_then(plan::Prepared::failed_step) {
-        Some(step) => SandboxError::Confine { step, source },
-        None => SandboxError::Spawn {
-            cwd: cwd.display().to_string(),
-            source,
-        },
+        Some(step) => Ok(SandboxError::Confine { step, source }),
+        None => Err(source),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The network narrowed to TCP ports (Landlock network rules): a confined
-//! command reaches a listener on an allowed loopback port, and
+//! command or service reaches a listener on an allowed loopback port, and
 //! nothing else — not another port, not UDP, not a bind of its own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
@@ -10,8 +10,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use tack_sandbox::{
-    CommandOutput, CommandSpec, Confinement, SandboxError, SandboxProfile, TestGate, run,
+    CommandOutput, CommandSpec, Confinement, SandboxError, SandboxProfile, ServiceSpec, TestGate,
+    run, spawn_service,
 };
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Whether port-limited network can be enforced here; otherwise skip,
 /// saying why, unless `TACK_REQUIRE_SANDBOX=1` makes that a failure.
@@ -108,6 +110,50 @@ async fn a_command_reaches_the_allowed_port_only() {
     }
 }
 
+#[tokio::test]
+async fn a_service_reaches_the_allowed_port_only() {
+    if !available() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let ((allowed, allowed_port), (other, other_port)) = (listener(), listener());
+    let confinement =
+        Confinement::workspace_write(ws.path()).allowing_tcp_connect_only([allowed_port]);
+    let args = [
+        "-c".to_string(),
+        format!("{PROBE_SCRIPT}; echo done; cat"),
+        "probe".to_string(),
+        allowed_port.to_string(),
+        other_port.to_string(),
+    ];
+    let spec = ServiceSpec {
+        program: "bash",
+        args: &args,
+        cwd: ws.path(),
+        env: &[],
+        confinement: &confinement,
+    };
+    let mut service = spawn_service(&spec).unwrap();
+    let mut lines = BufReader::new(service.stdout().unwrap()).lines();
+    let mut seen = String::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line == "done" {
+                break;
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("the service said nothing in time");
+    assert_eq!(seen, EXPECTED);
+    assert_eq!(received(&allowed).as_deref(), Some("hello\n"));
+    assert_eq!(received(&other), None);
+    service.kill().await.unwrap();
+}
+
 /// Nothing enforces ports under `off`: asking for them is an error, never
 /// a command with the full network.
 #[tokio::test]
@@ -135,5 +181,14 @@ async fn ports_under_off_are_refused_before_anything_runs() {
         ),
         "{error}"
     );
+    let args = ["-c".to_string(), script.clone()];
+    let service = spawn_service(&ServiceSpec {
+        program: "bash",
+        args: &args,
+        cwd: dir.path(),
+        env: &[],
+        confinement: &off,
+    });
+    assert!(service.is_err());
     assert!(!marker.exists());
 }
