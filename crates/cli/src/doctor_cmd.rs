@@ -25,7 +25,10 @@ here. For a profile that cannot, it prints what is missing, how to enable it, an
 Profiles:\n  strict           writes only to the workspace and a private tmp, .git read-only, hidden \
 dirs empty, no network (default)\n  workspace_write  the same with the host's network\n  off              \
 no kernel confinement (recorded as such in traces and reports)\n\n\
-TACK_SANDBOX_DISABLE=landlock,seccomp,userns (also netns, pidns, cgroup) pretends a mechanism is \
+A confined profile's network can also be narrowed to TCP connections to given ports (an external \
+agent reaching tack's recording proxy on loopback); that needs Landlock network rules (ABI 4, Linux \
+6.7), shown as `port-limited net`.\n\n\
+TACK_SANDBOX_DISABLE=landlock,seccomp,userns (also netns, pidns, cgroup, landlock_net) pretends a mechanism is \
 missing, to see the messages.",
     after_help = "Exit codes: 0 the strict profile can run here, 1 it cannot (the output says why)."
 )]
@@ -63,6 +66,7 @@ fn to_json(probe: &Probe) -> Value {
         .collect();
     json!({
         "landlock_abi": probe.landlock_abi,
+        "port_limited_network": probe.landlock_net,
         "seccomp": probe.seccomp,
         "user_namespaces": probe.user_namespaces,
         "mount_namespaces": probe.mount_namespaces,
@@ -139,6 +143,15 @@ fn render(probe: &Probe) -> String {
             rlimit_note(probe)
         ),
         format!("  process count bound {bounds}"),
+        format!(
+            "  port-limited net    {}",
+            if probe.landlock_net {
+                "available (TCP connect to given ports only; UDP and other sockets refused)"
+                    .to_string()
+            } else {
+                yes_no(false, probe, "landlock network rules")
+            }
+        ),
     ];
     if !probe.disabled.is_empty() {
         lines.push(format!(

@@ -52,6 +52,7 @@ fn doctor_json_lists_every_mechanism_and_profile() {
     let (json, code) = doctor_json(None);
     for field in [
         "landlock_abi",
+        "port_limited_network",
         "seccomp",
         "user_namespaces",
         "mount_namespaces",
@@ -80,6 +81,7 @@ fn doctor_says_what_is_missing_and_exits_1() {
     let (json, code) = doctor_json(Some("landlock"));
     assert_eq!(code, 1);
     assert_eq!(json["landlock_abi"], Value::Null);
+    assert_eq!(json["port_limited_network"], Value::Bool(false));
     assert_eq!(json["profiles"]["strict"]["available"], Value::Bool(false));
     let message = json["profiles"]["strict"]["message"].as_str().unwrap();
     assert!(message.contains("Landlock"), "{message}");
