@@ -26,6 +26,9 @@ struct Registered {
     tool: Arc<dyn Tool>,
     spec: ToolSpec,
     schema: ArgumentSchema,
+    /// The schema, when the offered spec leaves it out (shown on a call
+    /// that does not fit it).
+    withheld: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -56,7 +59,16 @@ pub enum DispatcherError {
 impl Dispatcher {
     /// A dispatcher offering the named built-in tools.
     pub fn builtin(names: &[String], ctx: ToolContext) -> Result<Dispatcher, DispatcherError> {
-        let tools = names
+        Dispatcher::with_extra(names, Vec::new(), ctx)
+    }
+
+    /// The named built-in tools, then `extra` ones (an MCP server's).
+    pub fn with_extra(
+        names: &[String],
+        extra: Vec<Arc<dyn Tool>>,
+        ctx: ToolContext,
+    ) -> Result<Dispatcher, DispatcherError> {
+        let mut tools = names
             .iter()
             .map(|name| {
                 builtin_tool(name).ok_or_else(|| UnknownToolName {
@@ -65,6 +77,7 @@ impl Dispatcher {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        tools.extend(extra);
         Ok(Dispatcher::new(tools, ctx)?)
     }
 
@@ -80,8 +93,20 @@ impl Dispatcher {
             .into_iter()
             .map(|tool| {
                 let spec = tool.spec();
-                let schema = ArgumentSchema::compile(&spec)?;
-                Ok(Registered { tool, spec, schema })
+                let withheld = tool.full_parameters();
+                let schema = match &withheld {
+                    Some(parameters) => ArgumentSchema::compile(&ToolSpec {
+                        parameters: parameters.clone(),
+                        ..spec.clone()
+                    })?,
+                    None => ArgumentSchema::compile(&spec)?,
+                };
+                Ok(Registered {
+                    tool,
+                    spec,
+                    schema,
+                    withheld,
+                })
             })
             .collect::<Result<Vec<_>, InvalidToolSchema>>()?;
         Ok(Dispatcher {
@@ -97,6 +122,14 @@ impl Dispatcher {
     /// Where long results are offloaded, when the strategy offloads.
     pub fn results_dir(&self) -> Option<&std::path::Path> {
         self.ctx.results_dir.as_deref()
+    }
+
+    /// The MCP server a tool belongs to, if it is an MCP tool.
+    pub fn server_of(&self, tool: &str) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|entry| entry.spec.name == tool)
+            .and_then(|entry| entry.tool.server())
     }
 
     fn names(&self) -> Vec<&str> {
@@ -137,7 +170,18 @@ impl Dispatcher {
             ));
         };
         let arguments = parse_json(&call.name, &call.arguments)?;
-        entry.schema.check(&call.name, &arguments)?;
+        entry
+            .schema
+            .check(&call.name, &arguments)
+            .map_err(|mut error| {
+                if let Some(schema) = &entry.withheld {
+                    error.message = format!(
+                        "{} The tool's parameters, as a JSON Schema: {schema}",
+                        error.message
+                    );
+                }
+                error
+            })?;
         Ok(PreparedCall {
             access: entry.tool.access(&arguments),
             tool: Arc::clone(&entry.tool),

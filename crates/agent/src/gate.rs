@@ -233,6 +233,7 @@ mod tests {
                     ToolAccess::Read(path) | ToolAccess::Write(path) => {
                         vec![format!("write {path} ({tool})")]
                     }
+                    ToolAccess::Hinted(_) => vec![tool.to_string()],
                 })
                 .collect();
             GateDecision {

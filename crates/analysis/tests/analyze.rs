@@ -599,6 +599,7 @@ fn reads_what_the_trace_writer_writes() {
             permission_part: Some("rm -rf tests".into()),
             sandbox_profile: None,
             sandbox_denials: Vec::new(),
+            mcp_server: None,
         }),
         Event::TrialFinished(TrialFinished {
             outcome: TrialOutcome::VerificationFailed,

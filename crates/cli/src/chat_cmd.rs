@@ -129,6 +129,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         base_dir: std::env::current_dir().or_fail(Failure::Internal)?,
         interactive: Some(crate::terminal_approver::shared()),
     })
+    .await
     .or_fail(Failure::Usage)?;
     let (mut model, pricer) = args.model.build("", 0)?;
     let state = Arc::new(Mutex::new(ChatState::default()));

@@ -208,6 +208,7 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         base_dir,
         interactive: Some(crate::terminal_approver::shared()),
     })
+    .await
     .or_fail(Failure::Usage)?;
     let (mut model, pricer) = build_model(
         &settings.model,

@@ -18,6 +18,7 @@ use tack_agent::{
     AgentRun, Approver, ApproverError, Dispatcher, DispatcherError, Gatekeeper, Pricer, Subagents,
     ToolContext, approver_for,
 };
+use tack_mcp::{McpError, McpServers, McpSetup};
 use tack_model::Model;
 use tack_permissions::RulesError;
 use tack_protocol::{
@@ -79,6 +80,8 @@ pub enum HarnessError {
     Workspace(String),
     #[error("skills: {0}; fix the file, or set `skills = false` to run without skills")]
     Skills(#[from] SkillError),
+    #[error("harness.mcp_servers: {0}")]
+    Mcp(#[from] McpError),
 }
 
 /// An assembled harness, ready to run one agent on one workspace.
@@ -92,6 +95,9 @@ pub struct Harness {
     /// What `task` calls start, when the variant offers `task`.
     subagents: Option<Subagents>,
     skills: Arc<Vec<Skill>>,
+    /// The MCP servers whose tools the dispatcher offers; a stdio server
+    /// runs as long as the harness.
+    mcp: McpServers,
     /// Offloaded tool results, removed with the harness.
     _results: Option<tempfile::TempDir>,
 }
@@ -129,7 +135,9 @@ impl HarnessRun {
 }
 
 impl Harness {
-    pub fn assemble(setup: HarnessSetup) -> Result<Harness, HarnessError> {
+    /// Builds the harness; MCP servers are started (stdio ones inside the
+    /// agent's sandbox) and their tools listed.
+    pub async fn assemble(setup: HarnessSetup) -> Result<Harness, HarnessError> {
         let mut config = setup.config;
         let skills = Arc::new(skills_for(&mut config, &setup.base_dir, &setup.workspace)?);
         let mut agent_hidden = setup.hidden.clone();
@@ -142,6 +150,17 @@ impl Harness {
         if let Some(dir) = &results_path {
             confinement = confinement.exposing_read_only(dir);
         }
+        let confinement = Arc::new(confinement);
+        let mcp = McpServers::connect(
+            &config.mcp_servers,
+            &McpSetup {
+                workspace: setup.workspace.clone(),
+                base_dir: setup.base_dir.clone(),
+                env: setup.env.clone(),
+                confinement: Arc::clone(&confinement),
+            },
+        )
+        .await?;
         let ctx = ToolContext {
             results_dir: results_path,
             skills: Arc::clone(&skills),
@@ -149,7 +168,7 @@ impl Harness {
             env: setup.env.clone(),
             command_timeout: Duration::from_secs(config.command_timeout_secs),
             output_limit: config.output_limit_bytes,
-            confinement: Arc::new(confinement),
+            confinement,
         };
         let subagents = config
             .tools
@@ -157,7 +176,7 @@ impl Harness {
             .any(|tool| tool == tool_names::TASK)
             .then(|| Subagents::new(&config, ctx.clone()))
             .transpose()?;
-        let dispatcher = Dispatcher::builtin(&config.tools, ctx)?;
+        let dispatcher = Dispatcher::with_extra(&config.tools, mcp.tools(), ctx)?;
         let gate = gate_for(&config, &setup.base_dir, &setup.workspace)?;
         let approver = approver(&config, &setup.base_dir, setup.interactive)?;
         let gatekeeper = Gatekeeper::new(gate, config.requires_approval.clone(), approver);
@@ -171,6 +190,7 @@ impl Harness {
             sandbox,
             subagents,
             skills,
+            mcp,
             _results: results,
         })
     }
@@ -186,6 +206,11 @@ impl Harness {
     /// The skills listed to the agent.
     pub fn skills(&self) -> &[Skill] {
         &self.skills
+    }
+
+    /// The MCP servers the harness connected to.
+    pub fn mcp_servers(&self) -> &McpServers {
+        &self.mcp
     }
 
     /// Runs the agent on `instruction`, then the checks; while they fail and

@@ -51,12 +51,14 @@ fn check(name: &str, run: &str) -> Check {
     }
 }
 
-#[test]
-fn assembly_errors_name_the_setting() {
+#[tokio::test]
+async fn assembly_errors_name_the_setting() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = unconfined();
     config.approver.policy = ApproverPolicy::Interactive;
-    let error = Harness::assemble(setup(dir.path(), config)).unwrap_err();
+    let error = Harness::assemble(setup(dir.path(), config))
+        .await
+        .unwrap_err();
     assert!(
         matches!(error, HarnessError::NoInteractiveApprover),
         "{error}"
@@ -65,13 +67,17 @@ fn assembly_errors_name_the_setting() {
 
     let mut config = unconfined();
     config.permissions = Some("missing.toml".to_string());
-    let error = Harness::assemble(setup(dir.path(), config)).unwrap_err();
+    let error = Harness::assemble(setup(dir.path(), config))
+        .await
+        .unwrap_err();
     assert!(matches!(error, HarnessError::Permissions(_)), "{error}");
     assert!(error.to_string().contains("missing.toml"), "{error}");
 
     let mut config = unconfined();
     config.tools = vec!["teleport".to_string()];
-    let error = Harness::assemble(setup(dir.path(), config)).unwrap_err();
+    let error = Harness::assemble(setup(dir.path(), config))
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("harness.tools"), "{error}");
 }
 
@@ -80,7 +86,7 @@ async fn failing_checks_go_back_to_the_model_for_each_feedback_round() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = unconfined();
     config.feedback_rounds = 1;
-    let harness = Harness::assemble(setup(dir.path(), config)).unwrap();
+    let harness = Harness::assemble(setup(dir.path(), config)).await.unwrap();
     let fix = ToolCall {
         id: "c1".to_string(),
         name: "write_file".to_string(),
@@ -137,7 +143,9 @@ async fn failing_checks_go_back_to_the_model_for_each_feedback_round() {
 #[tokio::test]
 async fn no_feedback_rounds_means_a_failing_check_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let harness = Harness::assemble(setup(dir.path(), unconfined())).unwrap();
+    let harness = Harness::assemble(setup(dir.path(), unconfined()))
+        .await
+        .unwrap();
     let mut model = ReplayModel::new("scripted", vec![answer("done", vec![])]);
     let checks = [check("always fails", "exit 3")];
     let mut sink = VecSink::default();
@@ -160,7 +168,7 @@ async fn first_call_messages(
     workspace: &Path,
     config: HarnessConfig,
 ) -> Vec<(tack_protocol::Role, String)> {
-    let harness = Harness::assemble(setup(workspace, config)).unwrap();
+    let harness = Harness::assemble(setup(workspace, config)).await.unwrap();
     let mut model = ReplayModel::new("scripted", vec![answer("done", vec![])]);
     let mut sink = VecSink::default();
     let no_checks = Verification::Commands(&[]);

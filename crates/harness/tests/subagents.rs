@@ -147,6 +147,7 @@ async fn delegate(workspace: &Path, profile: SandboxProfile) -> (Vec<Event>, Sto
         base_dir: workspace.to_path_buf(),
         interactive: None,
     })
+    .await
     .unwrap();
     let mut sink = VecSink::default();
     let run = harness

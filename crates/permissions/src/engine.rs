@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tack_protocol::ToolAccess;
+use tack_protocol::{ToolAccess, ToolHint};
 
 use crate::effects::{Effect, effects};
 use crate::environ::{Variable, variable};
@@ -84,6 +84,12 @@ enum Part {
         why: String,
     },
     Tool(String),
+    /// What an MCP tool's annotations say; decides only when no `tool`
+    /// rule matches the tool.
+    Hint {
+        tool: String,
+        hint: ToolHint,
+    },
 }
 
 /// Where relative paths may be resolved from: the workspace, plus every
@@ -129,6 +135,13 @@ impl PermissionEngine {
                 ToolAccess::Execute(script) => {
                     self.collect_script(script, 0, &mut parts);
                     scripts.push(script.as_str());
+                    continue;
+                }
+                ToolAccess::Hinted(hint) => {
+                    parts.push(Part::Hint {
+                        tool: tool.to_string(),
+                        hint: *hint,
+                    });
                     continue;
                 }
             };
@@ -374,6 +387,31 @@ impl PermissionEngine {
                 .map(|found| self.matched(found, tool))
                 .into_iter()
                 .collect(),
+            Part::Hint { tool, hint } => {
+                if self.rules.match_tool(tool).is_some() {
+                    return Vec::new();
+                }
+                let (verdict, annotation, why) = match hint {
+                    ToolHint::ReadOnly => (
+                        Verdict::Allow,
+                        "readOnlyHint",
+                        "the tool's server says it changes nothing",
+                    ),
+                    ToolHint::Destructive => (
+                        Verdict::Ask,
+                        "destructiveHint",
+                        "the tool's server says it may delete or overwrite (or does not say it will not), so it needs approval",
+                    ),
+                    ToolHint::Additive => return vec![self.fallback(tool)],
+                };
+                vec![Decision {
+                    verdict,
+                    rule: format!("annotation {annotation}"),
+                    part: tool.clone(),
+                    reason: why.to_string(),
+                    asking: Vec::new(),
+                }]
+            }
         }
     }
 

@@ -373,3 +373,41 @@ fn builtins_that_redefine_command_names_ask() {
         ("redefinition", "alias ls=rm -rf .")
     );
 }
+
+#[test]
+fn mcp_annotations_decide_unless_a_tool_rule_does() {
+    use tack_protocol::ToolHint;
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"
+fallback = "deny"
+
+[[rules]]
+action = "allow"
+tool = "fs__write_file"
+"#;
+    let engine = engine(rules, dir.path());
+    let read_only =
+        engine.judge_tool_call("fs__read_file", &[ToolAccess::Hinted(ToolHint::ReadOnly)]);
+    assert_eq!(read_only.verdict, Verdict::Allow);
+    assert_eq!(read_only.rule, "annotation readOnlyHint");
+    let destructive = engine.judge_tool_call(
+        "fs__move_file",
+        &[ToolAccess::Hinted(ToolHint::Destructive)],
+    );
+    assert_eq!(destructive.verdict, Verdict::Ask);
+    assert_eq!(destructive.rule, "annotation destructiveHint");
+    assert_eq!(destructive.asking, vec!["fs__move_file".to_string()]);
+    // A rule about the tool overrides what its server says of it.
+    let ruled = engine.judge_tool_call(
+        "fs__write_file",
+        &[ToolAccess::Hinted(ToolHint::Destructive)],
+    );
+    assert_eq!(ruled.verdict, Verdict::Allow);
+    assert!(ruled.rule.starts_with("rules[0]"), "{}", ruled.rule);
+    // Additive tools get no say from their hints: the fallback decides.
+    let additive = engine.judge_tool_call(
+        "fs__create_directory",
+        &[ToolAccess::Hinted(ToolHint::Additive)],
+    );
+    assert_eq!(additive.verdict, Verdict::Deny);
+}

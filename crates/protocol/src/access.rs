@@ -14,6 +14,22 @@ pub enum ToolAccess {
     Write(String),
     /// Runs this shell script, as `bash -c` would.
     Execute(String),
+    /// What a tool of another program (an MCP server) says of itself. Only
+    /// hints: a `tool = …` rule overrides them.
+    Hinted(ToolHint),
+}
+
+/// An MCP tool's annotations, as far as permissions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolHint {
+    /// `readOnlyHint`: the tool changes nothing.
+    ReadOnly,
+    /// `destructiveHint` (or no annotations: the MCP default): it may
+    /// delete or overwrite.
+    Destructive,
+    /// Changes things, but only adds (`destructiveHint: false`).
+    Additive,
 }
 
 /// The built-in tools' names: the one place each is spelled. The tools

@@ -102,6 +102,10 @@ pub struct HarnessConfig {
     /// default, as for `context`).
     #[serde(skip_serializing_if = "SubagentConfig::is_default")]
     pub subagents: SubagentConfig,
+    /// MCP servers whose tools are offered beside the built-in ones, as
+    /// `<server>__<tool>` (left out when none, as for `context`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<crate::McpServerConfig>,
 }
 
 pub const SUBAGENT_SYSTEM_PROMPT: &str = "You are a subagent of a coding agent. \
@@ -311,6 +315,7 @@ impl Default for HarnessConfig {
             context: ContextConfig::default(),
             subagents: SubagentConfig::default(),
             skills: true,
+            mcp_servers: Vec::new(),
         }
     }
 }

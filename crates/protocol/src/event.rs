@@ -221,6 +221,9 @@ pub struct ToolCallRecord {
     /// Operations the sandbox refused that surfaced in the output (EPERM,
     /// EACCES, EROFS, refused connects).
     pub sandbox_denials: Vec<String>,
+    /// The MCP server whose tool this was; `None` for built-in tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server: Option<String>,
 }
 
 /// A tool call put to the approver, before the answer.

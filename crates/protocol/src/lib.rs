@@ -8,13 +8,14 @@
 mod access;
 mod config;
 mod event;
+mod mcp;
 mod message;
 mod model_spec;
 mod outcome;
 mod solution;
 mod usage;
 
-pub use access::{ToolAccess, tool_names};
+pub use access::{ToolAccess, ToolHint, tool_names};
 pub use config::{
     ApproverConfig, ApproverPolicy, ContextConfig, DEFAULT_SYSTEM_PROMPT, HarnessConfig,
     ResultView, SUBAGENT_SYSTEM_PROMPT, SandboxProfile, SubagentConfig,
@@ -24,6 +25,7 @@ pub use event::{
     Event, EventSink, ModelCallRecord, RunTotals, SUBAGENT_PURPOSE, SinkError, SpanStatus,
     ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink, trial_id,
 };
+pub use mcp::{MCP_TOOL_SEPARATOR, McpServerConfig, McpTransport, mcp_tool_name};
 pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};
 pub use outcome::{StopReason, TrialOutcome};

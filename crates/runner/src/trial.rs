@@ -107,7 +107,8 @@ async fn execute(
         hidden: run.hidden.clone(),
         base_dir: run.suite.root.clone(),
         interactive: run.interactive.clone(),
-    });
+    })
+    .await;
     let (harness, mut model) = match harness.map_err(|e| e.to_string()).and_then(|harness| {
         let model = trial_model(&run.models, variant, task, spec)?;
         Ok((harness, model))

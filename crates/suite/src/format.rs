@@ -62,6 +62,31 @@ pub struct Variant {
     /// Connection settings, for provider models (`openai:…`, `anthropic:…`).
     #[serde(default)]
     pub provider: ProviderSettings,
+    /// Another harness's agent program, run instead of tack's own loop; its
+    /// model calls go through a recording proxy to the variant's provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<ExternalAgent>,
+}
+
+/// An agent CLI tack does not run the loop of (Claude Code, Codex CLI,
+/// mini-swe-agent, your own), run on the trial's workspace. tack starts a
+/// recording proxy for the trial and points `OPENAI_BASE_URL` and
+/// `ANTHROPIC_BASE_URL` at it; the agent runs in the sandbox with network
+/// only to the proxy, within the harness's `max_wall_secs`; then the hidden
+/// checks run as for any trial.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalAgent {
+    /// A bash command, run in the workspace. `$TACK_INSTRUCTION` holds the
+    /// task's instruction and `$TACK_MODEL` the variant's model name.
+    pub command: String,
+    /// Variables for the agent, on top of the task's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// A bash command run in the workspace before the agent (same sandbox,
+    /// no network): writing its configuration, say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
 }
 
 /// How to reach a provider model. Keys are never written here: the variant

@@ -18,7 +18,8 @@ pub use checks::{CheckResult, run_check_commands, run_checks};
 pub use confine::{CommandSandbox, checks_root, workspaces_root};
 pub use error::SuiteError;
 pub use format::{
-    Check, DEFAULT_PROTECTED, Environment, Limits, ProviderSettings, Suite, Task, Variant,
+    Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Limits, ProviderSettings, Suite, Task,
+    Variant,
 };
 pub use hash::{TaskHashes, content_hash, json_hash, task_hashes};
 pub use load::load_suite;

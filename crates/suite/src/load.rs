@@ -126,6 +126,9 @@ fn check_variants(file: &Path, root: &Path, variants: &[Variant]) -> Result<(), 
             .map_err(|message| place.invalid("chaos", message))?;
         harness::check_harness(&place, root, &variant.harness)?;
         harness::check_provider(&place, &variant.provider)?;
+        if let Some(agent) = &variant.agent {
+            harness::check_agent(&place, variant, agent)?;
+        }
     }
     Ok(())
 }

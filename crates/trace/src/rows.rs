@@ -422,6 +422,7 @@ pub(crate) fn spans_batch(
             strings(&rows, |r| r.check().map(|c| c.command.as_str())),
             bools(&rows, |r| r.check().map(|c| c.passed)),
             strings(&rows, |r| r.check().map(|c| c.output.as_str())),
+            strings(&rows, |r| r.tool().and_then(|t| t.mcp_server.as_deref())),
         ],
     )
 }

@@ -95,6 +95,8 @@ pub mod col {
     pub const CHECK_COMMAND: &str = "check_command";
     pub const CHECK_PASSED: &str = "check_passed";
     pub const CHECK_OUTPUT: &str = "check_output";
+    /// On a tool call: the MCP server whose tool it was.
+    pub const MCP_SERVER: &str = "mcp_server";
 
     /// Runs before schema version 3 kept messages per trial, by position.
     pub const MESSAGE_INDEX: &str = "message_index";
@@ -235,6 +237,7 @@ pub fn spans_schema() -> SchemaRef {
                 field(col::CHECK_COMMAND, Utf8, true),
                 field(col::CHECK_PASSED, Boolean, true),
                 field(col::CHECK_OUTPUT, Utf8, true),
+                field(col::MCP_SERVER, Utf8, true),
             ]))
         })
         .clone()

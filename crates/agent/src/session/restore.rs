@@ -294,6 +294,7 @@ mod tests {
                 permission_part: None,
                 sandbox_profile: None,
                 sandbox_denials: vec![],
+                mcp_server: None,
             })
         };
         let events = vec![

@@ -200,6 +200,7 @@ impl Session<'_> {
             permission_part: decision.map(|d| d.part.clone()),
             sandbox_profile: None,
             sandbox_denials: Vec::new(),
+            mcp_server: self.dispatcher.server_of(&call.name).map(str::to_string),
         };
         match result {
             Ok(ToolOutput::Command(output)) => {

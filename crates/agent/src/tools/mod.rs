@@ -94,6 +94,16 @@ pub trait Tool: Send + Sync {
         arguments: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError>;
+    /// The schema arguments must fit, when the spec offered to the model
+    /// shows less of it: an MCP tool among many is offered by name and
+    /// description, and its schema is shown on first use.
+    fn full_parameters(&self) -> Option<serde_json::Value> {
+        None
+    }
+    /// The MCP server the tool belongs to (spans record it).
+    fn server(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Names of the built-in tools, in the order they are offered.

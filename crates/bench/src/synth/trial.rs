@@ -495,6 +495,7 @@ impl Builder<'_> {
             permission_part: None,
             sandbox_profile: is_bash.then(|| "strict".to_string()),
             sandbox_denials: Vec::new(),
+            mcp_server: None,
         };
         let mut shown = stdout;
         shown.truncate(OUTPUT_LIMIT);

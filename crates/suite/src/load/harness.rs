@@ -9,7 +9,7 @@ use std::path::Path;
 use tack_protocol::{ApproverConfig, ApproverPolicy, HarnessConfig, tool_names};
 
 use super::files;
-use crate::{ProviderSettings, SuiteError};
+use crate::{ExternalAgent, ProviderSettings, SuiteError, Variant};
 
 /// Where a variant sits in `suite.toml`, so that every error names the file,
 /// the variant and the field.
@@ -43,6 +43,7 @@ pub(super) fn check_harness(
     }
     check_tools(at, harness)?;
     check_subagents(at, harness)?;
+    check_mcp_servers(at, root, harness)?;
     check_permissions(at, root, harness.permissions.as_deref())?;
     check_approver(at, root, &harness.approver)
 }
@@ -113,6 +114,47 @@ fn check_subagents(at: &VariantAt, harness: &HarnessConfig) -> Result<(), SuiteE
                 format!(
                     "`{tool}` is not a tool: the tools are {}",
                     tool_names::BUILTIN.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each MCP server names one transport and a name of its own; a stdio
+/// server given by path exists beside the suite.
+fn check_mcp_servers(
+    at: &VariantAt,
+    root: &Path,
+    harness: &HarnessConfig,
+) -> Result<(), SuiteError> {
+    for (i, server) in harness.mcp_servers.iter().enumerate() {
+        let field = format!("harness.mcp_servers[{i}]");
+        if let Some(problem) = server.problem() {
+            return Err(at.invalid(&field, problem));
+        }
+        if harness.mcp_servers[..i]
+            .iter()
+            .any(|s| s.name == server.name)
+        {
+            return Err(at.invalid(
+                &format!("{field}.name"),
+                format!(
+                    "`{}` names two servers; give each its own name",
+                    server.name
+                ),
+            ));
+        }
+        if let Some(command) = &server.command
+            && command.contains('/')
+            && Path::new(command).is_relative()
+            && !root.join(command).is_file()
+        {
+            return Err(at.invalid(
+                &format!("{field}.command"),
+                format!(
+                    "`{command}` is not a file in the suite directory {}; give a path relative to it, or a program on PATH",
+                    root.display()
                 ),
             ));
         }
@@ -383,6 +425,38 @@ pub(super) fn check_provider(
                 "is empty: give a value or leave it out for the default",
             ));
         }
+    }
+    Ok(())
+}
+
+/// An external agent needs a command, and a provider model: its calls go
+/// through a proxy to that provider (tack's built-in models run only
+/// inside tack's own loop). Its chaos wrapper would never be called.
+pub(super) fn check_agent(
+    at: &VariantAt,
+    variant: &Variant,
+    agent: &ExternalAgent,
+) -> Result<(), SuiteError> {
+    if agent.command.trim().is_empty() {
+        return Err(at.invalid(
+            "agent.command",
+            "is empty: give the command that runs the agent, e.g. \"mini -m $TACK_MODEL -t \\\"$TACK_INSTRUCTION\\\" --yolo\"",
+        ));
+    }
+    if variant.model.provider().is_none() || variant.model.builtin().is_some() {
+        return Err(at.invalid(
+            "model",
+            format!(
+                "`{}` with [variants.agent]: an external agent needs a provider model (`openai:<model>` or `anthropic:<model>`, with `provider.base_url` for another endpoint), whose calls its proxy records; the built-in models only run inside tack's own loop",
+                variant.model
+            ),
+        ));
+    }
+    if variant.model.to_string().starts_with("chaos(") {
+        return Err(at.invalid(
+            "model",
+            "chaos(...) injects faults into tack's own model calls; an external agent makes its own calls, so give the plain model",
+        ));
     }
     Ok(())
 }

@@ -1,0 +1,172 @@
+//! A trial with an MCP server, as `tack run` assembles it: the server's
+//! tools offered beside the built-in ones, its annotations deciding
+//! approvals, and a server killed mid-trial costing one tool error while
+//! the trial finishes. Needs the reference servers `.ci/run` installs
+//! (`TACK_MCP_SERVERS`) and the strict sandbox.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tack_harness::{Harness, HarnessSetup, Verification};
+use tack_model::ReplayModel;
+use tack_protocol::{
+    ApproverPolicy, Event, FinishReason, HarnessConfig, McpServerConfig, Message, SpanStatus,
+    StopReason, ToolCall, TrialOutcome, Usage, VecSink,
+};
+use tack_sandbox::TestGate;
+use tack_suite::Check;
+
+fn servers_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("TACK_MCP_SERVERS").map(PathBuf::from);
+    let found = dir.filter(|d| d.join("mcp-server-everything").exists());
+    if found.is_none() {
+        let why = "TACK_MCP_SERVERS does not name a directory with mcp-server-everything (`.ci/run` installs the reference servers)";
+        assert!(
+            std::env::var("TACK_REQUIRE_MCP").as_deref() != Ok("1"),
+            "TACK_REQUIRE_MCP=1, but {why}"
+        );
+        eprintln!("skipped: {why}");
+    }
+    found
+}
+
+fn call(id: &str, name: &str, arguments: serde_json::Value) -> ToolCall {
+    ToolCall {
+        id: id.to_string(),
+        name: name.to_string(),
+        arguments: arguments.to_string(),
+    }
+}
+
+fn answer(text: &str, calls: Vec<ToolCall>) -> (Message, FinishReason, Usage) {
+    let finish = if calls.is_empty() {
+        FinishReason::Stop
+    } else {
+        FinishReason::ToolCalls
+    };
+    (Message::assistant(text, calls), finish, Usage::default())
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes() {
+    let Some(bin) = servers_dir() else { return };
+    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
+        TestGate::Run => {}
+        TestGate::Skip(why) => return eprintln!("skipped: {why}"),
+        TestGate::Fail(why) => panic!("{why}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().canonicalize().unwrap();
+    // Rules that deny whatever they do not allow: the servers' annotations
+    // decide (read-only tools run, the rest go to the approver, who denies).
+    std::fs::write(workspace.join("rules.toml"), "fallback = \"deny\"\n").unwrap();
+    let everything = bin.join("mcp-server-everything");
+    let config = HarnessConfig {
+        permissions: Some("rules.toml".to_string()),
+        approver: tack_protocol::ApproverConfig {
+            policy: ApproverPolicy::DenyAll,
+            ..Default::default()
+        },
+        mcp_servers: vec![McpServerConfig::stdio(
+            "everything",
+            everything.to_str().unwrap(),
+            &[],
+        )],
+        ..HarnessConfig::default()
+    };
+    let harness = Harness::assemble(HarnessSetup {
+        config,
+        workspace: workspace.clone(),
+        env: Vec::new(),
+        hidden: Vec::new(),
+        base_dir: workspace.clone(),
+        interactive: None,
+    })
+    .await
+    .unwrap();
+    let server = std::sync::Arc::clone(&harness.mcp_servers().servers()[0]);
+    let pid = server.process_id().await.unwrap();
+    let mut model = ReplayModel::new(
+        "scripted",
+        vec![
+            answer(
+                "a slow one",
+                vec![call(
+                    "c1",
+                    "everything__trigger-long-running-operation",
+                    serde_json::json!({"duration": 30, "steps": 30}),
+                )],
+            ),
+            answer(
+                "again",
+                vec![
+                    call(
+                        "c2",
+                        "everything__echo",
+                        serde_json::json!({"message": "hi"}),
+                    ),
+                    call(
+                        "c3",
+                        "everything__toggle-simulated-logging",
+                        serde_json::json!({}),
+                    ),
+                ],
+            ),
+            answer("done", vec![]),
+        ],
+    );
+    // Kill the server's whole process group while the slow call runs.
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status()
+            .unwrap()
+    });
+    let checks = [Check {
+        name: "always".to_string(),
+        run: "true".to_string(),
+        timeout_secs: 10,
+        network: false,
+    }];
+    let mut sink = VecSink::default();
+    let run = harness
+        .run(
+            &mut model,
+            None,
+            "use the tools",
+            &Verification::Commands(&checks),
+            &mut sink,
+        )
+        .await;
+    assert!(killer.await.unwrap().success());
+    assert_eq!(run.agent.stop_reason, StopReason::Completed, "{run:?}");
+    assert_eq!(run.outcome(), TrialOutcome::Passed, "{run:?}");
+
+    let tools: Vec<_> = sink
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ToolCall(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools.len(), 3, "{tools:#?}");
+    let [slow, echo, toggle] = [tools[0], tools[1], tools[2]];
+    assert_eq!(slow.status, SpanStatus::Error);
+    assert!(slow.result.contains("restarted"), "{}", slow.result);
+    assert_eq!(slow.mcp_server.as_deref(), Some("everything"));
+    assert_eq!(
+        slow.permission_rule.as_deref(),
+        Some("annotation readOnlyHint")
+    );
+    assert_eq!(echo.status, SpanStatus::Ok);
+    assert!(echo.result.contains("Echo: hi"), "{}", echo.result);
+    // Neither read-only nor destructive: no say from its annotations, so
+    // the rules' fallback asks… denies, here.
+    assert_eq!(toggle.status, SpanStatus::Error);
+    assert_eq!(toggle.permission.as_deref(), Some("deny"), "{toggle:#?}");
+    assert_eq!(server.restarts(), 1);
+}
