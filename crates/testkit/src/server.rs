@@ -29,22 +29,33 @@ use crate::ServerOptions;
 use crate::io::Resettable;
 use crate::script::{Reply, ScriptedResponse};
 use crate::tool_loop::{LoopError, ToolLoop};
-use crate::{anthropic_wire, openai_wire};
+use crate::{anthropic_wire, openai_wire, responses_wire};
 
 /// The wire format a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
-    /// `POST /v1/chat/completions`, key in `Authorization: Bearer`.
+    /// `POST /v1/chat/completions` and `POST /v1/responses` (the Responses
+    /// API), key in `Authorization: Bearer`.
     OpenAi,
     /// `POST /v1/messages`, key in `x-api-key`.
     Anthropic,
 }
 
+/// Which of a dialect's APIs a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    ChatCompletions,
+    Responses,
+    Messages,
+}
+
 impl Dialect {
-    fn path(self) -> &'static str {
-        match self {
-            Dialect::OpenAi => "/v1/chat/completions",
-            Dialect::Anthropic => "/v1/messages",
+    fn route(self, path: &str) -> Option<Api> {
+        match (self, path) {
+            (Dialect::OpenAi, "/v1/chat/completions") => Some(Api::ChatCompletions),
+            (Dialect::OpenAi, "/v1/responses") => Some(Api::Responses),
+            (Dialect::Anthropic, "/v1/messages") => Some(Api::Messages),
+            _ => None,
         }
     }
 
@@ -244,14 +255,15 @@ async fn handle(
         }
         lock(&shared.requests).push(recorded);
     }
-    if parts.method != hyper::Method::POST || parts.uri.path() != dialect.path() {
+    let route = dialect.route(parts.uri.path());
+    let Some(api) = route.filter(|_| parts.method == hyper::Method::POST) else {
         let message = format!(
             "tack-testkit: no route for {} {}",
             parts.method,
             parts.uri.path()
         );
         return (error(dialect, 404, &message, &[]), Duration::ZERO);
-    }
+    };
     let next = match &shared.answers {
         Answers::Script(script) => lock(script).pop_front(),
         Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &json, bytes.len()) {
@@ -267,6 +279,7 @@ async fn handle(
     };
     let context = Context {
         dialect,
+        api,
         stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
         model: json
             .get("model")
@@ -328,6 +341,7 @@ fn append_line(path: &Path, recorded: &RecordedRequest) {
 
 struct Context {
     dialect: Dialect,
+    api: Api,
     stream: bool,
     model: String,
     id: String,
@@ -389,15 +403,17 @@ async fn respond(
 fn full_answer(context: &Context, reply: &Reply, cut: Option<usize>) -> Response<Body> {
     let model = reply.model.as_deref().unwrap_or(&context.model);
     if context.stream {
-        let events = match context.dialect {
-            Dialect::OpenAi => openai_wire::events(reply, model, &context.id),
-            Dialect::Anthropic => anthropic_wire::events(reply, model, &context.id),
+        let events = match context.api {
+            Api::ChatCompletions => openai_wire::events(reply, model, &context.id),
+            Api::Responses => responses_wire::events(reply, model, &context.id),
+            Api::Messages => anthropic_wire::events(reply, model, &context.id),
         };
         return event_stream(events, cut);
     }
-    let body = match context.dialect {
-        Dialect::OpenAi => openai_wire::body(reply, model, &context.id),
-        Dialect::Anthropic => anthropic_wire::body(reply, model, &context.id),
+    let body = match context.api {
+        Api::ChatCompletions => openai_wire::body(reply, model, &context.id),
+        Api::Responses => responses_wire::body(reply, model, &context.id),
+        Api::Messages => anthropic_wire::body(reply, model, &context.id),
     };
     let bytes = Bytes::from(body.to_string());
     match cut {
