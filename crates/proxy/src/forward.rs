@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use tack_model::ModelResponse;
 use tack_protocol::EventSink;
@@ -421,6 +421,7 @@ fn tapped<S: EventSink + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hyper::header::HeaderName;
 
     #[test]
     fn header_values_are_scrubbed_from_text() {

@@ -280,6 +280,7 @@ async fn handle(
     let context = Context {
         dialect,
         api,
+        pace: Duration::ZERO,
         stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
         model: json
             .get("model")
@@ -342,6 +343,8 @@ fn append_line(path: &Path, recorded: &RecordedRequest) {
 struct Context {
     dialect: Dialect,
     api: Api,
+    /// The pause between two events of a stream.
+    pace: Duration,
     stream: bool,
     model: String,
     id: String,
@@ -362,6 +365,16 @@ async fn respond(
                 slept += before.elapsed();
                 next = *then;
                 continue;
+            }
+            ScriptedResponse::Paced { pause_ms, then } => {
+                let paced = Context {
+                    pace: Duration::from_millis(pause_ms),
+                    model: context.model.clone(),
+                    id: context.id.clone(),
+                    ..*context
+                };
+                let (response, more) = Box::pin(respond(&paced, *then, reset)).await;
+                return (response, slept + more);
             }
             ScriptedResponse::Reply(reply) => full_answer(context, &reply, None),
             ScriptedResponse::Status {
@@ -408,7 +421,7 @@ fn full_answer(context: &Context, reply: &Reply, cut: Option<usize>) -> Response
             Api::Responses => responses_wire::events(reply, model, &context.id),
             Api::Messages => anthropic_wire::events(reply, model, &context.id),
         };
-        return event_stream(events, cut);
+        return event_stream(events, cut, context.pace);
     }
     let body = match context.api {
         Api::ChatCompletions => openai_wire::body(reply, model, &context.id),
@@ -455,7 +468,7 @@ fn loop_error(dialect: Dialect, refused: &LoopError) -> Response<Body> {
 fn malformed(stream: bool) -> Response<Body> {
     const BROKEN: &str = r#"{"id": "broken", "choices": [{"index": 0, "#;
     if stream {
-        return event_stream(vec![format!("data: {BROKEN}\n\n")], None);
+        return event_stream(vec![format!("data: {BROKEN}\n\n")], None, Duration::ZERO);
     }
     json_response(200, &[], Bytes::from_static(BROKEN.as_bytes()))
 }
@@ -492,12 +505,15 @@ fn json_response(status: u16, headers: &[(&str, String)], body: Bytes) -> Respon
 }
 
 /// Sends `events` as a chunked `text/event-stream`; with `cut`, stops after
-/// that many and breaks the connection (no final chunk).
-fn event_stream(events: Vec<String>, cut: Option<usize>) -> Response<Body> {
+/// that many and breaks the connection (no final chunk); `pace` apart.
+fn event_stream(events: Vec<String>, cut: Option<usize>, pace: Duration) -> Response<Body> {
     let (mut sender, body) = Channel::<Bytes, io::Error>::new(4);
     tokio::spawn(async move {
         let keep = cut.unwrap_or(events.len());
-        for event in events.into_iter().take(keep) {
+        for (n, event) in events.into_iter().take(keep).enumerate() {
+            if n > 0 && !pace.is_zero() {
+                tokio::time::sleep(pace).await;
+            }
             if sender.send_data(Bytes::from(event)).await.is_err() {
                 return; // the client went away
             }
