@@ -13,6 +13,7 @@ mod gate_cmd;
 mod merge_cmd;
 mod permissions_cmd;
 mod profile_arg;
+mod proxy_cmd;
 mod query_cmd;
 mod replay_cmd;
 mod report_cmd;
@@ -69,6 +70,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Print one trial's trajectory: model calls, tool calls, approvals, checks.
     Show(show_cmd::ShowArgs),
+    /// Record an external agent's model calls: a proxy for OpenAI- and Anthropic-compatible APIs.
+    Proxy(proxy_cmd::ProxyArgs),
     /// Run SQL over the trials, spans and messages tables of recorded runs.
     Query(query_cmd::QueryArgs),
     /// Compare two runs (or two variants of one run): is the candidate better, how sure, at what cost?
@@ -148,6 +151,7 @@ fn main() -> ExitCode {
             Command::Merge(args) => merge_cmd::run(args).await,
             Command::Report(args) => report_cmd::run(args).await,
             Command::Show(args) => show_cmd::run(args),
+            Command::Proxy(args) => proxy_cmd::run(args).await,
             Command::Query(args) => query_cmd::run(args),
             Command::Compare(args) => compare_cmd::run(args).await,
             Command::Gate(args) => gate_cmd::run(args).await,

@@ -127,7 +127,7 @@ enum Block {
 
 /// A streamed message being put together.
 #[derive(Debug, Default)]
-pub(crate) struct StreamState {
+pub struct StreamState {
     blocks: Vec<Block>,
     usage: WireUsage,
     stop_reason: Option<String>,

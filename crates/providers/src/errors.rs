@@ -30,7 +30,9 @@ pub(crate) fn api_error(
     }
 }
 
-fn error_message(body: &[u8]) -> String {
+/// What an error body says, short: the message of either API's error shape,
+/// else the start of the text.
+pub fn error_message(body: &[u8]) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let message = error

@@ -44,7 +44,7 @@ impl std::fmt::Debug for Endpoint {
 
 /// What an event handler wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
+pub enum Flow {
     Continue,
     /// The final event arrived; stop reading.
     Done,
@@ -232,8 +232,9 @@ fn client(timeout: Duration, base_url: &str) -> Result<reqwest::Client, Provider
 
 /// reqwest is built without a rustls crypto provider (see the workspace
 /// manifest); ring is installed as the process default once. If the host
-/// program installed one first, that one is used.
-fn install_crypto_provider() {
+/// program installed one first, that one is used. Call it before building
+/// any reqwest client that may speak HTTPS.
+pub fn install_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
@@ -251,8 +252,9 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
 /// The note the harness records on a call's span: the time it waited for
 /// the shared rate limiter, if it had to.
 /// How a provider's answers are read: a whole JSON body, or assembled from
-/// server-sent events by its stream state.
-pub(crate) trait Wire: Default {
+/// server-sent events by its stream state. Public so that code reading
+/// these APIs' answers elsewhere (the recording proxy) uses the same readers.
+pub trait Wire: Default {
     /// A whole (non-streamed) answer.
     fn parse(bytes: &[u8], requested: &str) -> Result<ModelResponse, ModelError>;
     /// One server-sent event of a streamed answer.

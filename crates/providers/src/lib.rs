@@ -19,6 +19,16 @@ mod prices;
 mod ratelimit;
 pub mod sse;
 
+/// The readers of each API's answers (a whole JSON body, or a stream of
+/// server-sent events), for code that sees these answers without making the
+/// call itself, like the recording proxy.
+pub mod wire {
+    pub use crate::anthropic_response::StreamState as MessagesReader;
+    pub use crate::errors::error_message;
+    pub use crate::http::{Flow, Wire, install_crypto_provider};
+    pub use crate::openai_response::StreamState as ChatCompletionsReader;
+}
+
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel};
 pub use config::{
     ApiKey, DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_TIMEOUT, Provider, ProviderConfig, ProviderError,

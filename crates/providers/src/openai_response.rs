@@ -164,7 +164,7 @@ pub(crate) fn parse_completion(bytes: &[u8], requested: &str) -> Result<ModelRes
 
 /// A streamed answer being put together.
 #[derive(Debug, Default)]
-pub(crate) struct StreamState {
+pub struct StreamState {
     text: String,
     calls: Vec<ToolCall>,
     finish: Option<String>,

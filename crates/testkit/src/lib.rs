@@ -1,5 +1,5 @@
-//! Loopback servers that speak the OpenAI Chat Completions and Anthropic
-//! Messages wire formats from a script, so provider code is tested over real
+//! Loopback servers that speak the OpenAI Chat Completions, OpenAI Responses
+//! and Anthropic Messages wire formats from a script, so provider code is tested over real
 //! HTTP with no key and no network. Each server answers requests in order
 //! from its script — replies (JSON or server-sent events, as the request
 //! asks), HTTP errors with Retry-After, delays, malformed bodies, streams cut
@@ -24,6 +24,7 @@
 mod anthropic_wire;
 mod io;
 mod openai_wire;
+mod responses_wire;
 mod script;
 mod server;
 mod tool_loop;
@@ -290,7 +291,7 @@ macro_rules! dialect_server {
 dialect_server!(
     OpenAiServer,
     Dialect::OpenAi,
-    "A scripted OpenAI Chat Completions server."
+    "A scripted OpenAI server: Chat Completions and Responses."
 );
 dialect_server!(
     AnthropicServer,

@@ -28,6 +28,13 @@ pub enum ScriptedResponse {
         delay_ms: u64,
         then: Box<ScriptedResponse>,
     },
+    /// Answers `then`, pausing `pause_ms` between two events of a stream
+    /// (a slow model), so a client can be seen to get the first events
+    /// before the last is sent. No effect on a JSON body.
+    Paced {
+        pause_ms: u64,
+        then: Box<ScriptedResponse>,
+    },
     /// 200 with a body (or an event) that is not valid JSON.
     MalformedJson,
     /// Starts a normal answer and closes the connection part-way: after
@@ -136,6 +143,13 @@ impl ScriptedResponse {
     pub fn delayed(delay_ms: u64, then: ScriptedResponse) -> ScriptedResponse {
         ScriptedResponse::Delay {
             delay_ms,
+            then: Box::new(then),
+        }
+    }
+
+    pub fn paced(pause_ms: u64, then: ScriptedResponse) -> ScriptedResponse {
+        ScriptedResponse::Paced {
+            pause_ms,
             then: Box::new(then),
         }
     }

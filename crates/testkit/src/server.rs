@@ -29,22 +29,33 @@ use crate::ServerOptions;
 use crate::io::Resettable;
 use crate::script::{Reply, ScriptedResponse};
 use crate::tool_loop::{LoopError, ToolLoop};
-use crate::{anthropic_wire, openai_wire};
+use crate::{anthropic_wire, openai_wire, responses_wire};
 
 /// The wire format a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
-    /// `POST /v1/chat/completions`, key in `Authorization: Bearer`.
+    /// `POST /v1/chat/completions` and `POST /v1/responses` (the Responses
+    /// API), key in `Authorization: Bearer`.
     OpenAi,
     /// `POST /v1/messages`, key in `x-api-key`.
     Anthropic,
 }
 
+/// Which of a dialect's APIs a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    ChatCompletions,
+    Responses,
+    Messages,
+}
+
 impl Dialect {
-    fn path(self) -> &'static str {
-        match self {
-            Dialect::OpenAi => "/v1/chat/completions",
-            Dialect::Anthropic => "/v1/messages",
+    fn route(self, path: &str) -> Option<Api> {
+        match (self, path) {
+            (Dialect::OpenAi, "/v1/chat/completions") => Some(Api::ChatCompletions),
+            (Dialect::OpenAi, "/v1/responses") => Some(Api::Responses),
+            (Dialect::Anthropic, "/v1/messages") => Some(Api::Messages),
+            _ => None,
         }
     }
 
@@ -244,14 +255,15 @@ async fn handle(
         }
         lock(&shared.requests).push(recorded);
     }
-    if parts.method != hyper::Method::POST || parts.uri.path() != dialect.path() {
+    let route = dialect.route(parts.uri.path());
+    let Some(api) = route.filter(|_| parts.method == hyper::Method::POST) else {
         let message = format!(
             "tack-testkit: no route for {} {}",
             parts.method,
             parts.uri.path()
         );
         return (error(dialect, 404, &message, &[]), Duration::ZERO);
-    }
+    };
     let next = match &shared.answers {
         Answers::Script(script) => lock(script).pop_front(),
         Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &json, bytes.len()) {
@@ -267,6 +279,8 @@ async fn handle(
     };
     let context = Context {
         dialect,
+        api,
+        pace: Duration::ZERO,
         stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
         model: json
             .get("model")
@@ -328,6 +342,9 @@ fn append_line(path: &Path, recorded: &RecordedRequest) {
 
 struct Context {
     dialect: Dialect,
+    api: Api,
+    /// The pause between two events of a stream.
+    pace: Duration,
     stream: bool,
     model: String,
     id: String,
@@ -348,6 +365,16 @@ async fn respond(
                 slept += before.elapsed();
                 next = *then;
                 continue;
+            }
+            ScriptedResponse::Paced { pause_ms, then } => {
+                let paced = Context {
+                    pace: Duration::from_millis(pause_ms),
+                    model: context.model.clone(),
+                    id: context.id.clone(),
+                    ..*context
+                };
+                let (response, more) = Box::pin(respond(&paced, *then, reset)).await;
+                return (response, slept + more);
             }
             ScriptedResponse::Reply(reply) => full_answer(context, &reply, None),
             ScriptedResponse::Status {
@@ -389,15 +416,17 @@ async fn respond(
 fn full_answer(context: &Context, reply: &Reply, cut: Option<usize>) -> Response<Body> {
     let model = reply.model.as_deref().unwrap_or(&context.model);
     if context.stream {
-        let events = match context.dialect {
-            Dialect::OpenAi => openai_wire::events(reply, model, &context.id),
-            Dialect::Anthropic => anthropic_wire::events(reply, model, &context.id),
+        let events = match context.api {
+            Api::ChatCompletions => openai_wire::events(reply, model, &context.id),
+            Api::Responses => responses_wire::events(reply, model, &context.id),
+            Api::Messages => anthropic_wire::events(reply, model, &context.id),
         };
-        return event_stream(events, cut);
+        return event_stream(events, cut, context.pace);
     }
-    let body = match context.dialect {
-        Dialect::OpenAi => openai_wire::body(reply, model, &context.id),
-        Dialect::Anthropic => anthropic_wire::body(reply, model, &context.id),
+    let body = match context.api {
+        Api::ChatCompletions => openai_wire::body(reply, model, &context.id),
+        Api::Responses => responses_wire::body(reply, model, &context.id),
+        Api::Messages => anthropic_wire::body(reply, model, &context.id),
     };
     let bytes = Bytes::from(body.to_string());
     match cut {
@@ -439,7 +468,7 @@ fn loop_error(dialect: Dialect, refused: &LoopError) -> Response<Body> {
 fn malformed(stream: bool) -> Response<Body> {
     const BROKEN: &str = r#"{"id": "broken", "choices": [{"index": 0, "#;
     if stream {
-        return event_stream(vec![format!("data: {BROKEN}\n\n")], None);
+        return event_stream(vec![format!("data: {BROKEN}\n\n")], None, Duration::ZERO);
     }
     json_response(200, &[], Bytes::from_static(BROKEN.as_bytes()))
 }
@@ -476,12 +505,15 @@ fn json_response(status: u16, headers: &[(&str, String)], body: Bytes) -> Respon
 }
 
 /// Sends `events` as a chunked `text/event-stream`; with `cut`, stops after
-/// that many and breaks the connection (no final chunk).
-fn event_stream(events: Vec<String>, cut: Option<usize>) -> Response<Body> {
+/// that many and breaks the connection (no final chunk); `pace` apart.
+fn event_stream(events: Vec<String>, cut: Option<usize>, pace: Duration) -> Response<Body> {
     let (mut sender, body) = Channel::<Bytes, io::Error>::new(4);
     tokio::spawn(async move {
         let keep = cut.unwrap_or(events.len());
-        for event in events.into_iter().take(keep) {
+        for (n, event) in events.into_iter().take(keep).enumerate() {
+            if n > 0 && !pace.is_zero() {
+                tokio::time::sleep(pace).await;
+            }
             if sender.send_data(Bytes::from(event)).await.is_err() {
                 return; // the client went away
             }

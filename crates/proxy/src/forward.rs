@@ -1,0 +1,478 @@
+//! One request: forwarded to the upstream, its answer passed back, and —
+//! for the model APIs — recorded once the answer has ended. A stream is
+//! passed on chunk by chunk as it arrives while a [`Tap`] reads its events;
+//! the call is recorded when the stream ends, before the client sees the
+//! end, so a client that has its whole answer has its call recorded.
+
+use std::collections::hash_map::DefaultHasher;
+use std::convert::Infallible;
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use tack_model::ModelResponse;
+use tack_protocol::EventSink;
+use tack_providers::wire::{error_message, install_crypto_provider};
+
+use crate::ProxyError;
+use crate::api::{Api, Tap};
+use crate::recording::{Call, Recording};
+use crate::request::{RequestInfo, read_request};
+
+pub(crate) type Body = UnsyncBoxBody<Bytes, io::Error>;
+
+#[derive(Debug)]
+pub(crate) struct Shared<S> {
+    /// The origin, without a trailing slash.
+    pub upstream: String,
+    pub client: reqwest::Client,
+    pub recording: Mutex<Recording<S>>,
+}
+
+/// The recording stays consistent through a panic in another call.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection, not the
+/// message. `host` and `content-length` are set anew for the other side.
+/// `accept-encoding` is dropped so the upstream answers uncompressed: the
+/// tap must read the events, and the client gets the same bytes anyway.
+const NOT_FORWARDED: [&str; 11] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+fn forwarded(headers: &HeaderMap, request: bool) -> HeaderMap {
+    let mut kept = HeaderMap::new();
+    for (name, value) in headers {
+        let name_str = name.as_str();
+        let dropped =
+            NOT_FORWARDED.contains(&name_str) || (request && name_str == "accept-encoding");
+        if !dropped {
+            kept.append(name.clone(), value.clone());
+        }
+    }
+    kept
+}
+
+/// `upstream` as an origin to append request paths to.
+pub(crate) fn upstream_origin(upstream: &url::Url) -> Result<String, ProxyError> {
+    let refuse = |reason: &str| ProxyError::Upstream {
+        url: upstream.to_string(),
+        reason: reason.to_string(),
+    };
+    if !matches!(upstream.scheme(), "http" | "https") {
+        return Err(refuse("the scheme must be http or https"));
+    }
+    if upstream.query().is_some() || upstream.fragment().is_some() {
+        return Err(refuse("it has a query or fragment; give the origin only"));
+    }
+    Ok(upstream.as_str().trim_end_matches('/').to_string())
+}
+
+pub(crate) fn client(
+    upstream: &str,
+    read_timeout: std::time::Duration,
+) -> Result<reqwest::Client, ProxyError> {
+    install_crypto_provider();
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(30))
+        .read_timeout(read_timeout)
+        // The client decides whether to follow, as it would without us.
+        .redirect(reqwest::redirect::Policy::none());
+    let loopback = url::Url::parse(upstream)
+        .ok()
+        .is_some_and(|url| matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]")));
+    if loopback {
+        // A proxy from the environment cannot reach this machine's servers.
+        builder = builder.no_proxy();
+    }
+    builder
+        .build()
+        .map_err(|error| ProxyError::Client(error.to_string()))
+}
+
+/// Every header value the request carried, and its part after a scheme
+/// (`Bearer …`): whatever the upstream echoes back of them is cut out of
+/// recorded text. Scrubbing all values, not only known key headers, covers
+/// keys in headers this proxy has never heard of.
+struct Secrets(Vec<String>);
+
+impl Secrets {
+    fn of(headers: &HeaderMap) -> Secrets {
+        let mut values = Vec::new();
+        for value in headers.values() {
+            let Ok(text) = value.to_str() else { continue };
+            let text = text.trim();
+            if let Some((_, token)) = text.split_once(' ') {
+                values.push(token.trim().to_string());
+            }
+            values.push(text.to_string());
+        }
+        // Short values (`1`, `json`) are not secrets and would mangle text.
+        values.retain(|v| v.len() >= 8);
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        Secrets(values)
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for secret in &self.0 {
+            text = text.replace(secret.as_str(), "[redacted]");
+        }
+        text
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A recorded call in progress: what is known before the answer.
+struct Pending {
+    api: Api,
+    request: RequestInfo,
+    fingerprint: u64,
+    started_at_ms: i64,
+    started: Instant,
+    secrets: Secrets,
+}
+
+impl Pending {
+    fn end(self, result: Result<ModelResponse, String>) -> Call {
+        Call {
+            api: self.api,
+            result: result.map_err(|error| self.secrets.scrub(&error)),
+            request: self.request,
+            fingerprint: self.fingerprint,
+            started_at_ms: self.started_at_ms,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        }
+    }
+}
+
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes)
+        .map_err(|never: Infallible| match never {})
+        .boxed_unsync()
+}
+
+fn respond(status: StatusCode, headers: HeaderMap, body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// The proxy's own error, in a shape both SDKs read: OpenAI's
+/// `error.message`, Anthropic's `type: error`.
+fn proxy_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": { "type": "proxy_error", "code": code, "message": message },
+    });
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    respond(status, headers, full(Bytes::from(body.to_string())))
+}
+
+/// reqwest's error and its causes, without the URL (a query may hold a key).
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+pub(crate) async fn handle<S: EventSink + 'static>(
+    shared: Arc<Shared<S>>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => {
+            let message = format!("tack proxy: could not read the request: {error}");
+            return Ok(proxy_error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                &message,
+            ));
+        }
+    };
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{}{path_and_query}", shared.upstream);
+    let api = (parts.method == hyper::Method::POST)
+        .then(|| Api::of_path(parts.uri.path()))
+        .flatten();
+    let pending = api.map(|api| {
+        let mut hasher = DefaultHasher::new();
+        path_and_query.hash(&mut hasher);
+        body.hash(&mut hasher);
+        Pending {
+            api,
+            request: read_request(api, &body),
+            fingerprint: hasher.finish(),
+            started_at_ms: now_ms(),
+            started: Instant::now(),
+            secrets: Secrets::of(&parts.headers),
+        }
+    });
+    let sent = shared
+        .client
+        .request(parts.method.clone(), &url)
+        .headers(forwarded(&parts.headers, true))
+        .body(body)
+        .send()
+        .await;
+    let upstream = match sent {
+        Ok(upstream) => upstream,
+        Err(error) => return Ok(unreachable(&shared, pending, error)),
+    };
+    let Some(pending) = pending else {
+        return Ok(pass_through(upstream));
+    };
+    let status = upstream.status();
+    let is_stream = upstream
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if status.is_success() && is_stream {
+        return Ok(tapped(shared, pending, upstream));
+    }
+    Ok(whole(&shared, pending, upstream).await)
+}
+
+/// The upstream could not be reached: a 502 for the client, an error span.
+fn unreachable<S: EventSink>(
+    shared: &Shared<S>,
+    pending: Option<Pending>,
+    error: reqwest::Error,
+) -> Response<Body> {
+    let what = describe(error);
+    let message = format!(
+        "tack proxy: could not reach the upstream {}: {what}",
+        shared.upstream
+    );
+    let message = match pending {
+        Some(pending) => {
+            let message = pending.secrets.scrub(&message);
+            let call = pending.end(Err(format!("upstream unreachable: {what}")));
+            lock(&shared.recording).record(call);
+            message
+        }
+        None => message,
+    };
+    proxy_error(StatusCode::BAD_GATEWAY, "upstream_unreachable", &message)
+}
+
+/// An unrecorded request's answer, passed on as it arrives.
+fn pass_through(upstream: reqwest::Response) -> Response<Body> {
+    let status = upstream.status();
+    let headers = forwarded(upstream.headers(), false);
+    let chunks = futures::stream::unfold(Some(upstream), |upstream| async move {
+        let mut upstream = upstream?;
+        match upstream.chunk().await {
+            Ok(Some(chunk)) => Some((Ok(Frame::data(chunk)), Some(upstream))),
+            Ok(None) => None,
+            Err(error) => Some((Err(io::Error::other(describe(error))), None)),
+        }
+    });
+    respond(status, headers, StreamBody::new(chunks).boxed_unsync())
+}
+
+/// A whole answer (JSON, or an error status): read, recorded, passed on.
+async fn whole<S: EventSink>(
+    shared: &Shared<S>,
+    pending: Pending,
+    upstream: reqwest::Response,
+) -> Response<Body> {
+    let status = upstream.status();
+    let headers = forwarded(upstream.headers(), false);
+    let body = match upstream.bytes().await {
+        Ok(body) => body,
+        Err(error) => {
+            let what = describe(error);
+            let call = pending.end(Err(format!("the upstream's answer broke off: {what}")));
+            lock(&shared.recording).record(call);
+            let message = format!("tack proxy: the upstream's answer broke off: {what}");
+            return proxy_error(StatusCode::BAD_GATEWAY, "upstream_broke_off", &message);
+        }
+    };
+    let result = if status.is_success() {
+        let requested = pending.request.model.clone();
+        pending
+            .api
+            .parse(&body, &requested)
+            .map_err(|error| error.to_string())
+    } else {
+        Err(format!(
+            "HTTP {}: {}",
+            status.as_u16(),
+            error_message(&body)
+        ))
+    };
+    lock(&shared.recording).record(pending.end(result));
+    respond(status, headers, full(body))
+}
+
+/// A stream in passage: each chunk goes to the tap and on to the client.
+struct Passage<S: EventSink + 'static> {
+    shared: Arc<Shared<S>>,
+    upstream: reqwest::Response,
+    tap: Option<Tap>,
+    pending: Option<Pending>,
+}
+
+impl<S: EventSink + 'static> Passage<S> {
+    /// Records the call, once: `error` when the stream broke.
+    fn record(&mut self, error: Option<String>) {
+        let (Some(tap), Some(pending)) = (self.tap.take(), self.pending.take()) else {
+            return;
+        };
+        let result = match error {
+            Some(error) => Err(error),
+            None => tap
+                .finish(&pending.request.model)
+                .map_err(|error| error.to_string()),
+        };
+        lock(&self.shared.recording).record(pending.end(result));
+    }
+}
+
+impl<S: EventSink + 'static> Drop for Passage<S> {
+    /// The client went away, or the proxy cut the call at shutdown.
+    fn drop(&mut self) {
+        self.record(Some(
+            "the stream was cut off before it ended: the client closed the connection, or \
+             the proxy stopped"
+                .to_string(),
+        ));
+    }
+}
+
+fn tapped<S: EventSink + 'static>(
+    shared: Arc<Shared<S>>,
+    pending: Pending,
+    upstream: reqwest::Response,
+) -> Response<Body> {
+    let status = upstream.status();
+    let headers = forwarded(upstream.headers(), false);
+    let passage = Passage {
+        tap: Some(Tap::new(pending.api)),
+        pending: Some(pending),
+        shared,
+        upstream,
+    };
+    let chunks = futures::stream::unfold(Some(passage), |passage| async move {
+        let mut passage = passage?;
+        match passage.upstream.chunk().await {
+            Ok(Some(chunk)) => {
+                if let Some(tap) = passage.tap.as_mut() {
+                    tap.feed(&chunk);
+                }
+                Some((Ok(Frame::data(chunk)), Some(passage)))
+            }
+            Ok(None) => {
+                passage.record(None);
+                None
+            }
+            Err(error) => {
+                let what = describe(error);
+                passage.record(Some(format!("the upstream's stream broke off: {what}")));
+                Some((Err(io::Error::other(what)), None))
+            }
+        }
+    });
+    respond(status, headers, StreamBody::new(chunks).boxed_unsync())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderName;
+
+    #[test]
+    fn header_values_are_scrubbed_from_text() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer sk-test-SECRET123"),
+        );
+        headers.insert("x-custom-token", HeaderValue::from_static("tok-ABCDEFGH"));
+        headers.insert("accept", HeaderValue::from_static("json"));
+        let secrets = Secrets::of(&headers);
+        let text = "Incorrect API key sk-test-SECRET123; also tok-ABCDEFGH as json";
+        assert_eq!(
+            secrets.scrub(text),
+            "Incorrect API key [redacted]; also [redacted] as json"
+        );
+    }
+
+    #[test]
+    fn hop_by_hop_headers_stay_behind() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "keep-alive"),
+            ("host", "127.0.0.1:1"),
+            ("accept-encoding", "gzip"),
+            ("x-api-key", "k"),
+            ("anthropic-version", "2023-06-01"),
+        ] {
+            headers.insert(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        let kept = forwarded(&headers, true);
+        let names: Vec<_> = kept.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["x-api-key", "anthropic-version"]);
+        assert!(forwarded(&headers, false).contains_key("accept-encoding"));
+    }
+
+    #[test]
+    fn an_upstream_must_be_an_http_origin() {
+        let origin = |text: &str| upstream_origin(&text.parse().unwrap());
+        assert_eq!(
+            origin("https://api.openai.com/").unwrap(),
+            "https://api.openai.com"
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:9/proxy").unwrap(),
+            "http://127.0.0.1:9/proxy"
+        );
+        assert!(origin("ftp://host").is_err());
+        assert!(origin("https://host/?key=1").is_err());
+    }
+}
