@@ -58,23 +58,6 @@ else:
 print(json.dumps(seen))
 "#;
 
-/// The Python with both SDKs, or `None` (having said why) to skip.
-fn sdk_python() -> Option<String> {
-    let python = std::env::var("TACK_SDK_PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let probe = Command::new(&python)
-        .args(["-c", "import openai, anthropic"])
-        .output();
-    if probe.is_ok_and(|o| o.status.success()) {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("TACK_REQUIRE_SDKS").is_none(),
-        "the openai and anthropic SDKs are required here but `{python}` cannot import them"
-    );
-    eprintln!("skipped: {python} cannot import openai and anthropic (CI installs them)");
-    None
-}
-
 fn usage(n: u64, cached: u64) -> ScriptedUsage {
     ScriptedUsage {
         input: 100 * n + 7,
@@ -241,7 +224,9 @@ fn session(
 
 #[test]
 fn the_openai_and_anthropic_sdks_are_recorded_through_the_proxy() {
-    let Some(python) = sdk_python() else { return };
+    let Some(python) = common::sdk_python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
 

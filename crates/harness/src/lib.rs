@@ -27,10 +27,10 @@ use tack_protocol::{
 use tack_sandbox::Confinement;
 use tack_suite::CommandSandbox;
 
-pub use models::{ModelChoice, ModelError, Models, PRICES_ENV, price_table};
+pub use models::{ModelChoice, ModelError, Models, PRICES_ENV, Upstream, price_table};
 pub use permissions::gate_for;
 pub use tack_agent::{Restored, Session};
-pub use verify::Verification;
+pub use verify::{Verification, check_record};
 
 /// What a harness is built from.
 pub struct HarnessSetup {
@@ -140,13 +140,8 @@ impl Harness {
     pub async fn assemble(setup: HarnessSetup) -> Result<Harness, HarnessError> {
         let mut config = setup.config;
         let skills = Arc::new(skills_for(&mut config, &setup.base_dir, &setup.workspace)?);
-        let mut agent_hidden = setup.hidden.clone();
-        // Other trials verify below the checks root while this agent works.
-        agent_hidden.push(tack_suite::checks_root());
         let (results, results_path) = results_dir(&config)?.unzip();
-        let mut confinement = Confinement::for_profile(config.sandbox, &setup.workspace)
-            .hiding(agent_hidden.into_iter().filter(|p| p.is_dir()))
-            .sealing([tack_suite::workspaces_root()]);
+        let mut confinement = agent_confinement(config.sandbox, &setup.workspace, &setup.hidden);
         if let Some(dir) = &results_path {
             confinement = confinement.exposing_read_only(dir);
         }
@@ -299,6 +294,23 @@ impl Harness {
             feedback_rounds: rounds,
         }
     }
+}
+
+/// How an agent's commands are confined in `workspace`: the profile, with
+/// `hidden` (the suite's tasks, the traces) and the checks root covered,
+/// since other trials verify there while this agent works, and the other
+/// trials' workspaces sealed. tack's own loop and external agents
+/// (`[variants.agent]`) run under the same walls.
+pub fn agent_confinement(
+    profile: tack_protocol::SandboxProfile,
+    workspace: &Path,
+    hidden: &[PathBuf],
+) -> Confinement {
+    let mut covered = hidden.to_vec();
+    covered.push(tack_suite::checks_root());
+    Confinement::for_profile(profile, workspace)
+        .hiding(covered.into_iter().filter(|p| p.is_dir()))
+        .sealing([tack_suite::workspaces_root()])
 }
 
 /// The skills of the suite (or, outside one, the current directory) and of

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use tack_agent::Pricer;
 use tack_model::{ChaosModel, ChaosParams, Model, SimParams, TaskBrief, builtin_model};
-use tack_protocol::ModelSpec;
+use tack_protocol::{ModelSpec, Provider};
 use tack_providers::{
     ApiKey, HttpClients, PriceError, PriceTable, ProviderConfig, ProviderError, RateLimiters,
-    RateLimits, cost, provider_model,
+    RateLimits, cost, env_settings_with, provider_model,
 };
 use tack_suite::{ProviderSettings, Variant};
 
@@ -117,6 +117,27 @@ impl Models {
         Some(std::sync::Arc::new(move |usage| Some(cost(usage, &price))))
     }
 
+    /// The price table every call of the run is priced from.
+    pub fn prices(&self) -> &PriceTable {
+        &self.prices
+    }
+
+    /// Where an external agent's calls go (through its proxy) for a
+    /// provider model, and the key it is to send: the variant's
+    /// `provider.api_key_env` (or the provider's variable, then `API_KEY`),
+    /// none needed on loopback.
+    pub fn upstream(&self, choice: &ModelChoice) -> Result<Upstream, ModelError> {
+        let config = self.provider_config(choice)?;
+        let env = env_settings_with(&[config.key_env()]);
+        let key = config.resolve_key(&env)?;
+        Ok(Upstream {
+            provider: config.provider,
+            model: config.model.clone(),
+            base_url: config.base_url().to_string(),
+            key,
+        })
+    }
+
     /// The provider connection a choice describes, with the run's shared
     /// limiter.
     fn provider_config(&self, choice: &ModelChoice) -> Result<ProviderConfig, ModelError> {
@@ -141,6 +162,17 @@ impl Models {
         config.http_clients = Some(self.clients.clone());
         Ok(config)
     }
+}
+
+/// A provider model's endpoint, for an agent tack does not drive.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub provider: Provider,
+    /// The model part of the spec (`gpt-4o-mini` of `openai:gpt-4o-mini`).
+    pub model: String,
+    /// As configured, without a trailing slash (it may end in `/v1`).
+    pub base_url: String,
+    pub key: Option<ApiKey>,
 }
 
 /// The built-in dated price table, with the entries of `$TACK_PRICES`

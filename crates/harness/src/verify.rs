@@ -41,14 +41,15 @@ impl Verification<'_> {
         .map_err(|e| e.to_string())?;
         for result in &results {
             session
-                .record(|span_id| Event::Check(record(span_id, result)))
+                .record(|span_id| Event::Check(check_record(span_id, result)))
                 .map_err(|e| format!("could not record the check `{}`: {e}", result.name))?;
         }
         Ok(feedback(&results))
     }
 }
 
-fn record(span_id: u32, result: &CheckResult) -> CheckRecord {
+/// A check's span.
+pub fn check_record(span_id: u32, result: &CheckResult) -> CheckRecord {
     CheckRecord {
         span_id,
         name: result.name.clone(),

@@ -3,6 +3,7 @@
 //! recorded to a trace directory.
 
 mod clock;
+mod external;
 mod fingerprint;
 mod plan;
 mod replay;

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -245,6 +245,21 @@ fn check_variant(variant: &Variant, models: &Models) -> Result<(), PlanError> {
             message: e.to_string(),
         }
     })?;
+    // An external agent is confined to its proxy's port: a machine that
+    // cannot narrow the network that way stops the run here.
+    if variant.agent.is_some() && variant.harness.sandbox != tack_protocol::SandboxProfile::Off {
+        let narrowed =
+            tack_sandbox::Confinement::for_profile(variant.harness.sandbox, Path::new("/"))
+                .allowing_tcp_connect_only([1]);
+        tack_sandbox::check_confinement(&narrowed, tack_sandbox::probe()).map_err(|e| {
+            PlanError::Variant {
+                variant: variant.name.clone(),
+                message: format!(
+                    "{e}; an external agent runs with network only to its recording proxy (or set harness.sandbox = \"off\" to run it unconfined)"
+                ),
+            }
+        })?;
+    }
     models
         .check(&ModelChoice::of_variant(variant))
         .map_err(|e| PlanError::Variant {

@@ -7,7 +7,7 @@ use tack_model::{Model, TaskBrief};
 use tack_protocol::{
     Event, EventSink, RunTotals, StopReason, TrialFinished, TrialOutcome, TrialStarted,
 };
-use tack_suite::{CommandSandbox, Protected, Task, TrialWorkspace, Variant};
+use tack_suite::{CommandSandbox, Fingerprint, Protected, Task, TrialWorkspace, Variant};
 use tack_trace::{RunWriter, TrialRecorder};
 
 use crate::{RunContext, TrialSpec, TrialSummary};
@@ -89,6 +89,10 @@ async fn execute(
     recorder: &mut TrialRecorder,
     clock: Instant,
 ) -> (TrialFinished, Option<PathBuf>) {
+    if let Some(agent) = &variant.agent {
+        let keep = spec.keep_failed_workspace;
+        return crate::external::execute(run, variant, agent, task, keep, recorder, clock).await;
+    }
     let config = task.harness_for(variant);
     let sandbox = CommandSandbox::new(config.sandbox, run.hidden.clone());
     let workspace = match TrialWorkspace::prepare(task, &sandbox).await {
@@ -116,8 +120,7 @@ async fn execute(
         Ok(built) => built,
         Err(error) => return (failed(clock, TrialOutcome::HarnessError, error), None),
     };
-    let protected = Protected::new(&task.protected).ok();
-    let before = protected.as_ref().map(|p| p.fingerprint(workspace.path()));
+    let watch = TamperWatch::start(task, workspace.path());
     let pricer = match spec.replay {
         Some(_) => None,
         None => run.models.pricer(&variant.model),
@@ -131,13 +134,7 @@ async fn execute(
             recorder,
         )
         .await;
-    let tampered = match (&protected, &before) {
-        (Some(protected), Some(before)) => !protected
-            .fingerprint(workspace.path())
-            .changed_since(before)
-            .is_empty(),
-        _ => false,
-    };
+    let tampered = watch.tampered(workspace.path());
     let result = finished(clock, &outcome, tampered);
     let kept = (result.outcome != TrialOutcome::Passed && spec.keep_failed_workspace)
         .then(|| workspace.keep());
@@ -182,7 +179,7 @@ fn finished(clock: Instant, run: &HarnessRun, tampered: bool) -> TrialFinished {
 }
 
 /// A trial that ended before its agent ran.
-fn failed(clock: Instant, outcome: TrialOutcome, error: String) -> TrialFinished {
+pub(crate) fn failed(clock: Instant, outcome: TrialOutcome, error: String) -> TrialFinished {
     TrialFinished {
         outcome,
         stop_reason: StopReason::HarnessError,
@@ -193,5 +190,30 @@ fn failed(clock: Instant, outcome: TrialOutcome, error: String) -> TrialFinished
         duration_ms: clock.elapsed().as_millis() as u64,
         finished_at_ms: now_ms(),
         error: Some(error),
+    }
+}
+
+/// Whether the agent changed the files the checks depend on (the task's
+/// `protected` globs), fingerprinted before it starts.
+pub(crate) struct TamperWatch {
+    protected: Option<Protected>,
+    before: Option<Fingerprint>,
+}
+
+impl TamperWatch {
+    pub(crate) fn start(task: &Task, workspace: &std::path::Path) -> TamperWatch {
+        let protected = Protected::new(&task.protected).ok();
+        let before = protected.as_ref().map(|p| p.fingerprint(workspace));
+        TamperWatch { protected, before }
+    }
+
+    pub(crate) fn tampered(&self, workspace: &std::path::Path) -> bool {
+        match (&self.protected, &self.before) {
+            (Some(protected), Some(before)) => !protected
+                .fingerprint(workspace)
+                .changed_since(before)
+                .is_empty(),
+            _ => false,
+        }
     }
 }

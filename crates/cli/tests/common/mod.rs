@@ -44,3 +44,22 @@ pub fn sandbox_profile() -> &'static str {
         tack_sandbox::TestGate::Fail(why) => panic!("{why}"),
     }
 }
+
+/// The Python with the official `openai` and `anthropic` SDKs
+/// (`TACK_SDK_PYTHON`, which `.ci/run` sets up), or `None`, having said
+/// why, to skip; with `TACK_REQUIRE_SDKS` set a missing SDK fails instead.
+pub fn sdk_python() -> Option<String> {
+    let python = std::env::var("TACK_SDK_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let probe = Command::new(&python)
+        .args(["-c", "import openai, anthropic"])
+        .output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("TACK_REQUIRE_SDKS").is_none(),
+        "the openai and anthropic SDKs are required here but `{python}` cannot import them"
+    );
+    eprintln!("skipped: {python} cannot import openai and anthropic (CI installs them)");
+    None
+}
