@@ -57,26 +57,6 @@ fn suite(dir: &Path, base_url: &str, python: &str, profile: &str) -> PathBuf {
     root
 }
 
-fn column<'b, T: 'static>(batch: &'b arrow_array::RecordBatch, name: &str) -> &'b T {
-    batch
-        .column_by_name(name)
-        .unwrap()
-        .as_any()
-        .downcast_ref::<T>()
-        .unwrap()
-}
-
-fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_below(&path, out);
-        } else {
-            out.push(path);
-        }
-    }
-}
-
 /// One span of the run: (trial, kind, name, input tokens, exit code, stdout).
 type Span = (
     String,
@@ -90,12 +70,12 @@ type Span = (
 fn spans(run_dir: &Path) -> Vec<Span> {
     let mut out = Vec::new();
     for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
-        let trial = column::<StringArray>(&batch, "trial_id");
-        let kind = column::<StringArray>(&batch, "kind");
-        let name = column::<StringArray>(&batch, "name");
-        let input = column::<UInt64Array>(&batch, "gen_ai_usage_input_tokens");
-        let exit = column::<Int32Array>(&batch, "exit_code");
-        let stdout = column::<StringArray>(&batch, "stdout");
+        let trial = common::column::<StringArray>(&batch, "trial_id");
+        let kind = common::column::<StringArray>(&batch, "kind");
+        let name = common::column::<StringArray>(&batch, "name");
+        let input = common::column::<UInt64Array>(&batch, "gen_ai_usage_input_tokens");
+        let exit = common::column::<Int32Array>(&batch, "exit_code");
+        let stdout = common::column::<StringArray>(&batch, "stdout");
         for i in 0..batch.num_rows() {
             out.push((
                 trial.value(i).to_string(),
@@ -131,27 +111,12 @@ fn an_external_agent_runs_as_a_variant_beside_a_native_one() {
     let dir = tempfile::tempdir().unwrap();
     let suite = suite(dir.path(), &server.base_url(), &python, profile);
     let (traces, reports) = (dir.path().join("traces"), dir.path().join("reports"));
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args([
-            "run",
-            suite.to_str().unwrap(),
-            "--jobs",
-            "2",
-            "--json",
-            "--traces",
-        ])
-        .arg(&traces)
-        .arg("--reports")
-        .arg(&reports)
-        .env("TACK_E2E_KEY", PLANTED_KEY)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let json = common::run_suite(
+        &suite,
+        dir.path(),
+        &["--jobs", "2"],
+        &[("TACK_E2E_KEY", PLANTED_KEY)],
     );
-    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     let trials = json["run"]["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 4, "{json}");
     for trial in trials {
@@ -239,8 +204,8 @@ fn an_external_agent_runs_as_a_variant_beside_a_native_one() {
     );
 
     let mut written = Vec::new();
-    files_below(&traces, &mut written);
-    files_below(&reports, &mut written);
+    common::files_below(&traces, &mut written);
+    common::files_below(&reports, &mut written);
     for file in written {
         let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
         assert!(
@@ -322,20 +287,7 @@ fn mini_swe_agent_runs_through_the_proxy() {
         mini.display()
     );
     std::fs::write(root.join("suite.toml"), toml).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(["run", root.to_str().unwrap(), "--json", "--traces"])
-        .arg(dir.path().join("traces"))
-        .arg("--reports")
-        .arg(dir.path().join("reports"))
-        .env("TACK_E2E_KEY", PLANTED_KEY)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let json = common::run_suite(&root, dir.path(), &[], &[("TACK_E2E_KEY", PLANTED_KEY)]);
     let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
     let spans = spans(&run_dir);
     let agent = spans

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,14 +16,10 @@ use tack_testkit::{Dialect, MockServer, ScriptedCall, ScriptedResponse, ServerOp
 
 const PLANTED_KEY: &str = "sk-test-PLANTED-key-4242";
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// A one-task suite whose only variant talks to `base_url`.
 fn suite(dir: &Path, base_url: &str) -> PathBuf {
     let root = dir.join("suite");
-    let task = repo().join("suites/demo/tasks/total-missing-file");
+    let task = common::repo().join("suites/demo/tasks/total-missing-file");
     copy(&task, &root.join("tasks/total-missing-file"));
     let toml = format!(
         "[suite]\nname = \"providers\"\n\n[[variants]]\nname = \"local-openai\"\nmodel = \"openai:gpt-4o-mini\"\n\
@@ -47,9 +45,10 @@ fn copy(from: &Path, to: &Path) {
 /// The task's reference fix as a str_replace call, so the scripted model
 /// solves it for real through the harness.
 fn fix_call() -> ScriptedCall {
-    let text =
-        std::fs::read_to_string(repo().join("suites/demo/tasks/total-missing-file/task.toml"))
-            .unwrap();
+    let text = std::fs::read_to_string(
+        common::repo().join("suites/demo/tasks/total-missing-file/task.toml"),
+    )
+    .unwrap();
     let task: toml::Table = toml::from_str(&text).unwrap();
     let edit = &task["solution"]["edits"][0];
     let arguments = json!({
@@ -58,26 +57,6 @@ fn fix_call() -> ScriptedCall {
         "new_string": edit["new"].as_str().unwrap(),
     });
     ScriptedCall::new("call_fix", "str_replace", arguments.to_string())
-}
-
-fn column<'b, T: 'static>(batch: &'b arrow_array::RecordBatch, name: &str) -> &'b T {
-    batch
-        .column_by_name(name)
-        .unwrap()
-        .as_any()
-        .downcast_ref::<T>()
-        .unwrap()
-}
-
-fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files_below(&path, out);
-        } else {
-            out.push(path);
-        }
-    }
 }
 
 #[test]
@@ -131,15 +110,15 @@ fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retri
     let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
     let mut calls = Vec::new();
     for batch in tack_trace::read_table(&run_dir, "spans").unwrap() {
-        let kind = column::<StringArray>(&batch, "kind");
-        let provider = column::<StringArray>(&batch, "gen_ai_provider_name");
-        let model = column::<StringArray>(&batch, "gen_ai_request_model");
-        let input = column::<UInt64Array>(&batch, "gen_ai_usage_input_tokens");
-        let cached = column::<UInt64Array>(&batch, "gen_ai_usage_cache_read_input_tokens");
-        let cost = column::<Float64Array>(&batch, "cost_usd");
-        let attempt = column::<UInt32Array>(&batch, "attempt");
-        let wait = column::<UInt64Array>(&batch, "retry_wait_ms");
-        let status = column::<StringArray>(&batch, "status");
+        let kind = common::column::<StringArray>(&batch, "kind");
+        let provider = common::column::<StringArray>(&batch, "gen_ai_provider_name");
+        let model = common::column::<StringArray>(&batch, "gen_ai_request_model");
+        let input = common::column::<UInt64Array>(&batch, "gen_ai_usage_input_tokens");
+        let cached = common::column::<UInt64Array>(&batch, "gen_ai_usage_cache_read_input_tokens");
+        let cost = common::column::<Float64Array>(&batch, "cost_usd");
+        let attempt = common::column::<UInt32Array>(&batch, "attempt");
+        let wait = common::column::<UInt64Array>(&batch, "retry_wait_ms");
+        let status = common::column::<StringArray>(&batch, "status");
         for i in (0..batch.num_rows()).filter(|i| kind.value(*i) == "model_call") {
             calls.push((
                 provider.value(i).to_string(),
@@ -169,12 +148,12 @@ fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retri
     let cost = calls[1].7.expect("gpt-4o-mini is in the price table");
     assert!(cost > 0.0 && cost < 0.01, "{cost}");
     let trial = &tack_trace::read_table(&run_dir, "trials").unwrap()[0];
-    assert_eq!(column::<UInt32Array>(trial, "retries").value(0), 1);
+    assert_eq!(common::column::<UInt32Array>(trial, "retries").value(0), 1);
 
     // The key is nowhere in what tack wrote.
     let mut written = Vec::new();
-    files_below(&traces, &mut written);
-    files_below(&reports, &mut written);
+    common::files_below(&traces, &mut written);
+    common::files_below(&reports, &mut written);
     assert!(written.len() >= 5, "{written:?}");
     for file in written {
         let bytes = std::fs::read(&file).unwrap();
@@ -245,7 +224,7 @@ fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
         ]
     );
     let trials = &tack_trace::read_table(&run_dir, "trials").unwrap()[0];
-    let stops = column::<StringArray>(trials, "stop_reason");
+    let stops = common::column::<StringArray>(trials, "stop_reason");
     let stops: BTreeSet<&str> = (0..stops.len()).map(|i| stops.value(i)).collect();
     assert!(stops.contains("provider_unavailable"), "{stops:?}");
 }

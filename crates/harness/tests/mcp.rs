@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tack_harness::{Harness, HarnessSetup, Verification};
@@ -17,20 +16,6 @@ use tack_protocol::{
 };
 use tack_sandbox::TestGate;
 use tack_suite::Check;
-
-fn servers_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("TACK_MCP_SERVERS").map(PathBuf::from);
-    let found = dir.filter(|d| d.join("mcp-server-everything").exists());
-    if found.is_none() {
-        let why = "TACK_MCP_SERVERS does not name a directory with mcp-server-everything (`.ci/run` installs the reference servers)";
-        assert!(
-            std::env::var("TACK_REQUIRE_MCP").as_deref() != Ok("1"),
-            "TACK_REQUIRE_MCP=1, but {why}"
-        );
-        eprintln!("skipped: {why}");
-    }
-    found
-}
 
 fn call(id: &str, name: &str, arguments: serde_json::Value) -> ToolCall {
     ToolCall {
@@ -51,7 +36,9 @@ fn answer(text: &str, calls: Vec<ToolCall>) -> (Message, FinishReason, Usage) {
 
 #[tokio::test]
 async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes() {
-    let Some(bin) = servers_dir() else { return };
+    let Some(bin) = tack_testkit::mcp_reference_servers() else {
+        return;
+    };
     match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
         TestGate::Run => {}
         TestGate::Skip(why) => return eprintln!("skipped: {why}"),

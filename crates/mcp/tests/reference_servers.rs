@@ -16,22 +16,6 @@ use tack_mcp::{McpServers, McpSetup};
 use tack_protocol::{McpServerConfig, SandboxProfile, ToolAccess, ToolErrorKind, ToolHint};
 use tack_sandbox::{Confinement, TestGate};
 
-/// The reference servers' `.bin` directory, or `None` to skip (failing
-/// instead when `TACK_REQUIRE_MCP=1`).
-fn servers_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("TACK_MCP_SERVERS").map(PathBuf::from);
-    let found = dir.filter(|d| d.join("mcp-server-everything").exists());
-    if found.is_none() {
-        let why = "TACK_MCP_SERVERS does not name a directory with mcp-server-everything (`.ci/run` installs the reference servers)";
-        assert!(
-            std::env::var("TACK_REQUIRE_MCP").as_deref() != Ok("1"),
-            "TACK_REQUIRE_MCP=1, but {why}"
-        );
-        eprintln!("skipped: {why}");
-    }
-    found
-}
-
 fn strict_sandbox() -> bool {
     match tack_sandbox::test_gate(SandboxProfile::Strict) {
         TestGate::Run => true,
@@ -41,6 +25,11 @@ fn strict_sandbox() -> bool {
         }
         TestGate::Fail(why) => panic!("{why}"),
     }
+}
+
+/// The servers' directory when both they and the strict sandbox are here.
+fn servers_in_sandbox() -> Option<PathBuf> {
+    tack_testkit::mcp_reference_servers().filter(|_| strict_sandbox())
 }
 
 fn setup(workspace: &Path) -> McpSetup {
@@ -86,10 +75,9 @@ fn everything(bin: &Path) -> McpServerConfig {
 
 #[tokio::test]
 async fn everything_server_tools_are_listed_and_called_inside_the_sandbox() {
-    let Some(bin) = servers_dir() else { return };
-    if !strict_sandbox() {
+    let Some(bin) = servers_in_sandbox() else {
         return;
-    }
+    };
     let ws = tempfile::tempdir().unwrap();
     let servers = McpServers::connect(&[everything(&bin)], &setup(ws.path()))
         .await
@@ -156,10 +144,9 @@ async fn everything_server_tools_are_listed_and_called_inside_the_sandbox() {
 
 #[tokio::test]
 async fn a_hung_server_times_out_and_a_killed_one_is_restarted() {
-    let Some(bin) = servers_dir() else { return };
-    if !strict_sandbox() {
+    let Some(bin) = servers_in_sandbox() else {
         return;
-    }
+    };
     let ws = tempfile::tempdir().unwrap();
     let mut config = everything(&bin);
     config.call_timeout_secs = 1;
@@ -189,10 +176,9 @@ async fn a_hung_server_times_out_and_a_killed_one_is_restarted() {
 
 #[tokio::test]
 async fn a_server_killed_during_a_call_fails_that_call_only() {
-    let Some(bin) = servers_dir() else { return };
-    if !strict_sandbox() {
+    let Some(bin) = servers_in_sandbox() else {
         return;
-    }
+    };
     let ws = tempfile::tempdir().unwrap();
     let servers = McpServers::connect(&[everything(&bin)], &setup(ws.path()))
         .await
@@ -234,10 +220,9 @@ async fn a_server_killed_during_a_call_fails_that_call_only() {
 
 #[tokio::test]
 async fn the_filesystem_server_sees_only_the_workspace() {
-    let Some(bin) = servers_dir() else { return };
-    if !strict_sandbox() {
+    let Some(bin) = servers_in_sandbox() else {
         return;
-    }
+    };
     let ws = tempfile::tempdir().unwrap();
     let root = ws.path().canonicalize().unwrap();
     std::fs::write(root.join("notes.txt"), "remember the milk\n").unwrap();
@@ -337,7 +322,9 @@ fn start_http_server(bin: &Path) -> HttpServer {
 
 #[tokio::test]
 async fn streamable_http_servers_are_called_too() {
-    let Some(bin) = servers_dir() else { return };
+    let Some(bin) = tack_testkit::mcp_reference_servers() else {
+        return;
+    };
     let http = start_http_server(&bin);
     let ws = tempfile::tempdir().unwrap();
     let mut config =

@@ -298,3 +298,22 @@ dialect_server!(
     Dialect::Anthropic,
     "A scripted Anthropic Messages server."
 );
+
+/// The `.bin` directory of the MCP reference servers (`.ci/run` installs
+/// `@modelcontextprotocol/server-everything` and `server-filesystem` from
+/// npm and sets `TACK_MCP_SERVERS`), or `None` for a test to skip, having
+/// said why. With `TACK_REQUIRE_MCP=1` a missing directory panics instead,
+/// so that CI cannot pass by skipping.
+pub fn mcp_reference_servers() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("TACK_MCP_SERVERS").map(std::path::PathBuf::from);
+    let found = dir.filter(|d| d.join("mcp-server-everything").exists());
+    if found.is_none() {
+        let why = "TACK_MCP_SERVERS does not name a directory with mcp-server-everything (`.ci/run` installs the reference servers)";
+        assert!(
+            std::env::var("TACK_REQUIRE_MCP").as_deref() != Ok("1"),
+            "TACK_REQUIRE_MCP=1, but {why}"
+        );
+        eprintln!("skipped: {why}");
+    }
+    found
+}

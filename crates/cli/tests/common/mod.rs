@@ -63,3 +63,47 @@ pub fn sdk_python() -> Option<String> {
     eprintln!("skipped: {python} cannot import openai and anthropic (CI installs them)");
     None
 }
+
+/// A column of a trace batch, as its Arrow array type.
+pub fn column<'b, T: 'static>(batch: &'b arrow_array::RecordBatch, name: &str) -> &'b T {
+    batch
+        .column_by_name(name)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<T>()
+        .unwrap()
+}
+
+/// Every file below `dir`, to search what tack wrote (for a key, say).
+pub fn files_below(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_below(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// `tack run SUITE --json` with traces and reports under `dir` and `env`
+/// set; its JSON, after checking it succeeded.
+pub fn run_suite(
+    suite: &std::path::Path,
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .arg("run")
+        .arg(suite)
+        .args(["--json", "--traces"])
+        .arg(dir.join("traces"))
+        .arg("--reports")
+        .arg(dir.join("reports"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    stdout_json(&output)
+}
