@@ -338,3 +338,78 @@ async fn write_todos_reads_the_list_back_and_touches_nothing() {
         "no file was added"
     );
 }
+
+/// A tool offered by name and description only (an MCP tool among many):
+/// its schema still checks every call, and a call that does not fit is
+/// shown the schema.
+struct WithheldSchemaTool;
+
+#[async_trait]
+impl Tool for WithheldSchemaTool {
+    fn access(&self, _: &serde_json::Value) -> Vec<tack_protocol::ToolAccess> {
+        Vec::new()
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "srv__lookup".to_string(),
+            description: "looks a thing up".to_string(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    fn full_parameters(&self) -> Option<serde_json::Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {"key": {"type": "string"}},
+            "required": ["key"],
+            "additionalProperties": false
+        }))
+    }
+
+    fn server(&self) -> Option<&str> {
+        Some("srv")
+    }
+
+    async fn run(&self, args: serde_json::Value, _: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::Text {
+            text: format!("found {}", args["key"]),
+            truncated: false,
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_withheld_schema_still_checks_calls_and_is_shown_when_one_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher =
+        Dispatcher::new(vec![Arc::new(WithheldSchemaTool)], context(dir.path())).unwrap();
+    assert_eq!(dispatcher.specs()[0].parameters, json!({"type": "object"}));
+    assert_eq!(dispatcher.server_of("srv__lookup"), Some("srv"));
+    assert_eq!(dispatcher.server_of("bash"), None);
+    let wrong = dispatcher
+        .dispatch(&call("srv__lookup", r#"{"name": "x"}"#), false)
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.kind, ToolErrorKind::InvalidArguments);
+    assert!(wrong.message.contains("/key"), "{}", wrong.message);
+    assert!(
+        wrong
+            .message
+            .contains(r#"The tool's parameters, as a JSON Schema: {"#)
+            && wrong.message.contains(r#""required":["key"]"#),
+        "{}",
+        wrong.message
+    );
+    let right = dispatcher
+        .dispatch(&call("srv__lookup", r#"{"key": "x"}"#), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        right,
+        ToolOutput::Text {
+            text: "found \"x\"".to_string(),
+            truncated: false
+        }
+    );
+}

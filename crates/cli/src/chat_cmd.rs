@@ -41,6 +41,8 @@ pub struct ChatArgs {
     workspace: PathBuf,
     #[command(flatten)]
     model: ModelFlags,
+    #[command(flatten)]
+    mcp: crate::mcp_arg::McpFlags,
     /// Permission rules: `default` (the built-in profile: edits and risky commands are asked about)
     /// or a rules file.
     #[arg(long, default_value = "default")]
@@ -119,6 +121,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
             policy: ApproverPolicy::Interactive,
             ..ApproverConfig::default()
         },
+        mcp_servers: args.mcp.servers()?,
         ..HarnessConfig::default()
     };
     let harness = Harness::assemble(HarnessSetup {

@@ -59,6 +59,8 @@ pub struct ExecArgs {
     resume: Option<PathBuf>,
     #[command(flatten)]
     model: ModelFlags,
+    #[command(flatten)]
+    mcp: crate::mcp_arg::McpFlags,
     /// A command run in the workspace after the agent stops; exit 0 = pass. Repeatable.
     #[arg(long = "check")]
     checks: Vec<String>,
@@ -284,7 +286,10 @@ fn new_settings(args: &ExecArgs) -> Result<SessionSettings, CommandError> {
         base_url,
         seed: args.seed,
         checks: args.checks.clone(),
-        config: args.config(),
+        config: HarnessConfig {
+            mcp_servers: args.mcp.servers()?,
+            ..args.config()
+        },
     })
 }
 

@@ -10,6 +10,7 @@ mod events_cmd;
 mod exec_cmd;
 mod exit;
 mod gate_cmd;
+mod mcp_arg;
 mod merge_cmd;
 mod permissions_cmd;
 mod profile_arg;

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+mod common;
+
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
@@ -224,5 +226,73 @@ fn skills_are_listed_and_loaded_on_demand() {
     assert!(
         stderr.contains("skills/greeting-style/SKILL.md line"),
         "{stderr}"
+    );
+}
+
+/// `--mcp-config` takes a project's `.mcp.json`: the agent gets the
+/// server's tools, the stdio server runs in the sandbox, and the span
+/// names it. Needs the MCP reference servers (`.ci/run` installs them).
+#[test]
+fn an_mcp_config_gives_the_agent_the_servers_tools() {
+    let Some(bin) = tack_testkit::mcp_reference_servers() else {
+        return;
+    };
+    let call = tack_testkit::ScriptedCall::new(
+        "call_echo",
+        "everything__echo",
+        r#"{"message": "from exec"}"#.to_string(),
+    );
+    let server = tack_testkit::OpenAiServer::start_background(vec![
+        tack_testkit::ScriptedResponse::tool_calls(vec![call]),
+        tack_testkit::ScriptedResponse::text("echoed"),
+    ])
+    .unwrap();
+    let dir = workspace();
+    let config = tempfile::tempdir().unwrap();
+    let file = config.path().join(".mcp.json");
+    let everything = bin.join("mcp-server-everything");
+    let json = serde_json::json!({"mcpServers": {"everything": {"command": everything}}});
+    std::fs::write(&file, json.to_string()).unwrap();
+    let profile = common::sandbox_profile();
+    let output = exec(
+        dir.path(),
+        &[
+            "--mcp-config",
+            file.to_str().unwrap(),
+            "--model",
+            "openai:gpt-4o-mini",
+            "--base-url",
+            &server.base_url(),
+            "--sandbox",
+            profile,
+            "--json",
+        ],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = events(&output);
+    let echo = events
+        .iter()
+        .map(|e| &e["event"])
+        .find(|e| e["type"] == "tool_call")
+        .expect("a tool call");
+    assert_eq!(echo["tool_name"], "everything__echo");
+    assert_eq!(echo["mcp_server"], "everything");
+    assert_eq!(echo["result"], "Echo: from exec");
+    // The model was offered the server's tools with their schemas.
+    let offered = &server.requests()[0].body["tools"];
+    let names: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"bash") && names.contains(&"everything__get-sum"),
+        "{names:?}"
     );
 }
