@@ -362,3 +362,46 @@ async fn a_server_that_cannot_start_names_itself_and_the_fix() {
     let message = error.to_string();
     assert!(message.contains("`liar`"), "{message}");
 }
+
+/// An MCP server that shakes hands and lists one tool properly, then
+/// answers every call with garbage.
+const GARBAGE_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "garbage", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "speak", "inputSchema": {"type": "object"}}]}
+    else:
+        print("this is not JSON-RPC {{{", flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+#[tokio::test]
+async fn a_server_answering_garbage_costs_the_call_and_is_restarted() {
+    if !strict_sandbox() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("server.py"), GARBAGE_SERVER).unwrap();
+    let mut config = McpServerConfig::stdio("garbage", "python3", &["${WORKSPACE}/server.py"]);
+    config.call_timeout_secs = 1;
+    let servers = McpServers::connect(&[config], &setup(ws.path()))
+        .await
+        .unwrap();
+    let speak = tool(&servers, "garbage__speak");
+    for round in 1..=2 {
+        let error = speak
+            .run(serde_json::json!({}), &ctx(ws.path()))
+            .await
+            .unwrap_err();
+        assert!(error.message.contains("restarted"), "{}", error.message);
+        assert_eq!(servers.servers()[0].restarts(), round - 1);
+    }
+}
