@@ -34,6 +34,7 @@ mod limits;
 mod local;
 mod mounts;
 mod pidns;
+mod places;
 mod plan;
 mod probe;
 mod profiles;
@@ -45,7 +46,7 @@ mod supervise;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use confinement::{Confinement, ResourceLimits};
+pub use confinement::{Confinement, Placement, ResourceLimits};
 pub use denials::{MAX_DENIALS, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
 pub use files::{FileAccessError, WorkspaceFiles};
@@ -150,9 +151,9 @@ pub enum SandboxError {
 pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
     let started = Instant::now();
     let profile = spec.confinement.profile;
-    // `off` narrowed to ports is checked too, only to fail: nothing there
-    // can enforce it.
-    if spec.confinement.is_confined() || spec.confinement.tcp_connect.is_some() {
+    // `off` narrowed to ports or with placements is checked too, only to
+    // fail: nothing there can enforce them.
+    if spec.confinement.is_confined() || spec.confinement.asks_confinement() {
         check_confinement(spec.confinement, probe())?;
     }
     let ended = if spec.confinement.is_confined() {

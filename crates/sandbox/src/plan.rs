@@ -12,7 +12,7 @@ use tack_protocol::SandboxProfile;
 use crate::child::{ChildPlan, LateRule, MountStep, Step};
 use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
-use crate::{Confinement, SandboxError, landlock, seccomp};
+use crate::{Confinement, SandboxError, landlock, places, seccomp};
 
 /// A confined command, ready to spawn. Dropping it removes the private
 /// tmp directory and the pids cgroup: keep it until the command is done.
@@ -87,20 +87,57 @@ pub(crate) fn prepare(
             .map_err(|e| setup(format!("writable path {}: {e}", path.display())))?;
         writable.push(path);
     }
-    let (mounts, mount_targets, shm) = mount_steps(confinement, &writable)?;
+    let sealed = existing(&confinement.sealed);
+    let scratch = writable.last().map_or(tmp.path(), PathBuf::as_path);
+    let placed = places::plan(confinement, scratch)?.unwrap_or_default();
+    if let Some(host) = placed
+        .host_readable
+        .iter()
+        .chain(&placed.host_writable)
+        .find(|host| sealed.iter().any(|s| s.starts_with(host)))
+    {
+        return Err(setup(format!(
+            "{} cannot be placed: it holds a sealed directory (other trials' workspaces); \
+             place a directory inside it instead",
+            host.display()
+        )));
+    }
+    let (mounts, mount_targets, shm) =
+        mount_steps(confinement, &writable, placed.steps, &placed.writable_at)?;
     let abi = probe
         .landlock_abi
         .ok_or_else(|| setup("Landlock is not available"))?;
-    let sealed = existing(&confinement.sealed);
-    let built = landlock::build(abi, &writable, &sealed, confinement.tcp_connect.as_deref())
-        .map_err(setup)?;
-    let late_rules = match shm {
-        Some(path) => vec![LateRule {
+    let landlock_writable: Vec<PathBuf> = writable
+        .iter()
+        .chain(&placed.host_writable)
+        .cloned()
+        .collect();
+    let built = landlock::build(
+        abi,
+        &landlock::Paths {
+            writable: &landlock_writable,
+            readable: &placed.host_readable,
+            sealed: &sealed,
+            rebuilt: &placed.rebuilt,
+        },
+        confinement.tcp_connect.as_deref(),
+    )
+    .map_err(setup)?;
+    let mut late_rules = Vec::new();
+    if let Some(path) = shm {
+        late_rules.push(LateRule {
             path,
             access: built.shm_access,
-        }],
-        None => Vec::new(),
-    };
+        });
+    }
+    // The new root is a tmpfs of the child's: the host root's rule does not
+    // reach it.
+    if !placed.rebuilt.is_empty() {
+        late_rules.push(LateRule {
+            path: c"/".to_owned(),
+            access: built.root_access,
+        });
+    }
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) =
         std::io::pipe().map_err(|e| setup(format!("cannot create a pipe: {e}")))?;
@@ -176,27 +213,55 @@ fn sockets(confinement: &Confinement) -> seccomp::Sockets {
     }
 }
 
+/// `paths` and, for those inside a placed host directory, the same place
+/// at the placed path.
+fn with_placed(confinement: &Confinement, paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut placed = Vec::new();
+    for path in &paths {
+        for placement in &confinement.placed {
+            let Ok(host) = std::fs::canonicalize(&placement.host) else {
+                continue;
+            };
+            if let Ok(rest) = path.strip_prefix(&host) {
+                placed.push(placement.at.join(rest));
+            }
+        }
+    }
+    paths.into_iter().chain(placed).collect()
+}
+
 type MountSteps = (Vec<MountStep>, Vec<String>, Option<CString>);
 
-/// Private propagation, everything read-only, the writable paths made
-/// writable again, the read-only paths bound read-only over them, hidden
-/// directories covered, and a private `/dev/shm`.
+/// Private propagation, the new root with the placements (if any),
+/// everything read-only, the writable paths (and placements) made writable
+/// again, the read-only paths bound read-only over them, hidden directories
+/// covered, and a private `/dev/shm`. Read-only and hidden paths inside a
+/// placed host directory are so at the placed path too (a placed
+/// workspace's `.git`).
 fn mount_steps(
     confinement: &Confinement,
     writable: &[PathBuf],
+    new_root: Vec<(MountStep, String)>,
+    writable_at: &[PathBuf],
 ) -> Result<MountSteps, SandboxError> {
-    let mut steps = vec![MountStep::MakePrivate, MountStep::AllReadOnly];
-    let mut targets = vec!["make / private".to_string(), "/ read-only".to_string()];
-    for path in writable {
+    let mut steps = vec![MountStep::MakePrivate];
+    let mut targets = vec!["make / private".to_string()];
+    for (step, target) in new_root {
+        steps.push(step);
+        targets.push(target);
+    }
+    steps.push(MountStep::AllReadOnly);
+    targets.push("/ read-only".to_string());
+    for path in writable.iter().chain(writable_at) {
         steps.push(MountStep::Writable(c_path(path)?));
         targets.push(format!("{} writable", path.display()));
     }
-    for path in existing(&confinement.read_only) {
+    for path in with_placed(confinement, existing(&confinement.read_only)) {
         steps.push(MountStep::ReadOnly(c_path(&path)?));
         targets.push(format!("{} read-only", path.display()));
     }
-    for path in existing(&confinement.hidden) {
-        if !path.is_dir() {
+    for path in with_placed(confinement, existing(&confinement.hidden)) {
+        if !confinement.host_path(&path).is_dir() {
             return Err(setup(format!(
                 "hidden path {} is not a directory",
                 path.display()
