@@ -12,6 +12,8 @@
 //! that cannot be enforced here is an error ([`check_profile`]), never a
 //! silent downgrade. `off` records that the command ran unconfined.
 //!
+//! [`Confinement::placing`] shows host directories at absolute paths the
+//! host may lack (`/app`, `/tests`), in the command's mount namespace only.
 //! [`Confinement::allowing_tcp_connect_only`] narrows the network to TCP
 //! connections to given ports (tack's recording proxy on loopback).
 //! Long-lived programs with piped stdio (MCP stdio servers) run under the

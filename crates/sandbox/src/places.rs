@@ -52,10 +52,12 @@ fn c_path(path: &Path) -> Result<CString, SandboxError> {
 
 /// Plans the new root for `confinement`'s placements, mounted first on
 /// `scratch` (an empty directory of the command's own on the host); `None`
-/// without placements.
+/// without placements. A placed directory may be inside a `sealed` one
+/// (a trial's own tests), not hold one (other trials' workspaces).
 pub(crate) fn plan(
     confinement: &Confinement,
     scratch: &Path,
+    sealed: &[PathBuf],
 ) -> Result<Option<Placed>, SandboxError> {
     if confinement.placed.is_empty() {
         return Ok(None);
@@ -83,6 +85,16 @@ pub(crate) fn plan(
                     ),
                 )
             })?;
+        if sealed.iter().any(|dir| dir.starts_with(&host)) {
+            return Err(refuse(
+                &placement.at,
+                format_args!(
+                    "{} holds a sealed directory (other trials' workspaces); place a directory \
+                     inside it instead",
+                    host.display()
+                ),
+            ));
+        }
         if placement.writable {
             placed.writable_at.push(placement.at.clone());
             placed.host_writable.push(host.clone());
@@ -249,7 +261,7 @@ mod tests {
         let host = tempfile::tempdir().unwrap();
         let confinement =
             Confinement::strict(Path::new("/w")).placing(host.path(), Path::new(at), true);
-        plan(&confinement, Path::new("/scratch"))
+        plan(&confinement, Path::new("/scratch"), &[])
     }
 
     #[test]
@@ -267,15 +279,33 @@ mod tests {
         let nested = Confinement::strict(Path::new("/w"))
             .placing(host.path(), Path::new("/logs"), true)
             .placing(host.path(), Path::new("/logs/verifier"), true);
-        let error = plan(&nested, Path::new("/s")).unwrap_err().to_string();
+        let error = plan(&nested, Path::new("/s"), &[]).unwrap_err().to_string();
         assert!(error.contains("overlaps the placement at /logs"), "{error}");
         let missing = Confinement::strict(Path::new("/w")).placing(
             Path::new("/no/such/dir"),
             Path::new("/app"),
             false,
         );
-        let error = plan(&missing, Path::new("/s")).unwrap_err().to_string();
+        let error = plan(&missing, Path::new("/s"), &[])
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("/no/such/dir does not exist"), "{error}");
+        let trials = host.path().canonicalize().unwrap();
+        let sealed = [trials.join("sealed")];
+        let holding = Confinement::strict(Path::new("/w")).placing(&trials, Path::new("/t"), false);
+        let error = plan(&holding, Path::new("/s"), &sealed)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("holds a sealed directory"), "{error}");
+        let inside = Confinement::strict(Path::new("/w")).placing(&trials, Path::new("/t"), false);
+        assert!(
+            plan(
+                &inside,
+                Path::new("/s"),
+                &[trials.parent().unwrap().to_path_buf()]
+            )
+            .is_ok()
+        );
     }
 
     #[test]

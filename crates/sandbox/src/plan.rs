@@ -89,55 +89,11 @@ pub(crate) fn prepare(
     }
     let sealed = existing(&confinement.sealed);
     let scratch = writable.last().map_or(tmp.path(), PathBuf::as_path);
-    let placed = places::plan(confinement, scratch)?.unwrap_or_default();
-    if let Some(host) = placed
-        .host_readable
-        .iter()
-        .chain(&placed.host_writable)
-        .find(|host| sealed.iter().any(|s| s.starts_with(host)))
-    {
-        return Err(setup(format!(
-            "{} cannot be placed: it holds a sealed directory (other trials' workspaces); \
-             place a directory inside it instead",
-            host.display()
-        )));
-    }
+    let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
+    let new_root = std::mem::take(&mut placed.steps);
     let (mounts, mount_targets, shm) =
-        mount_steps(confinement, &writable, placed.steps, &placed.writable_at)?;
-    let abi = probe
-        .landlock_abi
-        .ok_or_else(|| setup("Landlock is not available"))?;
-    let landlock_writable: Vec<PathBuf> = writable
-        .iter()
-        .chain(&placed.host_writable)
-        .cloned()
-        .collect();
-    let built = landlock::build(
-        abi,
-        &landlock::Paths {
-            writable: &landlock_writable,
-            readable: &placed.host_readable,
-            sealed: &sealed,
-            rebuilt: &placed.rebuilt,
-        },
-        confinement.tcp_connect.as_deref(),
-    )
-    .map_err(setup)?;
-    let mut late_rules = Vec::new();
-    if let Some(path) = shm {
-        late_rules.push(LateRule {
-            path,
-            access: built.shm_access,
-        });
-    }
-    // The new root is a tmpfs of the child's: the host root's rule does not
-    // reach it.
-    if !placed.rebuilt.is_empty() {
-        late_rules.push(LateRule {
-            path: c"/".to_owned(),
-            access: built.root_access,
-        });
-    }
+        mount_steps(confinement, &writable, new_root, &placed.writable_at)?;
+    let (built, late_rules) = landlock_rules(probe, confinement, &writable, &sealed, &placed, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) =
         std::io::pipe().map_err(|e| setup(format!("cannot create a pipe: {e}")))?;
@@ -184,6 +140,49 @@ pub(crate) fn prepare(
         _cgroup: cgroup,
         _tmp: tmp,
     })
+}
+
+/// The Landlock ruleset, and the rules the child adds for mounts that only
+/// exist there.
+fn landlock_rules(
+    probe: &Probe,
+    confinement: &Confinement,
+    writable: &[PathBuf],
+    sealed: &[PathBuf],
+    placed: &places::Placed,
+    shm: Option<CString>,
+) -> Result<(landlock::Built, Vec<LateRule>), SandboxError> {
+    let abi = probe
+        .landlock_abi
+        .ok_or_else(|| setup("Landlock is not available"))?;
+    let writable: Vec<PathBuf> = writable
+        .iter()
+        .chain(&placed.host_writable)
+        .cloned()
+        .collect();
+    let paths = landlock::Paths {
+        writable: &writable,
+        readable: &placed.host_readable,
+        sealed,
+        rebuilt: &placed.rebuilt,
+    };
+    let built = landlock::build(abi, &paths, confinement.tcp_connect.as_deref()).map_err(setup)?;
+    let mut late_rules = Vec::new();
+    if let Some(path) = shm {
+        late_rules.push(LateRule {
+            path,
+            access: built.shm_access,
+        });
+    }
+    // A root of the command's own is a tmpfs of the child's: the host
+    // root's rule does not reach it.
+    if !placed.rebuilt.is_empty() {
+        late_rules.push(LateRule {
+            path: c"/".to_owned(),
+            access: built.root_access,
+        });
+    }
+    Ok((built, late_rules))
 }
 
 /// The command's pids cgroup, if the machine offers them, and its
