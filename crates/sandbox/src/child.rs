@@ -89,6 +89,33 @@ pub(crate) enum MountStep {
     Hide(CString),
     /// A fresh writable tmpfs (the private `/dev/shm`).
     Tmpfs(CString),
+    /// Mounts a small tmpfs on `at` (the private tmp, a directory of our
+    /// own on the host) and makes it the root, with the old root beneath
+    /// it at `old_root` ([`crate::mounts::OLD_ROOT`] once pivoted), where
+    /// the grafts below find their sources.
+    NewRoot { at: CString, old_root: CString },
+    /// Creates `target` in the new root and, with a `source` (beneath the
+    /// old root), binds it there recursively. A source that has vanished
+    /// since the plan was made is skipped when `optional`.
+    Graft {
+        target: CString,
+        node: Node,
+        source: Option<CString>,
+        optional: bool,
+    },
+    /// Detaches the old root, and everything mounted beneath it, and
+    /// removes its mount point.
+    DropOldRoot,
+}
+
+/// What a [`MountStep::Graft`] creates.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Dir,
+    /// An empty file, to bind a file (or device) onto.
+    File,
+    /// A symlink with this text (`/bin -> usr/bin` stays a symlink).
+    Symlink(CString),
 }
 
 /// A Landlock rule added in the child, for a mount that only exists there.

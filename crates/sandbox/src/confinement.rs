@@ -57,7 +57,20 @@ pub struct Confinement {
     /// [`Confinement::allowing_tcp_connect_only`].
     #[serde(default)]
     pub tcp_connect: Option<Vec<u16>>,
+    /// Host directories shown at other absolute paths, in the command's
+    /// mount namespace only (see [`Confinement::placing`]).
+    #[serde(default)]
+    pub placed: Vec<Placement>,
     pub limits: ResourceLimits,
+}
+
+/// A host directory shown at `at` inside the command's mount namespace.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Placement {
+    pub host: PathBuf,
+    /// Absolute, as the command names it; need not exist on the host.
+    pub at: PathBuf,
+    pub writable: bool,
 }
 
 impl Confinement {
@@ -72,6 +85,7 @@ impl Confinement {
             hidden: Vec::new(),
             sealed: Vec::new(),
             tcp_connect: None,
+            placed: Vec::new(),
             limits: ResourceLimits::default(),
         }
     }
@@ -104,6 +118,7 @@ impl Confinement {
             hidden: default_hidden(profile, workspace),
             sealed: Vec::new(),
             tcp_connect: None,
+            placed: Vec::new(),
             limits: ResourceLimits::default(),
         }
     }
@@ -166,10 +181,45 @@ impl Confinement {
         self
     }
 
+    /// Shows the host directory `host_dir` at the absolute path `at` (say
+    /// `/app`, `/tests`, `/logs/verifier`), writable or read-only, inside
+    /// the command's mount namespace only: nothing is created on the host,
+    /// and a host directory already at `at` is shadowed. The command may
+    /// start in a placed path ([`crate::CommandSpec::cwd`] `= /app`).
+    ///
+    /// The command then runs in a root of its own, a tmpfs holding binds of
+    /// the host's top-level entries and the placed directories; otherwise
+    /// confined as before. `at` must not be under `/proc`, `/dev` or
+    /// `/sys`, under a host symlink, or nested in another placement;
+    /// running fails before anything starts if it is. Under `off` nothing
+    /// can place a path: running fails ([`crate::check_confinement`]).
+    pub fn placing(mut self, host_dir: &Path, at: &Path, writable: bool) -> Self {
+        self.placed.push(Placement {
+            host: host_dir.to_path_buf(),
+            at: at.to_path_buf(),
+            writable,
+        });
+        self
+    }
+
+    /// `path` as the host names it: beneath a placement, the same place in
+    /// its host directory; anywhere else, unchanged.
+    pub fn host_path(&self, path: &Path) -> PathBuf {
+        self.placed
+            .iter()
+            .find_map(|p| path.strip_prefix(&p.at).ok().map(|rest| p.host.join(rest)))
+            .unwrap_or_else(|| path.to_path_buf())
+    }
+
     /// Whether the command gets a network namespace of its own (with only a
     /// down loopback): `strict`, unless narrowed to tack's ports.
     pub fn own_network_namespace(&self) -> bool {
         self.profile == SandboxProfile::Strict && self.tcp_connect.is_none()
+    }
+
+    /// Whether it asks for something only kernel confinement can do.
+    pub(crate) fn asks_confinement(&self) -> bool {
+        self.tcp_connect.is_some() || !self.placed.is_empty()
     }
 
     /// Whether any kernel confinement applies.
@@ -238,6 +288,19 @@ mod tests {
             Path::new("/run").is_dir() && !Path::new("/run").is_symlink()
         );
         assert_eq!(write.profile, SandboxProfile::WorkspaceWrite);
+    }
+
+    #[test]
+    fn host_paths_follow_placements() {
+        let ws = Path::new("/w");
+        let placed = Confinement::strict(ws).placing(Path::new("/h/app"), Path::new("/app"), true);
+        assert_eq!(placed.host_path(Path::new("/app")), Path::new("/h/app"));
+        assert_eq!(
+            placed.host_path(Path::new("/app/src")),
+            Path::new("/h/app/src")
+        );
+        assert_eq!(placed.host_path(Path::new("/apple")), Path::new("/apple"));
+        assert_eq!(placed.host_path(ws), ws);
     }
 
     #[test]

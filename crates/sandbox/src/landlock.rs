@@ -50,6 +50,8 @@ pub(crate) struct Built {
     pub shm_access: u64,
     /// Rights for the fresh `/proc` (added in the child).
     pub proc_access: u64,
+    /// Rights for a root of the command's own (added in the child).
+    pub root_access: u64,
 }
 
 /// The ABI the kernel offers, or why there is none.
@@ -79,13 +81,26 @@ fn read_access() -> BitFlags<AccessFs> {
     AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
 }
 
-/// Builds the ruleset for a command that may write beneath `writable` and
-/// may not read beneath `sealed` (absolute, symlink-free paths), and, with
-/// `tcp_connect`, may only connect to those TCP ports.
+/// The paths rules are about (absolute, symlink-free).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paths<'a> {
+    /// Everything allowed beneath.
+    pub writable: &'a [PathBuf],
+    /// Read allowed beneath, even inside a sealed directory (placed
+    /// read-only directories).
+    pub readable: &'a [PathBuf],
+    /// Nothing allowed beneath, but for the paths above.
+    pub sealed: &'a [PathBuf],
+    /// Directories the command sees rebuilt in a root of its own: the read
+    /// rules go on their entries (the binds it sees), not on them.
+    pub rebuilt: &'a [PathBuf],
+}
+
+/// Builds the ruleset for a command that may use `paths` as they say, and,
+/// with `tcp_connect`, may only connect to those TCP ports.
 pub(crate) fn build(
     abi: i32,
-    writable: &[PathBuf],
-    sealed: &[PathBuf],
+    paths: &Paths<'_>,
     tcp_connect: Option<&[u16]>,
 ) -> Result<Built, String> {
     let abi = ABI::from(abi);
@@ -109,7 +124,7 @@ pub(crate) fn build(
     }
     let mut created = ruleset.create().map_err(|e| format!("Landlock: {e}"))?;
     created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
-    for entry in read_roots(top_level_entries()?, sealed) {
+    for entry in read_roots(top_level_entries()?, paths.sealed, paths.rebuilt) {
         let access = if entry.is_dir() {
             read_access()
         } else {
@@ -138,7 +153,10 @@ pub(crate) fn build(
             (file & !AccessFs::Execute) | AccessFs::ReadDir,
         )?;
     }
-    for path in writable {
+    for path in paths.readable {
+        created = add(created, path, read_access())?;
+    }
+    for path in paths.writable {
         created = add(created, path, all)?;
     }
     for port in tcp_connect.unwrap_or_default() {
@@ -152,6 +170,7 @@ pub(crate) fn build(
         ruleset,
         shm_access: all.bits(),
         proc_access: read_access().bits(),
+        root_access: BitFlags::<AccessFs>::from(AccessFs::ReadDir).bits(),
     })
 }
 
@@ -170,15 +189,17 @@ fn top_level_entries() -> Result<Vec<PathBuf>, String> {
 /// one, which gets no rule. Landlock only grants, so "everything but this
 /// subtree" is its siblings along the way. An entry created after the rules
 /// are built is not readable, which is also right for a trial's tmp: the
-/// command's own writable paths have rules of their own.
-fn read_roots(roots: Vec<PathBuf>, sealed: &[PathBuf]) -> Vec<PathBuf> {
+/// command's own writable paths have rules of their own. A `rebuilt`
+/// directory is replaced by its entries the same way: in the command's own
+/// root it is a directory of a tmpfs, and only its entries are the host's.
+fn read_roots(roots: Vec<PathBuf>, sealed: &[PathBuf], rebuilt: &[PathBuf]) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = roots
         .into_iter()
         .map(|root| std::fs::canonicalize(&root).unwrap_or(root))
         .collect();
     while let Some(at) = roots
         .iter()
-        .position(|root| sealed.iter().any(|s| s.starts_with(root)))
+        .position(|root| sealed.iter().chain(rebuilt).any(|s| s.starts_with(root)))
     {
         let root = roots.swap_remove(at);
         if sealed.contains(&root) {
@@ -206,6 +227,15 @@ fn add(
 mod tests {
     use super::*;
 
+    fn writable_only(writable: &[PathBuf]) -> Paths<'_> {
+        Paths {
+            writable,
+            readable: &[],
+            sealed: &[],
+            rebuilt: &[],
+        }
+    }
+
     #[test]
     fn builds_a_ruleset_on_this_kernel() {
         let Ok(abi) = kernel_abi() else {
@@ -213,7 +243,7 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let built = build(abi, &[dir.path().to_path_buf()], &[], None).unwrap();
+        let built = build(abi, &writable_only(&[dir.path().to_path_buf()]), None).unwrap();
         assert_ne!(built.shm_access, 0);
         assert_eq!(built.proc_access & built.shm_access, built.proc_access);
     }
@@ -232,7 +262,7 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         let target = outside.path().join("target");
         std::fs::write(&target, "original").unwrap();
-        let built = build(abi, &[ws.path().to_path_buf()], &[], None).unwrap();
+        let built = build(abi, &writable_only(&[ws.path().to_path_buf()]), None).unwrap();
         let plan = crate::child::ChildPlan {
             landlock: Some(built.ruleset),
             ..Default::default()
@@ -262,9 +292,16 @@ mod tests {
             std::fs::create_dir_all(root.join(path)).unwrap();
         }
         let sealed = root.join("a/sealed");
-        let mut roots = read_roots(vec![root.clone()], std::slice::from_ref(&sealed));
+        let mut roots = read_roots(vec![root.clone()], std::slice::from_ref(&sealed), &[]);
         roots.sort();
         assert_eq!(roots, vec![root.join("a/beside"), root.join("b")]);
+        let rebuilt = root.join("a");
+        let mut roots = read_roots(vec![root.clone()], &[], std::slice::from_ref(&rebuilt));
+        roots.sort();
+        assert_eq!(
+            roots,
+            vec![root.join("a/beside"), root.join("a/sealed"), root.join("b")]
+        );
     }
 
     /// Other trials' workspaces are listed but not read; the command's own,
@@ -282,13 +319,11 @@ mod tests {
             std::fs::create_dir_all(ws).unwrap();
             std::fs::write(ws.join("answer.txt"), "42").unwrap();
         }
-        let built = build(
-            abi,
-            std::slice::from_ref(&own),
-            std::slice::from_ref(&sealed),
-            None,
-        )
-        .unwrap();
+        let paths = Paths {
+            sealed: std::slice::from_ref(&sealed),
+            ..writable_only(std::slice::from_ref(&own))
+        };
+        let built = build(abi, &paths, None).unwrap();
         let plan = crate::child::ChildPlan {
             landlock: Some(built.ruleset),
             ..Default::default()

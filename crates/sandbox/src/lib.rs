@@ -12,6 +12,8 @@
 //! that cannot be enforced here is an error ([`check_profile`]), never a
 //! silent downgrade. `off` records that the command ran unconfined.
 //!
+//! [`Confinement::placing`] shows host directories at absolute paths the
+//! host may lack (`/app`, `/tests`), in the command's mount namespace only.
 //! [`Confinement::allowing_tcp_connect_only`] narrows the network to TCP
 //! connections to given ports (tack's recording proxy on loopback).
 //! Long-lived programs with piped stdio (MCP stdio servers) run under the
@@ -34,6 +36,7 @@ mod limits;
 mod local;
 mod mounts;
 mod pidns;
+mod places;
 mod plan;
 mod probe;
 mod profiles;
@@ -45,7 +48,7 @@ mod supervise;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use confinement::{Confinement, ResourceLimits};
+pub use confinement::{Confinement, Placement, ResourceLimits};
 pub use denials::{MAX_DENIALS, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
 pub use files::{FileAccessError, WorkspaceFiles};
@@ -150,9 +153,9 @@ pub enum SandboxError {
 pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
     let started = Instant::now();
     let profile = spec.confinement.profile;
-    // `off` narrowed to ports is checked too, only to fail: nothing there
-    // can enforce it.
-    if spec.confinement.is_confined() || spec.confinement.tcp_connect.is_some() {
+    // `off` narrowed to ports or with placements is checked too, only to
+    // fail: nothing there can enforce them.
+    if spec.confinement.is_confined() || spec.confinement.asks_confinement() {
         check_confinement(spec.confinement, probe())?;
     }
     let ended = if spec.confinement.is_confined() {

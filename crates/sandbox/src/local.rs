@@ -12,7 +12,9 @@ use crate::{CommandSpec, SandboxError, capture, plan, probe};
 /// `bash -c <script>` in `cwd` with the scrubbed environment and the
 /// command's own variables; stdin is /dev/null.
 pub(crate) fn bash(spec: &CommandSpec<'_>) -> Command {
-    let mut command = program("bash", spec.cwd, spec.env);
+    // std enters the directory before the confinement runs, so it must be
+    // the host's name for it; the child enters the placed name afterwards.
+    let mut command = program("bash", &spec.confinement.host_path(spec.cwd), spec.env);
     std::os::unix::process::CommandExt::arg0(&mut command, "bash");
     command.arg("-c").arg(spec.script).stdin(Stdio::null());
     command

@@ -6,7 +6,11 @@
 use std::ffi::CString;
 use std::io;
 
-use crate::child::{MountStep, check};
+use crate::child::{MountStep, Node, check};
+
+/// Where the host's root stays while a new root is built (see
+/// [`MountStep::NewRoot`]); removed before the command runs.
+pub(crate) const OLD_ROOT: &str = "/.tack-old-root";
 
 /// The `mount_setattr` flag the libc crate does not name.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
@@ -61,6 +65,73 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
                 data.as_ptr(),
             )
         }
+        MountStep::NewRoot { at, old_root } => new_root(at, old_root),
+        MountStep::Graft {
+            target,
+            node,
+            source,
+            optional,
+        } => {
+            make(target, node)?;
+            let Some(source) = source else { return Ok(()) };
+            let flags = libc::MS_BIND | libc::MS_REC;
+            match sys_mount(source.as_ptr(), target.as_ptr(), none, flags, none) {
+                Err(e) if *optional && e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                done => done,
+            }
+        }
+        // SAFETY: umount2 and rmdir read a NUL-terminated path.
+        MountStep::DropOldRoot => unsafe {
+            check(libc::umount2(OLD_ROOT_C.as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
+            check(libc::rmdir(OLD_ROOT_C.as_ptr()) as libc::c_long)
+        },
+    }
+}
+
+const OLD_ROOT_C: &std::ffi::CStr = c"/.tack-old-root";
+
+/// The tmpfs becomes the root; the host's root moves beneath it. Its mode
+/// lets the command list and cross it; it is made read-only with the rest.
+fn new_root(at: &CString, old_root: &CString) -> io::Result<()> {
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    let tmpfs = c"tmpfs".as_ptr();
+    sys_mount(
+        tmpfs,
+        at.as_ptr(),
+        tmpfs,
+        flags,
+        c"size=1m,mode=0755".as_ptr(),
+    )?;
+    // SAFETY: mkdir, pivot_root and chdir read NUL-terminated paths.
+    unsafe {
+        check(libc::mkdir(old_root.as_ptr(), 0o700) as libc::c_long)?;
+        check(libc::syscall(
+            libc::SYS_pivot_root,
+            at.as_ptr(),
+            old_root.as_ptr(),
+        ))?;
+        check(libc::chdir(c"/".as_ptr()) as libc::c_long)
+    }
+}
+
+/// Creates the mount point (or symlink) of a graft in the new root.
+fn make(target: &CString, node: &Node) -> io::Result<()> {
+    // SAFETY: each call reads NUL-terminated paths; the file descriptor is
+    // closed at once.
+    unsafe {
+        match node {
+            Node::Dir => check(libc::mkdir(target.as_ptr(), 0o755) as libc::c_long),
+            Node::Symlink(text) => {
+                check(libc::symlink(text.as_ptr(), target.as_ptr()) as libc::c_long)
+            }
+            Node::File => {
+                let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC;
+                let fd = libc::open(target.as_ptr(), flags, 0o644);
+                check(fd as libc::c_long)?;
+                libc::close(fd);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -114,6 +185,11 @@ fn set_attr(path: &std::ffi::CStr, set: u64, clear: u64, recursive: bool) -> io:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_old_root_has_one_name() {
+        assert_eq!(OLD_ROOT_C.to_str().ok(), Some(OLD_ROOT));
+    }
 
     #[test]
     fn mount_attr_has_the_kernel_size() {

@@ -12,7 +12,7 @@ use tack_protocol::SandboxProfile;
 use crate::child::{ChildPlan, LateRule, MountStep, Step};
 use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
-use crate::{Confinement, SandboxError, landlock, seccomp};
+use crate::{Confinement, SandboxError, landlock, places, seccomp};
 
 /// A confined command, ready to spawn. Dropping it removes the private
 /// tmp directory and the pids cgroup: keep it until the command is done.
@@ -87,20 +87,13 @@ pub(crate) fn prepare(
             .map_err(|e| setup(format!("writable path {}: {e}", path.display())))?;
         writable.push(path);
     }
-    let (mounts, mount_targets, shm) = mount_steps(confinement, &writable)?;
-    let abi = probe
-        .landlock_abi
-        .ok_or_else(|| setup("Landlock is not available"))?;
     let sealed = existing(&confinement.sealed);
-    let built = landlock::build(abi, &writable, &sealed, confinement.tcp_connect.as_deref())
-        .map_err(setup)?;
-    let late_rules = match shm {
-        Some(path) => vec![LateRule {
-            path,
-            access: built.shm_access,
-        }],
-        None => Vec::new(),
-    };
+    let scratch = writable.last().map_or(tmp.path(), PathBuf::as_path);
+    let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
+    let new_root = std::mem::take(&mut placed.steps);
+    let (mounts, mount_targets, shm) =
+        mount_steps(confinement, &writable, new_root, &placed.writable_at)?;
+    let (built, late_rules) = landlock_rules(probe, confinement, &writable, &sealed, &placed, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) =
         std::io::pipe().map_err(|e| setup(format!("cannot create a pipe: {e}")))?;
@@ -149,6 +142,49 @@ pub(crate) fn prepare(
     })
 }
 
+/// The Landlock ruleset, and the rules the child adds for mounts that only
+/// exist there.
+fn landlock_rules(
+    probe: &Probe,
+    confinement: &Confinement,
+    writable: &[PathBuf],
+    sealed: &[PathBuf],
+    placed: &places::Placed,
+    shm: Option<CString>,
+) -> Result<(landlock::Built, Vec<LateRule>), SandboxError> {
+    let abi = probe
+        .landlock_abi
+        .ok_or_else(|| setup("Landlock is not available"))?;
+    let writable: Vec<PathBuf> = writable
+        .iter()
+        .chain(&placed.host_writable)
+        .cloned()
+        .collect();
+    let paths = landlock::Paths {
+        writable: &writable,
+        readable: &placed.host_readable,
+        sealed,
+        rebuilt: &placed.rebuilt,
+    };
+    let built = landlock::build(abi, &paths, confinement.tcp_connect.as_deref()).map_err(setup)?;
+    let mut late_rules = Vec::new();
+    if let Some(path) = shm {
+        late_rules.push(LateRule {
+            path,
+            access: built.shm_access,
+        });
+    }
+    // A root of the command's own is a tmpfs of the child's: the host
+    // root's rule does not reach it.
+    if !placed.rebuilt.is_empty() {
+        late_rules.push(LateRule {
+            path: c"/".to_owned(),
+            access: built.root_access,
+        });
+    }
+    Ok((built, late_rules))
+}
+
 /// The command's pids cgroup, if the machine offers them, and its
 /// `cgroup.procs` for the child to join.
 fn pids_cgroup(
@@ -176,27 +212,55 @@ fn sockets(confinement: &Confinement) -> seccomp::Sockets {
     }
 }
 
+/// `paths` and, for those inside a placed host directory, the same place
+/// at the placed path.
+fn with_placed(confinement: &Confinement, paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut placed = Vec::new();
+    for path in &paths {
+        for placement in &confinement.placed {
+            let Ok(host) = std::fs::canonicalize(&placement.host) else {
+                continue;
+            };
+            if let Ok(rest) = path.strip_prefix(&host) {
+                placed.push(placement.at.join(rest));
+            }
+        }
+    }
+    paths.into_iter().chain(placed).collect()
+}
+
 type MountSteps = (Vec<MountStep>, Vec<String>, Option<CString>);
 
-/// Private propagation, everything read-only, the writable paths made
-/// writable again, the read-only paths bound read-only over them, hidden
-/// directories covered, and a private `/dev/shm`.
+/// Private propagation, the new root with the placements (if any),
+/// everything read-only, the writable paths (and placements) made writable
+/// again, the read-only paths bound read-only over them, hidden directories
+/// covered, and a private `/dev/shm`. Read-only and hidden paths inside a
+/// placed host directory are so at the placed path too (a placed
+/// workspace's `.git`).
 fn mount_steps(
     confinement: &Confinement,
     writable: &[PathBuf],
+    new_root: Vec<(MountStep, String)>,
+    writable_at: &[PathBuf],
 ) -> Result<MountSteps, SandboxError> {
-    let mut steps = vec![MountStep::MakePrivate, MountStep::AllReadOnly];
-    let mut targets = vec!["make / private".to_string(), "/ read-only".to_string()];
-    for path in writable {
+    let mut steps = vec![MountStep::MakePrivate];
+    let mut targets = vec!["make / private".to_string()];
+    for (step, target) in new_root {
+        steps.push(step);
+        targets.push(target);
+    }
+    steps.push(MountStep::AllReadOnly);
+    targets.push("/ read-only".to_string());
+    for path in writable.iter().chain(writable_at) {
         steps.push(MountStep::Writable(c_path(path)?));
         targets.push(format!("{} writable", path.display()));
     }
-    for path in existing(&confinement.read_only) {
+    for path in with_placed(confinement, existing(&confinement.read_only)) {
         steps.push(MountStep::ReadOnly(c_path(&path)?));
         targets.push(format!("{} read-only", path.display()));
     }
-    for path in existing(&confinement.hidden) {
-        if !path.is_dir() {
+    for path in with_placed(confinement, existing(&confinement.hidden)) {
+        if !confinement.host_path(&path).is_dir() {
             return Err(setup(format!(
                 "hidden path {} is not a directory",
                 path.display()

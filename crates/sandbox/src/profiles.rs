@@ -73,6 +73,23 @@ pub fn check_profile(profile: SandboxProfile, probe: &Probe) -> Result<(), Sandb
 /// network instead.
 pub fn check_confinement(confinement: &Confinement, probe: &Probe) -> Result<(), SandboxError> {
     check_profile(confinement.profile, probe)?;
+    if !confinement.is_confined() && !confinement.placed.is_empty() {
+        let places: Vec<String> = confinement
+            .placed
+            .iter()
+            .map(|p| p.at.display().to_string())
+            .collect();
+        return Err(SandboxError::Unavailable {
+            profile: confinement.profile,
+            missing: vec!["mount namespaces".to_string()],
+            message: format!(
+                "directories cannot be placed at {} under the `off` profile: it runs commands \
+                 in the host's own filesystem, where those paths would have to be created.\n    \
+                 To enable: use the `strict` or `workspace_write` profile",
+                places.join(", ")
+            ),
+        });
+    }
     let Some(ports) = &confinement.tcp_connect else {
         return Ok(());
     };

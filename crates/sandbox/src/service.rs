@@ -60,7 +60,7 @@ pub fn spawn_service(spec: &ServiceSpec<'_>) -> Result<Service, SandboxError> {
         ));
     }
     let confinement = spec.confinement;
-    if confinement.is_confined() || confinement.tcp_connect.is_some() {
+    if confinement.is_confined() || confinement.asks_confinement() {
         check_confinement(confinement, probe())?;
     }
     let mut prepared = if confinement.is_confined() {
@@ -68,7 +68,9 @@ pub fn spawn_service(spec: &ServiceSpec<'_>) -> Result<Service, SandboxError> {
     } else {
         None
     };
-    let mut command = local::program(spec.program, spec.cwd, spec.env);
+    // The host's name for a placed directory: see `local::bash`.
+    let cwd = confinement.host_path(spec.cwd);
+    let mut command = local::program(spec.program, &cwd, spec.env);
     std::os::unix::process::CommandExt::arg0(&mut command, spec.program);
     command.args(spec.args);
     match prepared.as_mut() {

@@ -1,5 +1,6 @@
-//! The escape suite: each attempt runs confined (`strict`) and must be
-//! blocked, then runs with `off` and must get through — so a pass proves
+//! The escape suite: each attempt runs confined (`strict`, and `strict`
+//! with a placed directory, so in a root of its own) and must be blocked,
+//! then runs with `off` and must get through — so a pass proves
 //! the sandbox, not a broken setup. Exceptions say why in `OffExpect`:
 //! some protections apply to every profile (environment scrub, output cap,
 //! timeout, process-group kill), and some attempts must never run
@@ -16,6 +17,7 @@ mod escape_attempts;
 #[path = "escapes/fixtures.rs"]
 mod fixtures;
 
+use std::path::Path;
 use std::time::Duration;
 
 use escape_attempts::{Attempt, OffExpect, attempts};
@@ -29,8 +31,15 @@ async fn run_attempt(
     env: &Env,
     fixtures: &Fixtures,
     profile: SandboxProfile,
+    placed: bool,
 ) -> CommandOutput {
     let mut confinement = Confinement::for_profile(profile, &env.ws).hiding([env.hidden.clone()]);
+    // A root of the command's own (see `Confinement::placing`) must stop
+    // every attempt just as well.
+    let place = tempfile::tempdir().unwrap();
+    if placed {
+        confinement = confinement.placing(place.path(), Path::new("/tack-escape-placed"), true);
+    }
     if let Some(processes) = attempt.processes {
         confinement.limits.processes = processes;
     }
@@ -91,7 +100,7 @@ async fn check(attempt: &Attempt, fixtures: &Fixtures, failures: &mut Vec<String
         return row;
     }
     let env = Env::new(fixtures);
-    let out = run_attempt(attempt, &env, fixtures, SandboxProfile::Strict).await;
+    let out = run_attempt(attempt, &env, fixtures, SandboxProfile::Strict, false).await;
     let escaped = (attempt.escaped)(&env, fixtures, &out);
     row.strict = if escaped {
         "ESCAPED".into()
@@ -104,11 +113,22 @@ async fn check(attempt: &Attempt, fixtures: &Fixtures, failures: &mut Vec<String
     }
     attempt.cleanup(&env, fixtures);
     drop(env);
+    let env = Env::new(fixtures);
+    let out = run_attempt(attempt, &env, fixtures, SandboxProfile::Strict, true).await;
+    if (attempt.escaped)(&env, fixtures, &out) {
+        row.strict = "ESCAPED with a placement".into();
+        failures.push(format!(
+            "{} escaped strict with a placement: {out:?}",
+            attempt.name
+        ));
+    }
+    attempt.cleanup(&env, fixtures);
+    drop(env);
     row.off = match &attempt.off {
         OffExpect::NotRun(why) => format!("not run: {why}"),
         expect => {
             let env = Env::new(fixtures);
-            let out = run_attempt(attempt, &env, fixtures, SandboxProfile::Off).await;
+            let out = run_attempt(attempt, &env, fixtures, SandboxProfile::Off, false).await;
             let escaped = (attempt.escaped)(&env, fixtures, &out);
             attempt.cleanup(&env, fixtures);
             match (expect, escaped) {

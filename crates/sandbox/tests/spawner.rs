@@ -39,6 +39,7 @@ fn main() {
         test!(kills_the_group_on_timeout);
         test!(kills_the_group_when_cancelled);
         test!(reports_a_command_that_cannot_start);
+        test!(places_directories);
         // Last: it kills the spawner.
         test!(survives_the_spawner_dying);
     });
@@ -117,6 +118,20 @@ async fn keeps_output_and_exit_status() {
     assert_eq!((out.exit_code, out.signal), (None, Some(15)));
     let out = sh("head -c 200000 /dev/zero | tr '\\0' x", dir.path()).await;
     assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
+}
+
+/// Placements cross to the spawner with the rest of the confinement, and
+/// the command starts in a placed directory that the host lacks.
+async fn places_directories() {
+    let (ws, app) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(app.path().join("x.txt"), "placed\n").unwrap();
+    let confinement = Confinement::strict(ws.path()).placing(app.path(), Path::new("/app"), true);
+    let script = "pwd; cat x.txt; echo w > y.txt";
+    let out = run(&spec(script, Path::new("/app"), &confinement))
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "/app\nplaced\n", "{out:?}");
+    assert!(app.path().join("y.txt").exists());
 }
 
 async fn kills_the_group_on_timeout() {
