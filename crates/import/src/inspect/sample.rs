@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 use tack_protocol::{
-    CheckRecord, Event, Message, ModelCallRecord, RunTotals, SpanStatus, StopReason,
-    ToolCallRecord, ToolErrorKind, TrialFinished, TrialOutcome, TrialStarted, Usage, trial_id,
+    CheckRecord, Event, ModelCallRecord, RunTotals, SpanStatus, StopReason, ToolCallRecord,
+    ToolErrorKind, TrialFinished, TrialOutcome, TrialStarted, Usage, trial_id,
 };
 
 use super::score;
@@ -450,7 +450,7 @@ fn event_duration(event: &Value) -> u64 {
 
 /// Whether a converted trial recorded this message, for tests.
 #[cfg(test)]
-pub fn recorded_messages(events: &[Event]) -> Vec<(u32, &Message)> {
+pub fn recorded_messages(events: &[Event]) -> Vec<(u32, &tack_protocol::Message)> {
     events
         .iter()
         .filter_map(|event| match event {
