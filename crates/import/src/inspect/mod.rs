@@ -147,7 +147,7 @@ fn imported(trial: &ConvertedSample) -> ImportedTrial {
         model_calls: 0,
         tool_calls: 0,
         usage: Usage::default(),
-        inspect_usage: trial.inspect_usage.clone(),
+        inspect_usage: trial.inspect_usage,
     };
     for event in &trial.events {
         match event {
@@ -156,7 +156,7 @@ fn imported(trial: &ConvertedSample) -> ImportedTrial {
             Event::ToolCall(_) => summary.tool_calls += 1,
             Event::TrialFinished(finished) => {
                 summary.outcome = finished.outcome.as_str().to_string();
-                summary.usage = finished.totals.usage.clone();
+                summary.usage = finished.totals.usage;
             }
             _ => {}
         }

@@ -257,7 +257,7 @@ impl<'s> Builder<'s> {
         let step = self.totals.steps;
         let retries = u64_field(event, "retries") as u32;
         self.totals.retries += retries;
-        self.totals.usage += call_usage.clone();
+        self.totals.usage += call_usage;
         if let Some(cost) = cost_usd {
             *self.totals.cost_usd.get_or_insert(0.0) += cost;
         }
