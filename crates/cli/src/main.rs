@@ -10,6 +10,7 @@ mod events_cmd;
 mod exec_cmd;
 mod exit;
 mod gate_cmd;
+mod import_cmd;
 mod mcp_arg;
 mod merge_cmd;
 mod permissions_cmd;
@@ -71,6 +72,9 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Print one trial's trajectory: model calls, tool calls, approvals, checks.
     Show(show_cmd::ShowArgs),
+    /// Turn other tools' evaluation logs (Inspect AI) into tack runs, for report and compare.
+    #[command(subcommand)]
+    Import(import_cmd::ImportCommand),
     /// Record an external agent's model calls: a proxy for OpenAI- and Anthropic-compatible APIs.
     Proxy(proxy_cmd::ProxyArgs),
     /// Run SQL over the trials, spans and messages tables of recorded runs.
@@ -153,6 +157,7 @@ fn main() -> ExitCode {
             Command::Report(args) => report_cmd::run(args).await,
             Command::Show(args) => show_cmd::run(args),
             Command::Proxy(args) => proxy_cmd::run(args).await,
+            Command::Import(command) => import_cmd::run(command),
             Command::Query(args) => query_cmd::run(args),
             Command::Compare(args) => compare_cmd::run(args).await,
             Command::Gate(args) => gate_cmd::run(args).await,

@@ -64,6 +64,24 @@ pub fn sdk_python() -> Option<String> {
     None
 }
 
+/// Inspect AI's `inspect` command (`TACK_INSPECT`, which `.ci/run` installs
+/// with a tiktoken cache so `mockllm/model` runs offline), or `None`,
+/// having said why, to skip; with `TACK_REQUIRE_INSPECT` set a missing
+/// Inspect fails instead.
+pub fn inspect_command() -> Option<String> {
+    let inspect = std::env::var("TACK_INSPECT").unwrap_or_else(|_| "inspect".to_string());
+    let probe = Command::new(&inspect).arg("--version").output();
+    if probe.is_ok_and(|o| o.status.success()) {
+        return Some(inspect);
+    }
+    assert!(
+        std::env::var_os("TACK_REQUIRE_INSPECT").is_none(),
+        "Inspect AI is required here but `{inspect} --version` does not run"
+    );
+    eprintln!("skipped: `{inspect}` does not run (set TACK_INSPECT; CI installs inspect-ai)");
+    None
+}
+
 /// A column of a trace batch, as its Arrow array type.
 pub fn column<'b, T: 'static>(batch: &'b arrow_array::RecordBatch, name: &str) -> &'b T {
     batch

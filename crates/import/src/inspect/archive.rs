@@ -1,0 +1,188 @@
+//! Reading an Inspect AI log from disk: a `.eval` zip archive (Inspect's
+//! default since 0.3.46) or a `.json` log (one JSON document). Samples are
+//! read one at a time from archives, so a log of thousands of samples never
+//! sits in memory whole.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::ImportError;
+
+/// An opened log: its header (`eval`, `plan`, `results`, `stats`) and a way
+/// to its samples.
+pub struct LogFile {
+    pub path: PathBuf,
+    pub header: Value,
+    samples: Samples,
+}
+
+enum Samples {
+    /// The archive and its sample entries (`samples/<id>_epoch_<n>.json`).
+    Eval {
+        archive: Box<zip::ZipArchive<BufReader<File>>>,
+        names: Vec<String>,
+    },
+    Json(Vec<Value>),
+}
+
+impl std::fmt::Debug for LogFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogFile")
+            .field("path", &self.path)
+            .field("samples", &self.sample_count())
+            .finish()
+    }
+}
+
+fn not_a_log(path: &Path, message: impl Into<String>) -> ImportError {
+    ImportError::NotALog {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+impl LogFile {
+    /// Opens a log by its content, not its name: a zip archive is read as
+    /// `.eval`, anything else as a JSON log.
+    pub fn open(path: &Path) -> Result<LogFile, ImportError> {
+        let io = |source| ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = File::open(path).map_err(io)?;
+        let mut magic = [0u8; 4];
+        let read = file.read(&mut magic).map_err(io)?;
+        drop(file);
+        if read == 4 && magic == *b"PK\x03\x04" {
+            LogFile::open_eval(path)
+        } else {
+            LogFile::open_json(path)
+        }
+    }
+
+    fn open_eval(path: &Path) -> Result<LogFile, ImportError> {
+        let file = File::open(path).map_err(|source| ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut archive = zip::ZipArchive::new(BufReader::new(file))
+            .map_err(|e| not_a_log(path, format!("not a zip archive: {e}")))?;
+        let mut names = Vec::new();
+        for name in archive.file_names() {
+            let name = name.map_err(|e| not_a_log(path, format!("an entry's name: {e}")))?;
+            if name.starts_with("samples/") && name.ends_with(".json") {
+                names.push(name.into_owned());
+            }
+        }
+        // `header.json` is written when the eval ends; an eval that crashed
+        // or is still running has only the journal's start record.
+        let header = match read_entry(&mut archive, path, "header.json")? {
+            Some(header) => header,
+            None => read_entry(&mut archive, path, "_journal/start.json")?.ok_or_else(|| {
+                not_a_log(
+                    path,
+                    "the archive has neither header.json nor _journal/start.json",
+                )
+            })?,
+        };
+        check_header(path, &header)?;
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            header,
+            samples: Samples::Eval {
+                archive: Box::new(archive),
+                names,
+            },
+        })
+    }
+
+    fn open_json(path: &Path) -> Result<LogFile, ImportError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut header: Value = serde_json::from_str(&text)
+            .map_err(|e| not_a_log(path, format!("neither a zip archive nor JSON: {e}")))?;
+        check_header(path, &header)?;
+        let samples = match header.get_mut("samples").map(Value::take) {
+            Some(Value::Array(samples)) => samples,
+            _ => Vec::new(),
+        };
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            header,
+            samples: Samples::Json(samples),
+        })
+    }
+
+    pub fn sample_count(&self) -> usize {
+        match &self.samples {
+            Samples::Eval { names, .. } => names.len(),
+            Samples::Json(samples) => samples.len(),
+        }
+    }
+
+    /// The `index`th sample, and where it came from (for messages). An
+    /// entry that cannot be read is an error for that sample only.
+    pub fn sample(&mut self, index: usize) -> (String, Result<Value, String>) {
+        match &mut self.samples {
+            Samples::Eval { archive, names } => {
+                let Some(name) = names.get(index).cloned() else {
+                    return (format!("sample {index}"), Err("no such sample".to_string()));
+                };
+                let result = read_entry(archive, &self.path, &name)
+                    .map_err(|e| e.to_string())
+                    .and_then(|entry| entry.ok_or_else(|| "entry vanished".to_string()));
+                (name, result)
+            }
+            Samples::Json(samples) => {
+                let where_ = format!("samples[{index}]");
+                match samples.get_mut(index) {
+                    Some(sample) => (where_, Ok(sample.take())),
+                    None => (where_, Err("no such sample".to_string())),
+                }
+            }
+        }
+    }
+}
+
+/// A log has an `eval` object naming its task and model; without them it is
+/// some other JSON file.
+fn check_header(path: &Path, header: &Value) -> Result<(), ImportError> {
+    let eval = header.get("eval");
+    let has = |field| {
+        eval.and_then(|e| e.get(field))
+            .is_some_and(Value::is_string)
+    };
+    if has("task") && has("model") {
+        Ok(())
+    } else {
+        Err(not_a_log(
+            path,
+            "it has no `eval` object with `task` and `model`; pass a log Inspect wrote \
+             (`inspect eval … --log-dir`, files ending in .eval or .json)",
+        ))
+    }
+}
+
+fn read_entry(
+    archive: &mut zip::ZipArchive<BufReader<File>>,
+    path: &Path,
+    name: &str,
+) -> Result<Option<Value>, ImportError> {
+    let mut entry = match archive.by_name(name) {
+        Ok(entry) => entry,
+        Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+        Err(e) => return Err(not_a_log(path, format!("{name}: {e}"))),
+    };
+    let mut text = String::new();
+    entry
+        .read_to_string(&mut text)
+        .map_err(|e| not_a_log(path, format!("{name}: {e}")))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| not_a_log(path, format!("{name} is not JSON: {e}")))
+}

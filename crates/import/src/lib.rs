@@ -1,0 +1,42 @@
+//! Turns other tools' evaluation logs into tack runs, so `tack report`,
+//! `tack compare` and `tack query` read months of existing results like runs
+//! tack made itself. One module per source format; each converts to the
+//! event vocabulary of `tack_protocol` and writes through `tack_trace`, so an
+//! imported trial is stored exactly as a native one.
+
+pub mod inspect;
+
+use std::path::PathBuf;
+
+/// Why a log could not be imported at all (a sample that cannot be
+/// converted is reported as skipped instead, and the rest go on).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("could not read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a readable Inspect AI log: {message}")]
+    NotALog { path: PathBuf, message: String },
+    #[error("{log} was already imported into {run_dir}; remove that directory to import it again")]
+    AlreadyImported { log: PathBuf, run_dir: PathBuf },
+    #[error("could not write the run for {log}: {source}")]
+    Trace {
+        log: PathBuf,
+        source: tack_trace::TraceError,
+    },
+}
+
+impl ImportError {
+    /// The input itself is at fault (missing, not a log): the user must
+    /// pass another file. Otherwise writing the run failed.
+    pub fn is_input_error(&self) -> bool {
+        matches!(
+            self,
+            ImportError::Io { .. }
+                | ImportError::NotALog { .. }
+                | ImportError::AlreadyImported { .. }
+        )
+    }
+}
