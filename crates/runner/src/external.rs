@@ -17,7 +17,7 @@ use tack_protocol::{
 };
 use tack_proxy::{Proxy, ProxyConfig};
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
-use tack_suite::{CommandSandbox, ExternalAgent, Task, TrialWorkspace, Variant, run_checks};
+use tack_suite::{CommandSandbox, ExternalAgent, Task, Variant, run_checks};
 use tack_trace::TrialRecorder;
 
 use crate::RunContext;
@@ -29,56 +29,56 @@ pub const DEFAULT_AGENT_WALL_SECS: u64 = 30 * 60;
 /// The span name (and call id) of the agent's process.
 pub const AGENT_SPAN: &str = "agent";
 
-/// Runs one trial of an external agent; what the trace needs goes to
-/// `recorder`, the caller records the returned `TrialFinished`.
-pub(crate) async fn execute(
-    run: &RunContext,
-    variant: &Variant,
-    agent: &ExternalAgent,
-    task: &Task,
-    keep_failed: bool,
-    recorder: &mut TrialRecorder,
-    clock: Instant,
-) -> (TrialFinished, Option<std::path::PathBuf>) {
-    let config = task.harness_for(variant);
-    let sandbox = CommandSandbox::new(config.sandbox, run.hidden.clone());
-    let workspace = match TrialWorkspace::prepare(task, &sandbox).await {
-        Ok(workspace) => workspace,
-        Err(error) => {
-            return (
-                failed(clock, TrialOutcome::InfraError, error.to_string()),
-                None,
-            );
-        }
-    };
-    let upstream = match run.models.upstream(&ModelChoice::of_variant(variant)) {
-        Ok(upstream) => upstream,
-        Err(error) => {
-            return (
-                failed(clock, TrialOutcome::HarnessError, error.to_string()),
-                None,
-            );
-        }
-    };
-    let watch = TamperWatch::start(task, workspace.path());
-    let mut finished = match run_agent(run, agent, task, &config, &upstream, workspace.path()).await
-    {
-        Ok(agent_run) => {
-            finish(
-                clock,
-                &agent_run,
-                &sandbox,
-                task,
-                workspace.path(),
-                recorder,
-            )
-            .await
-        }
-        Err(error) => failed(clock, TrialOutcome::HarnessError, error),
-    };
-    finished.tampered = watch.tampered(workspace.path());
-    let kept = (finished.outcome != TrialOutcome::Passed && keep_failed).then(|| workspace.keep());
-    (finished, kept)
+/// One trial of an external agent, in a workspace already prepared.
+pub(crate) struct ExternalTrial<'a> {
+    pub variant: &'a Variant,
+    pub agent: &'a ExternalAgent,
+    pub task: &'a Task,
+    pub config: &'a HarnessConfig,
+    pub sandbox: &'a CommandSandbox,
+}
+
+impl ExternalTrial<'_> {
+    /// Runs the agent and the checks; what the trace needs goes to
+    /// `recorder`, the caller records the returned `TrialFinished`.
+    pub(crate) async fn run(
+        &self,
+        run: &RunContext,
+        workspace: &Path,
+        recorder: &mut TrialRecorder,
+        clock: Instant,
+    ) -> TrialFinished {
+        let upstream = match run.models.upstream(&ModelChoice::of_variant(self.variant)) {
+            Ok(upstream) => upstream,
+            Err(error) => return failed(clock, TrialOutcome::HarnessError, error.to_string()),
+        };
+        let watch = TamperWatch::start(self.task, workspace);
+        let ran = run_agent(
+            run,
+            self.agent,
+            self.task,
+            self.config,
+            &upstream,
+            workspace,
+        )
+        .await;
+        let mut finished = match ran {
+            Ok(agent_run) => {
+                finish(
+                    clock,
+                    &agent_run,
+                    self.sandbox,
+                    self.task,
+                    workspace,
+                    recorder,
+                )
+                .await
+            }
+            Err(error) => failed(clock, TrialOutcome::HarnessError, error),
+        };
+        finished.tampered = watch.tampered(workspace);
+        finished
+    }
 }
 
 /// What the agent did: its process and the proxy's recording.

@@ -89,10 +89,6 @@ async fn execute(
     recorder: &mut TrialRecorder,
     clock: Instant,
 ) -> (TrialFinished, Option<PathBuf>) {
-    if let Some(agent) = &variant.agent {
-        let keep = spec.keep_failed_workspace;
-        return crate::external::execute(run, variant, agent, task, keep, recorder, clock).await;
-    }
     let config = task.harness_for(variant);
     let sandbox = CommandSandbox::new(config.sandbox, run.hidden.clone());
     let workspace = match TrialWorkspace::prepare(task, &sandbox).await {
@@ -104,6 +100,19 @@ async fn execute(
             );
         }
     };
+    if let Some(agent) = &variant.agent {
+        let trial = crate::external::ExternalTrial {
+            variant,
+            agent,
+            task,
+            config: &config,
+            sandbox: &sandbox,
+        };
+        let finished = trial.run(run, workspace.path(), recorder, clock).await;
+        let kept = (finished.outcome != TrialOutcome::Passed && spec.keep_failed_workspace)
+            .then(|| workspace.keep());
+        return (finished, kept);
+    }
     let harness = Harness::assemble(HarnessSetup {
         config,
         workspace: workspace.path().to_path_buf(),
