@@ -123,6 +123,17 @@ fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
                 .to_string(),
         ),
     }
+    copy_findings(task, out);
+    if let Some(user) = &file.user {
+        out.notes.push(format!("the image runs as USER {user}"));
+    }
+}
+
+/// Each local COPY/ADD source becomes a placement; what tack cannot place
+/// (another stage, a URL, an archive to extract) is a container reason.
+fn copy_findings(task: &HarborTask, out: &mut Assessment) {
+    let file = &task.environment.dockerfile;
+    let workdir = file.workdir.as_deref();
     for copy in &file.copies {
         let at = |what: &str| format!("Dockerfile line {}: {} {what}", copy.line, copy.instruction);
         if let Some(stage) = &copy.from_stage {
@@ -166,9 +177,6 @@ fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
                 outside_workdir: outside,
             });
         }
-    }
-    if let Some(user) = &file.user {
-        out.notes.push(format!("the image runs as USER {user}"));
     }
 }
 

@@ -223,7 +223,9 @@ pub(super) fn reward_kind(test: &Script) -> RewardKind {
 /// written inline.
 fn quoted_keys(text: &str) -> Vec<String> {
     let mut keys = Vec::new();
-    let mut rest = text;
+    // Inside a double-quoted shell string the JSON's quotes are escaped.
+    let text = text.replace("\\\"", "\"");
+    let mut rest = text.as_str();
     while let Some(start) = rest.find(['\'', '"']) {
         let quote = &rest[start..start + 1];
         let after = &rest[start + 1..];
