@@ -2,8 +2,10 @@
 //! `tack compare` and `tack query` read months of existing results like runs
 //! tack made itself. One module per source format; each converts to the
 //! event vocabulary of `tack_protocol` and writes through `tack_trace`, so an
-//! imported trial is stored exactly as a native one.
+//! imported trial is stored exactly as a native one. `harbor` reads task
+//! directories (not logs) to say what of them tack can reproduce.
 
+pub mod harbor;
 pub mod inspect;
 
 use std::path::PathBuf;

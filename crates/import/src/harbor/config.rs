@@ -1,0 +1,253 @@
+//! `task.toml`: the parts tack can act on, read leniently because public
+//! tasks span several schema versions (`version = "1.0"` with flat tables,
+//! `schema_version = "1.3"` with `[task]`, `network_mode`, env tables).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+use toml::{Table, Value};
+
+use super::HarborError;
+
+/// The settings of one task, as far as they matter for running it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskConfig {
+    /// `schema_version`, or the older top-level `version`.
+    pub schema_version: Option<String>,
+    /// `[task] name`, when present.
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub timeouts: Timeouts,
+    pub resources: Resources,
+    pub network: Network,
+    /// `[verifier.env]`: variables test.sh runs with.
+    pub verifier_env: BTreeMap<String, String>,
+    /// `[solution.env]`: variables solve.sh runs with.
+    pub solution_env: BTreeMap<String, String>,
+    /// `[environment.env]`: variables of the agent's environment.
+    pub environment_env: BTreeMap<String, String>,
+    /// Paths Harbor collects after the trial (`artifacts`).
+    pub artifacts: Vec<String>,
+    /// `[environment] skills_dir`, a directory of agent skills.
+    pub skills_dir: Option<String>,
+    /// How many MCP servers the environment declares.
+    pub mcp_servers: usize,
+}
+
+/// Each is `None` when task.toml leaves it to Harbor's default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Timeouts {
+    pub agent: Option<Duration>,
+    pub verifier: Option<Duration>,
+    pub build: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Resources {
+    pub cpus: Option<f64>,
+    pub memory_mb: Option<u64>,
+    pub storage_mb: Option<u64>,
+    pub gpus: Option<u64>,
+}
+
+/// Whether the agent may reach the internet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Network {
+    pub allow_internet: bool,
+    /// The setting as written (`allow_internet = true`, `network_mode =
+    /// "public"`); `None` when absent, which Harbor treats as allowed.
+    pub raw: Option<String>,
+}
+
+/// Reads `task.toml` at `path`.
+pub(super) fn load(path: &Path) -> Result<TaskConfig, HarborError> {
+    let text = super::read_text(path)?;
+    let table: Table = text.parse().map_err(|e: toml::de::Error| {
+        let line = e
+            .span()
+            .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+        HarborError::TomlSyntax {
+            path: path.to_path_buf(),
+            line,
+            message: e.message().trim().to_string(),
+        }
+    })?;
+    let fields = Fields {
+        path,
+        table: &table,
+    };
+    let schema_version = match fields.string(&["schema_version"])? {
+        Some(v) => Some(v),
+        None => fields.string(&["version"])?,
+    };
+    Ok(TaskConfig {
+        schema_version,
+        name: fields.string(&["task", "name"])?,
+        description: fields.string(&["task", "description"])?,
+        timeouts: Timeouts {
+            agent: fields.seconds(&["agent", "timeout_sec"])?,
+            verifier: fields.seconds(&["verifier", "timeout_sec"])?,
+            build: fields.seconds(&["environment", "build_timeout_sec"])?,
+        },
+        resources: Resources {
+            cpus: fields.number(&["environment", "cpus"])?,
+            memory_mb: fields.count(&["environment", "memory_mb"])?,
+            storage_mb: fields.count(&["environment", "storage_mb"])?,
+            gpus: fields.count(&["environment", "gpus"])?,
+        },
+        network: fields.network()?,
+        verifier_env: fields.env(&["verifier", "env"])?,
+        solution_env: fields.env(&["solution", "env"])?,
+        environment_env: fields.env(&["environment", "env"])?,
+        artifacts: fields.strings(&["artifacts"])?,
+        skills_dir: fields.string(&["environment", "skills_dir"])?,
+        mcp_servers: match fields.get(&["environment", "mcp_servers"]) {
+            Some(Value::Array(servers)) => servers.len(),
+            Some(_) => return Err(fields.wrong(&["environment", "mcp_servers"], "an array")),
+            None => 0,
+        },
+    })
+}
+
+struct Fields<'a> {
+    path: &'a Path,
+    table: &'a Table,
+}
+
+impl Fields<'_> {
+    fn get(&self, keys: &[&str]) -> Option<&Value> {
+        let (last, tables) = keys.split_last()?;
+        let mut table = self.table;
+        for key in tables {
+            table = table.get(*key)?.as_table()?;
+        }
+        table.get(*last)
+    }
+
+    fn wrong(&self, keys: &[&str], expected: &str) -> HarborError {
+        let found = self.get(keys).map_or("nothing", Value::type_str);
+        HarborError::TomlField {
+            path: self.path.to_path_buf(),
+            field: field_name(keys),
+            message: format!("must be {expected}, found {found}"),
+        }
+    }
+
+    fn string(&self, keys: &[&str]) -> Result<Option<String>, HarborError> {
+        match self.get(keys) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(self.wrong(keys, "a string")),
+        }
+    }
+
+    fn strings(&self, keys: &[&str]) -> Result<Vec<String>, HarborError> {
+        match self.get(keys) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| item.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.wrong(keys, "an array of strings")),
+            Some(_) => Err(self.wrong(keys, "an array of strings")),
+        }
+    }
+
+    fn number(&self, keys: &[&str]) -> Result<Option<f64>, HarborError> {
+        let value = match self.get(keys) {
+            None => return Ok(None),
+            Some(Value::Integer(i)) => *i as f64,
+            Some(Value::Float(f)) => *f,
+            Some(_) => return Err(self.wrong(keys, "a number")),
+        };
+        if value.is_finite() && value >= 0.0 {
+            Ok(Some(value))
+        } else {
+            Err(self.wrong(keys, "a non-negative number"))
+        }
+    }
+
+    fn seconds(&self, keys: &[&str]) -> Result<Option<Duration>, HarborError> {
+        Ok(self.number(keys)?.map(Duration::from_secs_f64))
+    }
+
+    fn count(&self, keys: &[&str]) -> Result<Option<u64>, HarborError> {
+        match self.number(keys)? {
+            None => Ok(None),
+            Some(n) if n.fract() == 0.0 => Ok(Some(n as u64)),
+            Some(_) => Err(self.wrong(keys, "a whole number")),
+        }
+    }
+
+    fn env(&self, keys: &[&str]) -> Result<BTreeMap<String, String>, HarborError> {
+        let table = match self.get(keys) {
+            None => return Ok(BTreeMap::new()),
+            Some(Value::Table(table)) => table,
+            Some(_) => return Err(self.wrong(keys, "a table of variables")),
+        };
+        let mut env = BTreeMap::new();
+        for (name, value) in table {
+            // Harbor passes values to the shell as text; numbers and booleans
+            // written without quotes mean the same there.
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Integer(_) | Value::Float(_) | Value::Boolean(_) => value.to_string(),
+                _ => {
+                    let mut field = keys.to_vec();
+                    field.push(name);
+                    return Err(self.wrong(&field, "a string"));
+                }
+            };
+            env.insert(name.clone(), text);
+        }
+        Ok(env)
+    }
+
+    fn network(&self) -> Result<Network, HarborError> {
+        let allow = ["environment", "allow_internet"];
+        let mode = ["environment", "network_mode"];
+        if let Some(value) = self.get(&allow) {
+            let allowed = value
+                .as_bool()
+                .ok_or_else(|| self.wrong(&allow, "true or false"))?;
+            return Ok(Network {
+                allow_internet: allowed,
+                raw: Some(format!("allow_internet = {allowed}")),
+            });
+        }
+        let Some(value) = self.string(&mode)? else {
+            return Ok(Network {
+                allow_internet: true,
+                raw: None,
+            });
+        };
+        let allowed = match value.as_str() {
+            "public" | "bridge" | "host" => true,
+            "none" | "private" | "isolated" | "disabled" => false,
+            other => {
+                return Err(HarborError::TomlField {
+                    path: self.path.to_path_buf(),
+                    field: field_name(&mode),
+                    message: format!(
+                        "\"{other}\" is not a network mode tack knows; use \"public\" or \"none\""
+                    ),
+                });
+            }
+        };
+        Ok(Network {
+            allow_internet: allowed,
+            raw: Some(format!("network_mode = \"{value}\"")),
+        })
+    }
+}
+
+/// `[a.b] c` for keys `a`, `b`, `c`; a top-level key stays bare.
+fn field_name(keys: &[&str]) -> String {
+    match keys.split_last() {
+        Some((last, [])) => (*last).to_string(),
+        Some((last, tables)) => format!("[{}] {last}", tables.join(".")),
+        None => String::new(),
+    }
+}

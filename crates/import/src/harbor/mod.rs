@@ -1,0 +1,261 @@
+//! Harbor (Terminal-Bench) task directories: what one contains and what of
+//! it tack can reproduce without building its container image.
+//!
+//! A task is `task.toml`, `instruction.md`, `environment/` (a Dockerfile
+//! and its build context, or a `docker-compose.yaml` naming another
+//! context), `tests/test.sh` with its test files, and `solution/solve.sh`.
+//! This module reads and analyses; it writes nothing.
+
+mod assess;
+mod config;
+mod dockerfile;
+mod install;
+mod scripts;
+mod shell;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use assess::Assessment;
+pub use config::{Network, Resources, TaskConfig, Timeouts};
+pub use dockerfile::{BaseImage, Dockerfile, FileCopy, Instruction, RunCommand, RunStep};
+pub use install::Install;
+pub use scripts::{RewardKind, Script, ScriptNeeds, UvRun};
+
+/// Why a task directory could not be read as a Harbor task.
+#[derive(Debug, thiserror::Error)]
+pub enum HarborError {
+    #[error("could not read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is missing: a Harbor task needs {what}")]
+    Missing { path: PathBuf, what: &'static str },
+    #[error("{path}{}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    TomlSyntax {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{path}: {field} {message}")]
+    TomlField {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("{path}{}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Compose {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("{path} line {line}: {message}")]
+    Dockerfile {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("{path} has no FROM instruction; a Dockerfile must name its base image")]
+    NoFrom { path: PathBuf },
+}
+
+/// One Harbor task, read and analysed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HarborTask {
+    pub dir: PathBuf,
+    /// `[task] name`, or the directory's name when task.toml has none.
+    pub name: String,
+    pub instruction: String,
+    pub config: TaskConfig,
+    pub environment: Environment,
+    pub tests: Tests,
+    /// `None` when the task ships no `solution/solve.sh`.
+    pub solution: Option<Solution>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Environment {
+    /// The directory COPY and ADD sources are relative to.
+    pub build_context: PathBuf,
+    /// The compose file that set the context, when there is one.
+    pub compose_file: Option<PathBuf>,
+    pub dockerfile: Dockerfile,
+}
+
+/// `tests/`: Harbor places it at `/tests` and runs `test.sh` after the agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tests {
+    pub dir: PathBuf,
+    /// Every file under `dir`, relative to it, sorted.
+    pub files: Vec<PathBuf>,
+    pub script: Script,
+    pub reward: RewardKind,
+}
+
+/// `solution/`: Harbor places it at `/solution` and runs `solve.sh`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Solution {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+    pub script: Script,
+}
+
+impl HarborTask {
+    /// Reads the task in `dir`.
+    pub fn load(dir: &Path) -> Result<HarborTask, HarborError> {
+        let config = config::load(&required(dir, "task.toml", "its settings")?)?;
+        let instruction = read_text(&required(dir, "instruction.md", "the agent's instruction")?)?;
+        let environment = load_environment(&dir.join("environment"))?;
+        let tests_dir = dir.join("tests");
+        let test_script = scripts::load(&required(&tests_dir, "test.sh", "a verifier script")?)?;
+        let tests = Tests {
+            files: list_files(&tests_dir)?,
+            reward: scripts::reward_kind(&test_script),
+            script: test_script,
+            dir: tests_dir,
+        };
+        let solution_dir = dir.join("solution");
+        let solve = solution_dir.join("solve.sh");
+        let solution = if solve.is_file() {
+            Some(Solution {
+                files: list_files(&solution_dir)?,
+                script: scripts::load(&solve)?,
+                dir: solution_dir,
+            })
+        } else {
+            None
+        };
+        let name = config.name.clone().unwrap_or_else(|| {
+            dir.file_name().map_or_else(
+                || dir.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        });
+        Ok(HarborTask {
+            dir: dir.to_path_buf(),
+            name,
+            instruction,
+            config,
+            environment,
+            tests,
+            solution,
+        })
+    }
+
+    /// What tack can and cannot reproduce of this task.
+    pub fn assessment(&self) -> Assessment {
+        assess::assess(self)
+    }
+}
+
+fn required(dir: &Path, name: &str, what: &'static str) -> Result<PathBuf, HarborError> {
+    let path = dir.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(HarborError::Missing { path, what })
+    }
+}
+
+pub(crate) fn read_text(path: &Path) -> Result<String, HarborError> {
+    std::fs::read_to_string(path).map_err(|source| HarborError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn load_environment(env_dir: &Path) -> Result<Environment, HarborError> {
+    let compose = ["docker-compose.yaml", "docker-compose.yml"]
+        .iter()
+        .map(|name| env_dir.join(name))
+        .find(|path| path.is_file());
+    let (build_context, dockerfile_name) = match &compose {
+        Some(path) => compose_build(path, env_dir)?,
+        None => (env_dir.to_path_buf(), "Dockerfile".to_string()),
+    };
+    let dockerfile_path = build_context.join(&dockerfile_name);
+    // A compose file without a build section leaves the Dockerfile where
+    // Harbor looks by default.
+    let dockerfile_path = if dockerfile_path.is_file() {
+        dockerfile_path
+    } else {
+        required(
+            env_dir,
+            "Dockerfile",
+            "a Dockerfile describing its environment",
+        )?
+    };
+    Ok(Environment {
+        dockerfile: dockerfile::load(&dockerfile_path)?,
+        build_context,
+        compose_file: compose,
+    })
+}
+
+/// The build context and Dockerfile name a compose file sets for the
+/// service Harbor runs the agent in (`main`, or the first one it builds).
+fn compose_build(path: &Path, env_dir: &Path) -> Result<(PathBuf, String), HarborError> {
+    let text = read_text(path)?;
+    let yaml: serde_norway::Value =
+        serde_norway::from_str(&text).map_err(|e| HarborError::Compose {
+            path: path.to_path_buf(),
+            line: e.location().map(|l| l.line()),
+            message: e.to_string(),
+        })?;
+    let services = yaml.get("services").and_then(|s| s.as_mapping());
+    let build = services.and_then(|services| {
+        services
+            .get("main")
+            .and_then(|main| main.get("build"))
+            .or_else(|| services.values().find_map(|s| s.get("build")))
+    });
+    let (context, dockerfile) = match build {
+        None => (".", "Dockerfile"),
+        Some(serde_norway::Value::String(context)) => (context.as_str(), "Dockerfile"),
+        Some(build) => (
+            build.get("context").and_then(|c| c.as_str()).unwrap_or("."),
+            build
+                .get("dockerfile")
+                .and_then(|d| d.as_str())
+                .unwrap_or("Dockerfile"),
+        ),
+    };
+    Ok((env_dir.join(context), dockerfile.to_string()))
+}
+
+/// Files under `dir`, relative to it, sorted; an absent directory has none.
+fn list_files(dir: &Path) -> Result<Vec<PathBuf>, HarborError> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let entries = match std::fs::read_dir(&current) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(HarborError::Io {
+                    path: current,
+                    source,
+                });
+            }
+        };
+        for entry in entries {
+            let path = entry
+                .map_err(|source| HarborError::Io {
+                    path: current.clone(),
+                    source,
+                })?
+                .path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if let Ok(relative) = path.strip_prefix(dir) {
+                files.push(relative.to_path_buf());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
