@@ -95,10 +95,23 @@ impl McpServers {
             servers.push(server);
         }
         let lazy = listed.len() > LAZY_SCHEMAS_OVER;
-        let tools = listed
+        let tools: Vec<Arc<McpTool>> = listed
             .into_iter()
             .map(|(server, listed)| Arc::new(McpTool::new(server, listed, lazy)))
             .collect();
+        for (i, tool) in tools.iter().enumerate() {
+            if let Some(first) = tools[..i].iter().find(|t| t.name() == tool.name()) {
+                return Err(McpError::Config {
+                    server: tool.server_name().to_string(),
+                    message: format!(
+                        "its tool `{}` and `{}` both become `{}` for the model (names keep only letters, digits, `_` and `-`); offer one of them with `tools = [...]`",
+                        first.remote_name(),
+                        tool.remote_name(),
+                        tool.name()
+                    ),
+                });
+            }
+        }
         Ok(McpServers { servers, tools })
     }
 

@@ -73,6 +73,22 @@ impl McpTool {
     }
 }
 
+impl McpTool {
+    /// The name the model sees.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The tool's name on its server.
+    pub fn remote_name(&self) -> &str {
+        &self.remote_name
+    }
+
+    pub fn server_name(&self) -> &str {
+        self.server.name()
+    }
+}
+
 /// What the annotations say, with the protocol's defaults: not read-only,
 /// and destructive unless it says otherwise.
 fn hint(listed: &ListedTool) -> ToolHint {

@@ -405,3 +405,38 @@ async fn a_server_answering_garbage_costs_the_call_and_is_restarted() {
         assert_eq!(servers.servers()[0].restarts(), round - 1);
     }
 }
+
+/// A server whose tool names clash once made safe for the providers.
+const CLASHING_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "clash", "version": "0"}}
+    else:
+        schema = {"type": "object"}
+        result = {"tools": [{"name": "read.file", "inputSchema": schema},
+                            {"name": "read_file", "inputSchema": schema}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+#[tokio::test]
+async fn tool_names_that_clash_once_made_safe_are_refused_with_the_fix() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("server.py"), CLASHING_SERVER).unwrap();
+    let config = McpServerConfig::stdio("clash", "python3", &["${WORKSPACE}/server.py"]);
+    let setup = McpSetup {
+        confinement: Arc::new(Confinement::off()),
+        ..setup(ws.path())
+    };
+    let error = McpServers::connect(&[config], &setup).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("`read.file` and `read_file`"), "{message}");
+    assert!(
+        message.contains("clash__read_file") && message.contains("tools = ["),
+        "{message}"
+    );
+}

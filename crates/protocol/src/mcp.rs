@@ -150,9 +150,34 @@ impl McpServerConfig {
     }
 }
 
-/// The model-facing name of a server's tool.
+/// The longest tool name the providers accept (OpenAI's limit).
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// The model-facing name of a server's tool: `<server>__<tool>`, in the
+/// characters the providers accept (`[A-Za-z0-9_-]`, others become `_`),
+/// and at most [`MAX_TOOL_NAME`] long: a longer one keeps its start and
+/// ends in a hash of the whole, so it stays distinct. A tool named
+/// `files/read.v2` would otherwise fail every model call with a 400.
 pub fn mcp_tool_name(server: &str, tool: &str) -> String {
-    format!("{server}{MCP_TOOL_SEPARATOR}{tool}")
+    let whole = format!("{server}{MCP_TOOL_SEPARATOR}{tool}");
+    let safe: String = whole
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if safe.len() <= MAX_TOOL_NAME {
+        return safe;
+    }
+    // FNV-1a: stable across runs and platforms, no dependency for 8 hex digits.
+    let hash = whole.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("{}_{hash:08x}", &safe[..MAX_TOOL_NAME - 9])
 }
 
 #[cfg(test)]
@@ -189,5 +214,17 @@ mod tests {
         assert_eq!(entry.call_timeout_secs, 60);
         assert_eq!(entry.startup_timeout_secs, 30);
         assert_eq!(mcp_tool_name(&entry.name, "echo"), "everything__echo");
+    }
+
+    #[test]
+    fn tool_names_fit_what_the_providers_accept() {
+        assert_eq!(mcp_tool_name("fs", "read.v2/file"), "fs__read_v2_file");
+        let long = "x".repeat(80);
+        let a = mcp_tool_name("srv", &format!("{long}a"));
+        let b = mcp_tool_name("srv", &format!("{long}b"));
+        assert_eq!(a.len(), MAX_TOOL_NAME);
+        assert_ne!(a, b, "long names stay distinct");
+        assert!(a.starts_with("srv__xxx"));
+        assert_eq!(a, mcp_tool_name("srv", &format!("{long}a")), "and stable");
     }
 }
