@@ -93,6 +93,8 @@ pub struct SpanRow {
     pub check_command: Option<String>,
     pub check_passed: Option<bool>,
     pub check_output: Option<String>,
+    /// The MCP server of a tool call to one.
+    pub mcp_server: Option<String>,
 }
 
 /// One conversation message.
@@ -142,7 +144,7 @@ pub(crate) fn scan_spans(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, Ana
 /// Span columns that some files lack, with their types: those added after the
 /// first traces were written (older files read as nulls there), and
 /// `tool_result`, which schema 3 stopped writing (it is the tool message).
-fn added_span_columns() -> [(&'static str, DataType, Expr); 12] {
+fn added_span_columns() -> [(&'static str, DataType, Expr); 13] {
     [
         (
             col::MESSAGE_IDS,
@@ -160,6 +162,7 @@ fn added_span_columns() -> [(&'static str, DataType, Expr); 12] {
         (col::APPROVED, DataType::Boolean, lit(NULL)),
         (col::APPROVER, DataType::String, lit(NULL)),
         (col::TOOL_RESULT, DataType::String, lit(NULL)),
+        (col::MCP_SERVER, DataType::String, lit(NULL)),
     ]
 }
 
@@ -380,6 +383,7 @@ pub(crate) fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
     let check_command = f.opt_strs(col::CHECK_COMMAND)?;
     let check_passed = f.opt_bools(col::CHECK_PASSED)?;
     let check_output = f.opt_strs(col::CHECK_OUTPUT)?;
+    let mcp_server = f.opt_strs(col::MCP_SERVER)?;
     Ok((0..f.height())
         .map(|i| SpanRow {
             span_id: span_id[i],
@@ -425,6 +429,7 @@ pub(crate) fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
             check_command: check_command[i].clone(),
             check_passed: check_passed[i],
             check_output: check_output[i].clone(),
+            mcp_server: mcp_server[i].clone(),
         })
         .collect())
 }

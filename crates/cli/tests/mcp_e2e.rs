@@ -1,5 +1,6 @@
 //! A suite variant with an MCP server, through `tack run`: the model calls
-//! the server's tool, and the trace's spans name the server. Needs the MCP
+//! the server's tool, and the trace's spans and the trial page name the
+//! server. Needs the MCP
 //! reference servers (`.ci/run` installs them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
@@ -14,8 +15,8 @@ use tack_testkit::{Dialect, MockServer, ServerOptions, ToolLoop};
 const TASK: &str = r#"
 instruction = "Say hello through the echo tool."
 [[checks]]
-name = "untouched"
-run = "test -f file.txt"
+name = "never-made"
+run = "test -f never-made.txt"
 [solution]
 [[solution.edits]]
 path = "file.txt"
@@ -52,7 +53,12 @@ fn a_run_records_which_mcp_server_each_tool_call_went_to() {
     );
     std::fs::write(root.join("suite.toml"), toml).unwrap();
     let json = common::run_suite(&root, dir.path(), &[], &[]);
-    assert_eq!(json["run"]["trials"][0]["outcome"], "passed", "{json}");
+    // The check asks for a file no one makes, so the trial fails and its
+    // page is written.
+    assert_eq!(
+        json["run"]["trials"][0]["outcome"], "verification_failed",
+        "{json}"
+    );
 
     let run_dir = PathBuf::from(json["run"]["run_dir"].as_str().unwrap());
     let mut calls = Vec::new();
@@ -78,4 +84,12 @@ fn a_run_records_which_mcp_server_each_tool_call_went_to() {
         ),
     ];
     assert_eq!(calls, expected);
+
+    let index = PathBuf::from(json["report"].as_str().unwrap());
+    let page = index
+        .parent()
+        .unwrap()
+        .join("trials/with-mcp--echo--0.html");
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(page.matches("MCP server everything").count(), 2, "{page}");
 }

@@ -107,6 +107,8 @@ pub(crate) enum Item {
         /// The fault injected into the model call that asked for this tool,
         /// when the call then failed: what broke it was deliberate.
         after_fault: Option<String>,
+        /// The MCP server the tool belongs to.
+        mcp_server: Option<String>,
     },
     /// A tool call that waited for an approver: an intervention.
     Approval {
@@ -411,6 +413,7 @@ fn tool_call(span: &SpanRow, parent_fault: Option<&str>) -> Item {
         after_fault: parent_fault
             .filter(|_| span.status != "ok")
             .map(str::to_owned),
+        mcp_server: span.mcp_server.clone(),
     }
 }
 
