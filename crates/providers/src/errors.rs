@@ -102,7 +102,7 @@ pub(crate) fn invalid(what: &str, error: impl std::fmt::Display, body: &[u8]) ->
 
 /// reqwest's top-level message is terse ("error sending request"); the
 /// sources say what actually happened (connection refused, reset, …).
-fn chain(error: &dyn std::error::Error) -> String {
+pub fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

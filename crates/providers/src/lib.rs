@@ -24,7 +24,7 @@ pub mod sse;
 /// call itself, like the recording proxy.
 pub mod wire {
     pub use crate::anthropic_response::StreamState as MessagesReader;
-    pub use crate::errors::error_message;
+    pub use crate::errors::{chain as error_chain, error_message};
     pub use crate::http::{Flow, Wire, install_crypto_provider};
     pub use crate::openai_response::StreamState as ChatCompletionsReader;
 }

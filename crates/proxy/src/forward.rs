@@ -200,18 +200,7 @@ fn proxy_error(status: StatusCode, code: &str, message: &str) -> Response<Body> 
 
 /// reqwest's error and its causes, without the URL (a query may hold a key).
 fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    tack_providers::wire::error_chain(&error.without_url())
 }
 
 pub(crate) async fn handle<S: EventSink + 'static>(
