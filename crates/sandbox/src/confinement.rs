@@ -61,6 +61,13 @@ pub struct Confinement {
     /// mount namespace only (see [`Confinement::placing`]).
     #[serde(default)]
     pub placed: Vec<Placement>,
+    /// Where the command's private temporary directory is shown and named
+    /// in `TMPDIR` (`/tmp`, for scripts written for a container, which
+    /// write there by name); by default it stays at its host path. What the
+    /// host has under that path is then out of the command's sight but for
+    /// what is placed elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_at: Option<PathBuf>,
     pub limits: ResourceLimits,
 }
 
@@ -86,6 +93,7 @@ impl Confinement {
             sealed: Vec::new(),
             tcp_connect: None,
             placed: Vec::new(),
+            tmp_at: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -119,6 +127,7 @@ impl Confinement {
             sealed: Vec::new(),
             tcp_connect: None,
             placed: Vec::new(),
+            tmp_at: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -202,6 +211,13 @@ impl Confinement {
         self
     }
 
+    /// Shows the private temporary directory at `at` (see
+    /// [`tmp_at`](Self::tmp_at)).
+    pub fn with_tmp_at(mut self, at: &Path) -> Self {
+        self.tmp_at = Some(at.to_path_buf());
+        self
+    }
+
     /// `path` as the host names it: beneath a placement, the same place in
     /// its host directory; anywhere else, unchanged.
     pub fn host_path(&self, path: &Path) -> PathBuf {
@@ -209,6 +225,17 @@ impl Confinement {
             .iter()
             .find_map(|p| path.strip_prefix(&p.at).ok().map(|rest| p.host.join(rest)))
             .unwrap_or_else(|| path.to_path_buf())
+    }
+
+    /// `host` as the command sees it: beneath a placed host directory, the
+    /// same place under where it is shown (the workspace placed at `/app`
+    /// is `/app` to the command); anywhere else, unchanged. The inverse of
+    /// [`host_path`](Self::host_path).
+    pub fn guest_path(&self, host: &Path) -> PathBuf {
+        self.placed
+            .iter()
+            .find_map(|p| host.strip_prefix(&p.host).ok().map(|rest| p.at.join(rest)))
+            .unwrap_or_else(|| host.to_path_buf())
     }
 
     /// Whether the command gets a network namespace of its own (with only a
@@ -219,7 +246,7 @@ impl Confinement {
 
     /// Whether it asks for something only kernel confinement can do.
     pub(crate) fn asks_confinement(&self) -> bool {
-        self.tcp_connect.is_some() || !self.placed.is_empty()
+        self.tcp_connect.is_some() || !self.placed.is_empty() || self.tmp_at.is_some()
     }
 
     /// Whether any kernel confinement applies.
@@ -301,6 +328,14 @@ mod tests {
         );
         assert_eq!(placed.host_path(Path::new("/apple")), Path::new("/apple"));
         assert_eq!(placed.host_path(ws), ws);
+        assert_eq!(
+            placed.guest_path(Path::new("/h/app/src")),
+            Path::new("/app/src")
+        );
+        assert_eq!(
+            placed.guest_path(Path::new("/h/apple")),
+            Path::new("/h/apple")
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl FileAccessError {
 
 /// The workspace as the file tools may touch it: exactly what the sandbox
 /// lets `bash` touch. Paths are relative to the workspace, or absolute and
-/// inside it.
+/// inside it (or inside where the confinement places it: `/app/x`).
 #[derive(Debug)]
 pub struct WorkspaceFiles {
     root: Root,
@@ -84,10 +84,17 @@ impl WorkspaceFiles {
     /// Holds the workspace root open and notes the confinement's read-only
     /// and hidden paths (those that exist, as the mounts do).
     pub fn new(workspace: &Path, confinement: &Confinement) -> Result<Self, FileAccessError> {
-        let root = Root::open(workspace).map_err(|source| FileAccessError::Io {
+        let mut root = Root::open(workspace).map_err(|source| FileAccessError::Io {
             path: workspace.display().to_string(),
             source,
         })?;
+        // The workspace placed elsewhere for `bash` (`/app`) is that path to
+        // the model, so the file tools take it too.
+        for placement in &confinement.placed {
+            if placement.host.canonicalize().ok().as_deref() == Some(root.real()) {
+                root = root.with_alias(placement.at.clone());
+            }
+        }
         let (read_only, hidden) = if confinement.is_confined() {
             (
                 protected(&root, &confinement.read_only),

@@ -76,19 +76,32 @@ pub(crate) fn prepare(
         .prefix("tack-tmp-")
         .tempdir()
         .map_err(|e| setup(format!("cannot create the private tmp directory: {e}")))?;
+    let shown = ShownTmp::new(confinement, tmp.path())?;
+    let confinement = shown.confinement.as_ref().unwrap_or(confinement);
     let mut writable = Vec::new();
-    for path in confinement
-        .writable
-        .iter()
-        .map(PathBuf::as_path)
-        .chain([tmp.path()])
-    {
+    for path in confinement.writable.iter().map(PathBuf::as_path) {
         let path = std::fs::canonicalize(path)
             .map_err(|e| setup(format!("writable path {}: {e}", path.display())))?;
+        // Covered by the private tmp shown over it: out of sight.
+        if !confinement
+            .tmp_at
+            .as_ref()
+            .is_some_and(|at| path.starts_with(at))
+        {
+            writable.push(path);
+        }
+    }
+    if confinement.tmp_at.is_none() {
+        let path = std::fs::canonicalize(tmp.path())
+            .map_err(|e| setup(format!("writable path {}: {e}", tmp.path().display())))?;
         writable.push(path);
     }
     let sealed = existing(&confinement.sealed);
-    let scratch = writable.last().map_or(tmp.path(), PathBuf::as_path);
+    let scratch = shown
+        .scratch
+        .as_deref()
+        .or(writable.last().map(PathBuf::as_path))
+        .unwrap_or(tmp.path());
     let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
     let new_root = std::mem::take(&mut placed.steps);
     let (mounts, mount_targets, shm) =
@@ -113,9 +126,10 @@ pub(crate) fn prepare(
         pid_namespace: true,
         pid_max,
         mounts,
-        cwd: Some(c_path(
+        // A command started in a placed directory starts where it is shown.
+        cwd: Some(c_path(&confinement.guest_path(
             &std::path::absolute(cwd).map_err(|e| setup(e.to_string()))?,
-        )?),
+        ))?),
         mount_proc: true,
         late_rules,
         proc_access: built.proc_access,
@@ -125,10 +139,13 @@ pub(crate) fn prepare(
             .to_vec(),
         ..user_ns_plan(flags)
     };
-    let tmp_text = writable
-        .last()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let tmp_text = match &confinement.tmp_at {
+        Some(at) => at.display().to_string(),
+        None => writable
+            .last()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
     let env = ["TMPDIR", "TMP", "TEMP"]
         .map(|name| (name.to_string(), tmp_text.clone()))
         .to_vec();
@@ -140,6 +157,34 @@ pub(crate) fn prepare(
         _cgroup: cgroup,
         _tmp: tmp,
     })
+}
+
+/// With [`Confinement::tmp_at`], the private tmp directory is a
+/// subdirectory of the command's own directory, placed at that path, and
+/// the new root is built on another: one directory cannot be both.
+struct ShownTmp {
+    confinement: Option<Confinement>,
+    scratch: Option<PathBuf>,
+}
+
+impl ShownTmp {
+    fn new(confinement: &Confinement, own: &Path) -> Result<ShownTmp, SandboxError> {
+        let Some(at) = &confinement.tmp_at else {
+            return Ok(ShownTmp {
+                confinement: None,
+                scratch: None,
+            });
+        };
+        let (files, root) = (own.join("tmp"), own.join("root"));
+        for dir in [&files, &root] {
+            std::fs::create_dir(dir)
+                .map_err(|e| setup(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        Ok(ShownTmp {
+            confinement: Some(confinement.clone().placing(&files, at, true)),
+            scratch: Some(root),
+        })
+    }
 }
 
 /// The Landlock ruleset, and the rules the child adds for mounts that only
@@ -255,11 +300,23 @@ fn mount_steps(
         steps.push(MountStep::Writable(c_path(path)?));
         targets.push(format!("{} writable", path.display()));
     }
-    for path in with_placed(confinement, existing(&confinement.read_only)) {
+    let in_sight = |path: &PathBuf| {
+        !confinement
+            .tmp_at
+            .as_ref()
+            .is_some_and(|at| path.starts_with(at))
+    };
+    for path in with_placed(confinement, existing(&confinement.read_only))
+        .into_iter()
+        .filter(in_sight)
+    {
         steps.push(MountStep::ReadOnly(c_path(&path)?));
         targets.push(format!("{} read-only", path.display()));
     }
-    for path in with_placed(confinement, existing(&confinement.hidden)) {
+    for path in with_placed(confinement, existing(&confinement.hidden))
+        .into_iter()
+        .filter(in_sight)
+    {
         if !confinement.host_path(&path).is_dir() {
             return Err(setup(format!(
                 "hidden path {} is not a directory",

@@ -329,3 +329,22 @@ fn a_workspace_that_does_not_exist_is_an_error() {
     let error = WorkspaceFiles::new(&missing, &Confinement::strict(&missing)).unwrap_err();
     assert!(error.to_string().contains("does not exist"), "{error}");
 }
+
+/// The model names files where `bash` sees the workspace (`/app/x`) when
+/// the workspace is placed there; other absolute paths stay refused.
+#[test]
+fn the_placed_workspace_path_names_workspace_files() {
+    let s = Setup::new();
+    let confinement = Confinement::strict(&s.ws).placing(&s.ws, Path::new("/app"), true);
+    let files = WorkspaceFiles::new(&s.ws, &confinement).unwrap();
+    files.write("/app/src/new.txt", b"placed").unwrap();
+    assert_eq!(
+        fs::read_to_string(s.ws.join("src/new.txt")).unwrap(),
+        "placed"
+    );
+    assert_eq!(files.read("/app/src/new.txt").unwrap(), b"placed");
+    denied(files.read("/apple/x"));
+    denied(files.write("/app/../outside/target.txt", b"x"));
+    assert_eq!(s.target(), "original");
+    denied(files.write("/app/.git/config", b"x"));
+}

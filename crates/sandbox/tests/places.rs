@@ -261,3 +261,55 @@ async fn a_service_sees_its_places() {
     assert!(task.app.path().join("s.txt").exists());
     assert_eq!(host_state(), before);
 }
+
+/// A workspace placed at `/app` is `/app` to a command started in the
+/// workspace as the host names it: tack's callers pass the host path.
+#[tokio::test]
+async fn a_command_started_in_the_placed_workspace_starts_where_it_is_shown() {
+    if !available(SandboxProfile::Strict) {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("x.txt"), "here\n").unwrap();
+    let confinement = Confinement::strict(ws.path()).placing(ws.path(), Path::new("/app"), true);
+    let out = sh(
+        &confinement,
+        ws.path(),
+        "pwd; cat x.txt; echo made > /app/y.txt",
+    )
+    .await;
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout, "/app\nhere\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("y.txt")).unwrap(),
+        "made\n"
+    );
+}
+
+/// With `tmp_at`, the command's private tmp directory is `/tmp` (and
+/// `$TMPDIR`): a script written for a container writes there by name, the
+/// host's /tmp is untouched, and the placed workspace stays in sight even
+/// when it lives under the host's /tmp.
+#[tokio::test]
+async fn a_private_tmp_shown_at_slash_tmp_is_the_commands_own() {
+    if !available(SandboxProfile::Strict) {
+        return;
+    }
+    let task = Task::new();
+    let marker = format!("tack-tmp-at-{}", std::process::id());
+    let confinement = task
+        .confinement(SandboxProfile::Strict)
+        .with_tmp_at(Path::new("/tmp"));
+    let script = format!(
+        "cd /app && echo scratch > /tmp/{marker} && cp /tmp/{marker} /app/copied && \
+         echo \"$TMPDIR\" && ls /tmp"
+    );
+    let out = sh(&confinement, task.app.path(), &script).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, format!("/tmp\n{marker}\n"), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(task.app.path().join("copied")).unwrap(),
+        "scratch\n"
+    );
+    assert!(!Path::new("/tmp").join(&marker).exists());
+}

@@ -75,6 +75,9 @@ pub(super) struct Root {
     /// symlink-free path: an absolute path the model gives may use either.
     given: PathBuf,
     real: PathBuf,
+    /// Where commands are shown the workspace (a placement at `/app`): an
+    /// absolute path the model gives may use it too.
+    aliases: Vec<PathBuf>,
     openat2: bool,
 }
 
@@ -94,8 +97,15 @@ impl Root {
             id,
             given,
             real,
+            aliases: Vec::new(),
             openat2,
         })
+    }
+
+    /// Also answers absolute paths beneath `alias`.
+    pub fn with_alias(mut self, alias: PathBuf) -> Root {
+        self.aliases.push(alias);
+        self
     }
 
     pub fn real(&self) -> &Path {
@@ -112,7 +122,8 @@ impl Root {
     /// beneath it (spelled from the given or the real root path).
     pub fn relative(&self, absolute: &Path) -> Option<PathBuf> {
         [&self.given, &self.real]
-            .iter()
+            .into_iter()
+            .chain(&self.aliases)
             .find_map(|base| absolute.strip_prefix(base).ok())
             .map(Path::to_path_buf)
     }
