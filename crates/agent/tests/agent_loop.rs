@@ -28,6 +28,7 @@ fn brief() -> TaskBrief {
             }],
             script: None,
             decoys: vec![],
+            files_at: None,
         },
         test_command: Some("bash greet.sh | grep -qx hello".to_string()),
     }

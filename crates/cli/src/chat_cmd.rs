@@ -131,6 +131,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         hidden: Vec::new(),
         base_dir: std::env::current_dir().or_fail(Failure::Internal)?,
         interactive: Some(crate::terminal_approver::shared()),
+        walls: Default::default(),
     })
     .await
     .or_fail(Failure::Usage)?;

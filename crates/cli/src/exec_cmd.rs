@@ -209,6 +209,7 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         hidden: Vec::new(),
         base_dir,
         interactive: Some(crate::terminal_approver::shared()),
+        walls: Default::default(),
     })
     .await
     .or_fail(Failure::Usage)?;
@@ -222,12 +223,7 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         .checks
         .iter()
         .enumerate()
-        .map(|(i, run)| Check {
-            name: format!("check {}", i + 1),
-            run: run.clone(),
-            timeout_secs: 600,
-            network: false,
-        })
+        .map(|(i, run)| Check::command(format!("check {}", i + 1), run.clone(), 600))
         .collect();
     let mut sink = ExecSink::new(args.json, log);
     let verification = Verification::Commands(&checks);

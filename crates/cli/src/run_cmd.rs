@@ -517,6 +517,12 @@ impl ProgressReporter {
                     }
                 }
             }
+            // Installing a task's tools can take minutes: always said, even
+            // under --json (on stderr).
+            Progress::Preparing { message } => match &bar {
+                Some(bar) => bar.println(message),
+                None => eprintln!("{message}"),
+            },
         })
     }
 

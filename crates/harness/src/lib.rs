@@ -25,7 +25,7 @@ use tack_protocol::{
     ApproverPolicy, EventSink, HarnessConfig, StopReason, TrialOutcome, tool_names,
 };
 use tack_sandbox::Confinement;
-use tack_suite::CommandSandbox;
+use tack_suite::{CommandSandbox, TaskWalls};
 
 pub use models::{ModelChoice, ModelError, Models, PRICES_ENV, Upstream, price_table};
 pub use permissions::gate_for;
@@ -49,6 +49,9 @@ pub struct HarnessSetup {
     /// The front end's answer to `approver.policy = "interactive"` (the
     /// CLI's terminal prompt). Without one, that policy is an error.
     pub interactive: Option<Arc<dyn Approver>>,
+    /// The task's own walls for the agent's commands (the workspace shown
+    /// at `/app`, say); none outside a suite.
+    pub walls: TaskWalls,
 }
 
 impl std::fmt::Debug for HarnessSetup {
@@ -141,7 +144,11 @@ impl Harness {
         let mut config = setup.config;
         let skills = Arc::new(skills_for(&mut config, &setup.base_dir, &setup.workspace)?);
         let (results, results_path) = results_dir(&config)?.unzip();
-        let mut confinement = agent_confinement(config.sandbox, &setup.workspace, &setup.hidden);
+        let mut confinement = setup.walls.apply(agent_confinement(
+            config.sandbox,
+            &setup.workspace,
+            &setup.hidden,
+        ));
         if let Some(dir) = &results_path {
             confinement = confinement.exposing_read_only(dir);
         }

@@ -21,6 +21,7 @@ fn setup(workspace: &Path, config: HarnessConfig) -> HarnessSetup {
         hidden: Vec::new(),
         base_dir: workspace.to_path_buf(),
         interactive: None,
+        walls: Default::default(),
     }
 }
 
@@ -43,12 +44,7 @@ fn answer(text: &str, calls: Vec<ToolCall>) -> (Message, FinishReason, Usage) {
 }
 
 fn check(name: &str, run: &str) -> Check {
-    Check {
-        name: name.to_string(),
-        run: run.to_string(),
-        timeout_secs: 10,
-        network: false,
-    }
+    Check::command(name.to_string(), run.to_string(), 10)
 }
 
 #[tokio::test]

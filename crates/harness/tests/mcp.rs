@@ -70,6 +70,7 @@ async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes()
         hidden: Vec::new(),
         base_dir: workspace.clone(),
         interactive: None,
+        walls: Default::default(),
     })
     .await
     .unwrap();
@@ -112,12 +113,7 @@ async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes()
             .status()
             .unwrap()
     });
-    let checks = [Check {
-        name: "always".to_string(),
-        run: "true".to_string(),
-        timeout_secs: 10,
-        network: false,
-    }];
+    let checks = [Check::command("always".to_string(), "true".to_string(), 10)];
     let mut sink = VecSink::default();
     let run = harness
         .run(

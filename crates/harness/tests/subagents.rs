@@ -146,6 +146,7 @@ async fn delegate(workspace: &Path, profile: SandboxProfile) -> (Vec<Event>, Sto
         hidden: Vec::new(),
         base_dir: workspace.to_path_buf(),
         interactive: None,
+        walls: Default::default(),
     })
     .await
     .unwrap();

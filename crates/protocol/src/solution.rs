@@ -22,4 +22,8 @@ pub struct Solution {
     pub script: Option<String>,
     #[serde(default)]
     pub decoys: Vec<Edit>,
+    /// An absolute path (`/solution`) where the script sees the task's
+    /// `solution/` directory, read-only: while it runs, and to the oracle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_at: Option<String>,
 }

@@ -17,7 +17,7 @@ use tack_protocol::{
 };
 use tack_proxy::{Proxy, ProxyConfig};
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
-use tack_suite::{CommandSandbox, ExternalAgent, Task, Variant, run_checks};
+use tack_suite::{CommandSandbox, ExternalAgent, Task, Variant, Viewer, run_checks};
 use tack_trace::TrialRecorder;
 
 use crate::RunContext;
@@ -113,7 +113,13 @@ async fn run_agent(
     // The agent's home: settings it writes stay with the trial, outside
     // the workspace the checks look at, and go when the trial ends.
     let home = home_dir().map_err(|e| format!("could not make the agent's home directory: {e}"))?;
-    let confinement = confinement(config.sandbox, workspace, &run.hidden, home.path(), port);
+    let confinement = task.walls(workspace, Viewer::Agent).apply(confinement(
+        config.sandbox,
+        workspace,
+        &run.hidden,
+        home.path(),
+        port,
+    ));
     let mut env = task.env_pairs();
     env.extend(agent_env(agent, task, upstream, port, home.path()));
     let wall = Duration::from_secs(config.max_wall_secs.unwrap_or(DEFAULT_AGENT_WALL_SECS));

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde::Serialize;
 use tack_harness::{ModelError, Models};
-use tack_protocol::{RunTotals, StopReason, TrialOutcome};
+use tack_protocol::{RunTotals, SandboxProfile, StopReason, TrialOutcome};
 use tack_suite::Suite;
 use tack_trace::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, RunStatus, RunWriter, Shard, SuiteInfo,
@@ -41,6 +41,9 @@ pub enum Progress {
         done: usize,
         total: usize,
     },
+    /// A step before the first trial: provisioning the tasks' tools, or
+    /// leaving out a task this machine cannot run.
+    Preparing { message: String },
 }
 
 /// One trial's result, as the runner saw it.
@@ -84,6 +87,8 @@ pub enum RunError {
     Suite(#[from] tack_suite::SuiteError),
     #[error(transparent)]
     Models(#[from] ModelError),
+    #[error(transparent)]
+    Provision(#[from] tack_suite::ProvisionError),
     #[error(
         "cannot resume {run_dir}: {difference}; resume with the suite and flags the run started with (see command_line in its manifest.json), or start a new run"
     )]
@@ -101,7 +106,10 @@ impl RunError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            RunError::Plan(_) | RunError::PlanMismatch { .. } | RunError::NotResumable { .. }
+            RunError::Plan(_)
+                | RunError::PlanMismatch { .. }
+                | RunError::NotResumable { .. }
+                | RunError::Provision(_)
         )
     }
 }
@@ -147,6 +155,16 @@ pub async fn run(
         plan: plan_identity(&all),
     });
     let planned = plan.shard_trials(&models)?;
+    let mut suite = plan.suite.clone();
+    let note = |message: String| progress(Progress::Preparing { message });
+    for task in plan.left_out_for_container() {
+        note(format!(
+            "left out task `{}`: it runs only in its container image ({})",
+            task.id,
+            task.environment.container_reasons.join("; ")
+        ));
+    }
+    tack_suite::provision_suite(&mut suite, provisioning_profile(&plan), &note).await?;
     let mut manifest = manifest_for(&plan, models.price_version()).await?;
     manifest.shard = shard;
     let (writer, manifest, trials) = if plan.resume {
@@ -165,7 +183,7 @@ pub async fn run(
     });
     let context = Arc::new(RunContext {
         hidden: plan.hidden_paths(),
-        suite: plan.suite.clone(),
+        suite,
         models,
         interactive: plan.interactive.clone(),
     });
@@ -189,6 +207,21 @@ pub async fn run(
         interrupted,
         kept,
     })
+}
+
+/// Installs run confined unless every variant runs unconfined (a host
+/// without the sandbox).
+fn provisioning_profile(plan: &RunPlan) -> SandboxProfile {
+    if plan
+        .suite
+        .variants
+        .iter()
+        .all(|v| v.harness.sandbox == SandboxProfile::Off)
+    {
+        SandboxProfile::Off
+    } else {
+        SandboxProfile::WorkspaceWrite
+    }
 }
 
 /// Runs every trial, `plan.jobs` at a time, each again after an infra error

@@ -94,6 +94,15 @@ pub enum PlanError {
     Variant { variant: String, message: String },
     #[error("nothing to run: --trials must be at least 1")]
     NoTrials,
+    #[error(
+        "task `{task}` runs only in its container image ({reasons}), and tack has no container \
+         backend here; leave it out with --task (the other tasks: {others})"
+    )]
+    NeedsContainer {
+        task: String,
+        reasons: String,
+        others: String,
+    },
     #[error("shard {index}/{count} is out of range: the index must be between 1 and the count")]
     BadShard { index: u32, count: u32 },
 }
@@ -183,12 +192,35 @@ impl RunPlan {
         })
     }
 
+    /// The tasks named with `--task`, else every task this machine can
+    /// run: a task that requires its container image is left out (and
+    /// said so, [`left_out_for_container`](Self::left_out_for_container))
+    /// unless named.
     pub fn selected_tasks(&self) -> Result<Vec<&Task>, PlanError> {
-        select(&self.suite.tasks, &self.tasks, |t| &t.id).map_err(|name| PlanError::UnknownTask {
-            name,
-            suite: self.suite.name.clone(),
-            known: names(self.suite.tasks.iter().map(|t| t.id.as_str())),
-        })
+        let mut tasks = select(&self.suite.tasks, &self.tasks, |t| &t.id).map_err(|name| {
+            PlanError::UnknownTask {
+                name,
+                suite: self.suite.name.clone(),
+                known: names(self.suite.tasks.iter().map(|t| t.id.as_str())),
+            }
+        })?;
+        if self.tasks.is_empty() && tasks.iter().any(|t| !t.requires_container()) {
+            tasks.retain(|t| !t.requires_container());
+        }
+        Ok(tasks)
+    }
+
+    /// The tasks left out of a run without `--task` because they require
+    /// their container image.
+    pub fn left_out_for_container(&self) -> Vec<&Task> {
+        if !self.tasks.is_empty() || self.suite.tasks.iter().all(|t| t.requires_container()) {
+            return Vec::new();
+        }
+        self.suite
+            .tasks
+            .iter()
+            .filter(|t| t.requires_container())
+            .collect()
     }
 
     /// Every trial, variant-major, after checking that each variant can run
@@ -199,6 +231,18 @@ impl RunPlan {
         }
         let variants = self.selected_variants()?;
         let tasks = self.selected_tasks()?;
+        if let Some(task) = tasks.iter().find(|t| t.requires_container()) {
+            return Err(PlanError::NeedsContainer {
+                task: task.id.clone(),
+                reasons: task.environment.container_reasons.join("; "),
+                others: names(
+                    tasks
+                        .iter()
+                        .filter(|t| !t.requires_container())
+                        .map(|t| t.id.as_str()),
+                ),
+            });
+        }
         for variant in &variants {
             check_variant(variant, models)?;
         }

@@ -4,10 +4,11 @@ use std::time::Instant;
 use tack_agent::now_ms;
 use tack_harness::{Harness, HarnessRun, HarnessSetup, ModelChoice, Models, Verification};
 use tack_model::{Model, TaskBrief};
+use tack_protocol::BuiltinModel;
 use tack_protocol::{
     Event, EventSink, RunTotals, StopReason, TrialFinished, TrialOutcome, TrialStarted,
 };
-use tack_suite::{CommandSandbox, Fingerprint, Protected, Task, TrialWorkspace, Variant};
+use tack_suite::{CommandSandbox, Fingerprint, Protected, Task, TrialWorkspace, Variant, Viewer};
 use tack_trace::{RunWriter, TrialRecorder};
 
 use crate::{RunContext, TrialSpec, TrialSummary};
@@ -113,6 +114,12 @@ async fn execute(
             .then(|| workspace.keep());
         return (finished, kept);
     }
+    // The oracle applies the reference solution through the agent's tools,
+    // so it alone sees the solution's files.
+    let viewer = match variant.model.builtin() {
+        Some(BuiltinModel::Oracle) => Viewer::Solution,
+        _ => Viewer::Agent,
+    };
     let harness = Harness::assemble(HarnessSetup {
         config,
         workspace: workspace.path().to_path_buf(),
@@ -120,6 +127,7 @@ async fn execute(
         hidden: run.hidden.clone(),
         base_dir: run.suite.root.clone(),
         interactive: run.interactive.clone(),
+        walls: task.walls(workspace.path(), viewer),
     })
     .await;
     let (harness, mut model) = match harness.map_err(|e| e.to_string()).and_then(|harness| {

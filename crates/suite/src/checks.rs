@@ -5,6 +5,8 @@ use serde::Serialize;
 use tack_sandbox::CommandSpec;
 
 use crate::copy::copy_tree;
+use crate::reward::{Reward, read_reward};
+use crate::walls::{TaskWalls, Viewer};
 use crate::{Check, CommandSandbox, SuiteError, Task, checks_root};
 
 const CHECK_OUTPUT_LIMIT: usize = 16 * 1024;
@@ -16,10 +18,20 @@ pub struct CheckResult {
     pub command: String,
     pub exit_code: Option<i32>,
     pub passed: bool,
-    /// stdout then stderr, capped.
+    /// stdout then stderr, capped (and what the reward file said).
     pub output: String,
     pub started_at_ms: i64,
     pub duration_ms: u64,
+}
+
+/// Where checks run and what they see besides the workspace.
+struct CheckScene<'a> {
+    workspace: &'a Path,
+    env: &'a [(String, String)],
+    sandbox: &'a CommandSandbox,
+    walls: TaskWalls,
+    /// The trial's copy of the task's `checks/`, for `checks_at`.
+    checks_copy: Option<&'a Path>,
 }
 
 /// Runs the task's hidden checks against a workspace, confined by
@@ -31,16 +43,13 @@ pub async fn run_checks(
     workspace: &Path,
     sandbox: &CommandSandbox,
 ) -> Result<Vec<CheckResult>, SuiteError> {
-    let root = checks_root();
-    std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
-    let hidden = tempfile::Builder::new()
-        .prefix(&format!("{}-", task.id))
-        .tempdir_in(&root)
-        .map_err(|e| SuiteError::io(&root, e))?;
+    let hidden = scratch_dir(&task.id)?;
     if task.checks_dir().is_dir() {
         copy_tree(&task.checks_dir(), hidden.path())
             .map_err(|e| SuiteError::io(&task.checks_dir(), e))?;
     }
+    let walls = task.walls(workspace, Viewer::Agent);
+    let shown = walls.apply(sandbox.confinement(workspace, false));
     let mut env = task.env_pairs();
     env.push((
         "TACK_CHECKS".to_string(),
@@ -48,9 +57,16 @@ pub async fn run_checks(
     ));
     env.push((
         "TACK_WORKSPACE".to_string(),
-        workspace.display().to_string(),
+        shown.guest_path(workspace).display().to_string(),
     ));
-    run_check_commands(&task.checks, workspace, &env, sandbox).await
+    let scene = CheckScene {
+        workspace,
+        env: &env,
+        sandbox,
+        walls,
+        checks_copy: Some(hidden.path()),
+    };
+    run_in_scene(&task.checks, &scene, &task.id).await
 }
 
 /// Runs check commands in `workspace` with `env`, in order, each to its
@@ -62,43 +78,113 @@ pub async fn run_check_commands(
     env: &[(String, String)],
     sandbox: &CommandSandbox,
 ) -> Result<Vec<CheckResult>, SuiteError> {
+    let scene = CheckScene {
+        workspace,
+        env,
+        sandbox,
+        walls: TaskWalls::default(),
+        checks_copy: None,
+    };
+    run_in_scene(checks, &scene, "checks").await
+}
+
+async fn run_in_scene(
+    checks: &[Check],
+    scene: &CheckScene<'_>,
+    label: &str,
+) -> Result<Vec<CheckResult>, SuiteError> {
     let mut results = Vec::with_capacity(checks.len());
     for check in checks {
-        let started_at_ms = now_ms();
-        let clock = Instant::now();
-        let confinement = sandbox.confinement(workspace, check.network);
-        let spec = CommandSpec {
-            script: &check.run,
-            cwd: workspace,
-            env,
-            timeout: Duration::from_secs(check.timeout_secs),
-            output_limit: CHECK_OUTPUT_LIMIT,
-            confinement: &confinement,
-        };
-        let output = tack_sandbox::run(&spec)
-            .await
-            .map_err(|e| SuiteError::Environment {
-                task: workspace.display().to_string(),
-                message: format!("check `{}` could not run: {e}", check.name),
-            })?;
-        let mut text = format!("{}{}", output.stdout, output.stderr);
-        if output.timed_out {
-            text.push_str(&format!(
-                "\n[check timed out after {}s]",
-                check.timeout_secs
-            ));
-        }
-        results.push(CheckResult {
-            name: check.name.clone(),
-            command: check.run.clone(),
-            exit_code: output.exit_code,
-            passed: output.success(),
-            output: text,
-            started_at_ms,
-            duration_ms: clock.elapsed().as_millis() as u64,
-        });
+        results.push(run_one(check, scene, label).await?);
     }
     Ok(results)
+}
+
+async fn run_one(
+    check: &Check,
+    scene: &CheckScene<'_>,
+    label: &str,
+) -> Result<CheckResult, SuiteError> {
+    let started_at_ms = now_ms();
+    let clock = Instant::now();
+    let could_not_run = |message: String| SuiteError::Environment {
+        task: scene.workspace.display().to_string(),
+        message: format!("check `{}` {message}", check.name),
+    };
+    let mut walls = scene.walls.clone();
+    if let (Some(at), Some(copy)) = (&check.checks_at, scene.checks_copy) {
+        walls = walls.with_read_only(copy, at);
+    } else if check.checks_at.is_some() {
+        return Err(could_not_run(
+            "names `checks_at`, but only a task's checks have a checks directory".to_string(),
+        ));
+    }
+    // Each check gets its reward directory fresh: a reward left by the one
+    // before must not decide this one.
+    let reward_dir = match &check.reward_dir {
+        Some(at) => {
+            let dir = scratch_dir(&format!("{label}-reward"))?;
+            walls = walls.with_writable(dir.path(), at);
+            Some(dir)
+        }
+        None => None,
+    };
+    let confinement = walls.apply(scene.sandbox.confinement(scene.workspace, check.network));
+    let mut env = scene.env.to_vec();
+    env.extend(check.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let spec = CommandSpec {
+        script: &check.run,
+        cwd: scene.workspace,
+        env: &env,
+        timeout: Duration::from_secs(check.timeout_secs),
+        output_limit: CHECK_OUTPUT_LIMIT,
+        confinement: &confinement,
+    };
+    let output = tack_sandbox::run(&spec)
+        .await
+        .map_err(|e| could_not_run(format!("could not run: {e}")))?;
+    let mut text = format!("{}{}", output.stdout, output.stderr);
+    if output.timed_out {
+        text.push_str(&format!(
+            "\n[check timed out after {}s]",
+            check.timeout_secs
+        ));
+    }
+    let mut passed = output.success();
+    if let Some(dir) = &reward_dir {
+        match read_reward(dir.path()) {
+            Reward::Absent => text.push_str("\n[no reward file: the exit code decides]"),
+            Reward::Values(values) => {
+                // A check that timed out has not finished: its reward is not
+                // its verdict.
+                passed = !output.timed_out && values.iter().all(|(_, v)| *v >= 1.0);
+                text.push_str(&format!("\n[reward: {}]", Reward::describe(&values)));
+            }
+            Reward::Unreadable(why) => {
+                passed = false;
+                text.push_str(&format!("\n[reward unreadable: {why}]"));
+            }
+        }
+    }
+    Ok(CheckResult {
+        name: check.name.clone(),
+        command: check.run.clone(),
+        exit_code: output.exit_code,
+        passed,
+        output: text,
+        started_at_ms,
+        duration_ms: clock.elapsed().as_millis() as u64,
+    })
+}
+
+/// A fresh directory below [`checks_root`], which agents never see.
+fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir, SuiteError> {
+    let root = checks_root();
+    std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
+    tempfile::Builder::new()
+        .prefix(&format!("{prefix}-"))
+        .tempdir_in(&root)
+        .map_err(|e| SuiteError::io(&root, e))
 }
 
 fn now_ms() -> i64 {

@@ -2,7 +2,7 @@ use std::fs;
 use std::path::Path;
 
 /// Copies a directory tree, keeping file modes and symlinks as they are.
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     fs::create_dir_all(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;

@@ -120,6 +120,52 @@ pub struct Environment {
     /// `workspace_write` profile instead of `strict`).
     #[serde(default)]
     pub setup_network: bool,
+    /// An absolute path (`/app`) where every command of the trial sees the
+    /// workspace, for tasks whose instructions and scripts name it (Harbor
+    /// tasks); by default commands see the workspace where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    /// More directories of the task shown to every command, read-only, at
+    /// absolute paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub places: Vec<Place>,
+    /// Python requirements, installed once per distinct list into a cached
+    /// virtual environment whose `bin/` comes first on `PATH`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python: Vec<String>,
+    /// Debian packages the task's commands need from the host; a run
+    /// refuses a task whose packages are missing, naming them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub debian: Vec<String>,
+    /// Offline stand-ins for what scripts written for a container install
+    /// as they run: `apt-get install` of packages the host has, the uv
+    /// installer, and `uv`/`uvx` running tools from the task's `python`
+    /// environment.
+    #[serde(default)]
+    pub stand_ins: bool,
+    /// `"container"`: the task can run only in its container image, for
+    /// the `container_reasons` given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Requirement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_reasons: Vec<String>,
+}
+
+/// A directory of the task (`from`, relative to the task directory) shown
+/// read-only at the absolute path `at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Place {
+    pub from: String,
+    pub at: String,
+}
+
+/// What a task needs that tack's own environment cannot give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Requirement {
+    /// Its container image (built from its Dockerfile).
+    Container,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -130,6 +176,13 @@ pub struct Limits {
     pub max_steps: Option<u32>,
     #[serde(default)]
     pub command_timeout_secs: Option<u64>,
+    /// Overrides the variant's wall-time limit of the agent loop.
+    #[serde(default)]
+    pub max_wall_secs: Option<u64>,
+    /// Memory per process of every command of the trial, in MiB (the
+    /// address-space limit; default 4096).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
 }
 
 /// A hidden check: run in the workspace after the agent stops, with the
@@ -145,6 +198,34 @@ pub struct Check {
     /// profile instead of `strict`); every other wall of the sandbox stays.
     #[serde(default)]
     pub network: bool,
+    /// Variables for this check only, on top of the task's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// An absolute path (`/tests`) where the check also sees its copy of
+    /// `checks/`, read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks_at: Option<String>,
+    /// An absolute path (`/logs/verifier`) given to the check as a fresh
+    /// writable directory; a `reward.txt` or `reward.json` it leaves there
+    /// decides the check (every reward at least 1 passes), else its exit
+    /// code does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward_dir: Option<String>,
+}
+
+impl Check {
+    /// A plain command check: exit 0 passes.
+    pub fn command(name: String, run: String, timeout_secs: u64) -> Check {
+        Check {
+            name,
+            run,
+            timeout_secs,
+            network: false,
+            env: BTreeMap::new(),
+            checks_at: None,
+            reward_dir: None,
+        }
+    }
 }
 
 fn default_check_timeout() -> u64 {
@@ -166,6 +247,10 @@ pub struct Task {
     /// Globs of workspace files the checks depend on; a trial whose agent
     /// changes one is flagged as tampered.
     pub protected: Vec<String>,
+    /// Directories put first on `PATH` for every command of the trial: the
+    /// task's provisioned tools ([`crate::provision_suite`]); empty until
+    /// then.
+    pub tool_path: Vec<PathBuf>,
 }
 
 /// Files a task's checks usually depend on: the visible tests.
@@ -180,12 +265,39 @@ impl Task {
         self.dir.join("checks")
     }
 
+    /// `solution/`: files a solution script reads where
+    /// `solution.files_at` shows them.
+    pub fn solution_dir(&self) -> PathBuf {
+        self.dir.join("solution")
+    }
+
+    /// The variables of every command of the trial: the task's, and `PATH`
+    /// led by its provisioned tools.
     pub fn env_pairs(&self) -> Vec<(String, String)> {
-        self.environment
+        let mut env: Vec<(String, String)> = self
+            .environment
             .env
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .collect();
+        if !self.tool_path.is_empty() {
+            let rest = self
+                .environment
+                .env
+                .get("PATH")
+                .cloned()
+                .or_else(|| std::env::var("PATH").ok())
+                .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_string());
+            let mut dirs: Vec<String> = self
+                .tool_path
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            dirs.push(rest);
+            env.retain(|(name, _)| name != "PATH");
+            env.push(("PATH".to_string(), dirs.join(":")));
+        }
+        env
     }
 
     /// The harness configuration of `variant` with this task's limits applied.
@@ -196,6 +308,9 @@ impl Task {
         }
         if let Some(timeout) = self.limits.command_timeout_secs {
             config.command_timeout_secs = timeout;
+        }
+        if let Some(wall) = self.limits.max_wall_secs {
+            config.max_wall_secs = Some(wall);
         }
         config
     }

@@ -10,19 +10,27 @@ mod error;
 mod format;
 mod hash;
 mod load;
+mod provision;
+mod reward;
 mod soundness;
 mod tamper;
+mod walls;
 mod workspace;
 
 pub use checks::{CheckResult, run_check_commands, run_checks};
 pub use confine::{CommandSandbox, checks_root, workspaces_root};
+pub use copy::copy_tree;
 pub use error::SuiteError;
 pub use format::{
-    Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Limits, ProviderSettings, Suite, Task,
-    Variant,
+    Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Limits, Place, ProviderSettings,
+    Requirement, Suite, Task, Variant,
 };
 pub use hash::{TaskHashes, content_hash, json_hash, task_hashes};
 pub use load::load_suite;
+pub use provision::{
+    ProvisionError, ProvisionNote, provision_suite, requirement_name, tool_env_root,
+};
 pub use soundness::{TaskSoundness, check_suite, check_task};
 pub use tamper::{Fingerprint, Protected};
+pub use walls::{TaskWalls, Viewer};
 pub use workspace::{TrialWorkspace, apply_solution};

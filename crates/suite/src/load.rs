@@ -9,6 +9,7 @@ use crate::{Suite, SuiteError, Task, Variant};
 mod files;
 mod fingerprint;
 mod harness;
+mod paths;
 mod task;
 
 use harness::VariantAt;
@@ -154,6 +155,7 @@ fn load_task(dir: &Path) -> Result<Task, SuiteError> {
         protected: parsed
             .protected
             .unwrap_or_else(|| DEFAULT_PROTECTED.map(String::from).to_vec()),
+        tool_path: Vec::new(),
     };
     check_task(&file, &task)?;
     Ok(task)
@@ -189,6 +191,7 @@ fn check_task(file: &Path, task: &Task) -> Result<(), SuiteError> {
     task::check_checks(file, task)?;
     task::check_limits(file, task)?;
     task::check_environment(file, task)?;
+    paths::check_container_settings(file, task)?;
     check_solution(file, task)
 }
 

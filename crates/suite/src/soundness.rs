@@ -2,7 +2,11 @@ use serde::Serialize;
 
 use tack_protocol::SandboxProfile;
 
-use crate::{CommandSandbox, Suite, SuiteError, Task, TrialWorkspace, apply_solution, run_checks};
+use crate::provision::ProvisionNote;
+use crate::{
+    CommandSandbox, ProvisionError, Suite, SuiteError, Task, TrialWorkspace, apply_solution,
+    provision_suite, run_checks,
+};
 
 /// Whether a task can tell a fix from no fix: its checks must fail on the
 /// untouched fixture and pass once the reference solution is applied.
@@ -13,6 +17,8 @@ pub struct TaskSoundness {
     pub passes_with_solution: bool,
     /// Check output of the run that went the wrong way, or the error.
     pub detail: Option<String>,
+    /// Not checked: the task runs only in its container image.
+    pub requires_container: bool,
 }
 
 impl TaskSoundness {
@@ -23,14 +29,31 @@ impl TaskSoundness {
 
 /// Checks one task; setup, solution and checks run confined by `sandbox`.
 pub async fn check_task(task: &Task, sandbox: &CommandSandbox) -> TaskSoundness {
+    if task.requires_container() {
+        return TaskSoundness {
+            requires_container: true,
+            ..unchecked(
+                task,
+                format!(
+                    "not checked: it runs only in its container image ({})",
+                    task.environment.container_reasons.join("; ")
+                ),
+            )
+        };
+    }
     match try_check_task(task, sandbox).await {
         Ok(soundness) => soundness,
-        Err(error) => TaskSoundness {
-            task: task.id.clone(),
-            fails_untouched: false,
-            passes_with_solution: false,
-            detail: Some(error.to_string()),
-        },
+        Err(error) => unchecked(task, error.to_string()),
+    }
+}
+
+fn unchecked(task: &Task, detail: String) -> TaskSoundness {
+    TaskSoundness {
+        task: task.id.clone(),
+        fails_untouched: false,
+        passes_with_solution: false,
+        detail: Some(detail),
+        requires_container: false,
     }
 }
 
@@ -73,17 +96,26 @@ async fn try_check_task(
         fails_untouched,
         passes_with_solution,
         detail,
+        requires_container: false,
     })
 }
 
 /// Checks every task, `jobs` at a time, in task order, with setup,
 /// solution and checks confined by `profile` (`strict`, what a trial's
-/// checks get by default).
+/// checks get by default), after provisioning the tasks' tools.
 pub async fn check_suite(
     suite: &Suite,
     jobs: usize,
     profile: SandboxProfile,
-) -> Vec<TaskSoundness> {
+    note: ProvisionNote<'_>,
+) -> Result<Vec<TaskSoundness>, ProvisionError> {
+    let mut suite = suite.clone();
+    let installs = match profile {
+        SandboxProfile::Off => SandboxProfile::Off,
+        _ => SandboxProfile::WorkspaceWrite,
+    };
+    provision_suite(&mut suite, installs, note).await?;
+    let suite = &suite;
     let sandbox = std::sync::Arc::new(CommandSandbox::new(profile, suite.hidden_paths()));
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let mut handles = Vec::new();
@@ -97,12 +129,11 @@ pub async fn check_suite(
     }
     let mut results = Vec::with_capacity(handles.len());
     for (handle, task) in handles.into_iter().zip(&suite.tasks) {
-        results.push(handle.await.unwrap_or_else(|join| TaskSoundness {
-            task: task.id.clone(),
-            fails_untouched: false,
-            passes_with_solution: false,
-            detail: Some(format!("the check crashed: {join}")),
-        }));
+        results.push(
+            handle
+                .await
+                .unwrap_or_else(|join| unchecked(task, format!("the check crashed: {join}"))),
+        );
     }
-    results
+    Ok(results)
 }

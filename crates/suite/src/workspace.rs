@@ -5,6 +5,7 @@ use tack_sandbox::CommandSpec;
 
 use crate::copy::copy_tree;
 use crate::load::apply_edit_text;
+use crate::walls::Viewer;
 use crate::{CommandSandbox, SuiteError, Task};
 
 /// A trial's fresh copy of the task's fixture, removed when dropped unless
@@ -34,7 +35,9 @@ impl TrialWorkspace {
         copy_tree(&task.fixture_dir(), &path)
             .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
         let env = task.env_pairs();
-        let confinement = sandbox.confinement(&path, task.environment.setup_network);
+        let confinement = task
+            .walls(&path, Viewer::Agent)
+            .apply(sandbox.confinement(&path, task.environment.setup_network));
         for command in &task.environment.setup {
             let spec = CommandSpec {
                 script: command,
@@ -96,7 +99,9 @@ pub async fn apply_solution(
     }
     if let Some(script) = &task.solution.script {
         let env = task.env_pairs();
-        let confinement = sandbox.confinement(workspace, false);
+        let confinement = task
+            .walls(workspace, Viewer::Solution)
+            .apply(sandbox.confinement(workspace, false));
         let spec = CommandSpec {
             script,
             cwd: workspace,

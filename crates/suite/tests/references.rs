@@ -172,7 +172,10 @@ fn task_settings_are_checked_when_the_suite_loads() {
     let cases: Vec<(String, &[&str])> = vec![
         (format!("{TASK}[limits]\nmax_steps = 0\n"), &["task.toml", "limits.max_steps", "at least 1"]),
         (format!("{TASK}[limits]\ncommand_timeout_secs = 0\n"), &["task.toml", "limits.command_timeout_secs"]),
-        (format!("{TASK}[limits]\nmax_wall_secs = 10\n"), &["task.toml", "unknown field `max_wall_secs`"]),
+        (format!("{TASK}[limits]\nmax_wall_secs = 0\n"), &["task.toml", "limits.max_wall_secs", "at least 1"]),
+        (format!("{TASK}[limits]\nmax_cost_usd = 10\n"), &["task.toml", "unknown field `max_cost_usd`"]),
+        (format!("{TASK}[environment]\nworkdir = \"/\"\n"), &["task.toml", "environment.workdir", "below `/`"]),
+        (format!("{TASK}[environment]\nworkdir = \"/app\"\nplaces = [{{ from = \"fixture\", at = \"/app\" }}]\n"), &["environment.places[0].at", "already where environment.workdir appears"]),
         (TASK.replace("check.sh", "gone.sh"), &["task.toml", "checks[0].run", "gone.sh", "does not exist"]),
         (TASK.replace("name = \"hidden\"", "name = \"\""), &["task.toml", "checks[0].name", "empty"]),
         (TASK.replace("name = \"hidden\"", "name = \"hidden\"\ntimeout_secs = 0"), &["checks[0].timeout_secs", "at least 1"]),

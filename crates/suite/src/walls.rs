@@ -1,0 +1,98 @@
+//! A task's own walls on top of the confinement every command of a trial
+//! gets: where its directories appear (the workspace at `/app`, extra
+//! directories read-only) and its memory limit. Setup, the agent's
+//! commands, the checks and the solution all take them from here, so each
+//! sees the task's paths alike.
+
+use std::path::{Path, PathBuf};
+
+use tack_sandbox::{Confinement, Placement};
+
+use crate::Task;
+
+/// What a task adds to a command's confinement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskWalls {
+    pub places: Vec<Placement>,
+    /// Address space per process, when the task sets `limits.memory_mb`.
+    pub memory_bytes: Option<u64>,
+    /// Where each command's private temporary directory is shown: `/tmp`
+    /// for a task with a `workdir`, whose scripts, written for a container,
+    /// write there by name.
+    pub tmp_at: Option<PathBuf>,
+}
+
+/// Who is running a command: only the solution (a script applying it, or
+/// the oracle) sees the task's `solution/` files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewer {
+    Agent,
+    Solution,
+}
+
+impl TaskWalls {
+    pub fn apply(&self, mut confinement: Confinement) -> Confinement {
+        for place in &self.places {
+            confinement = confinement.placing(&place.host, &place.at, place.writable);
+        }
+        if let Some(bytes) = self.memory_bytes {
+            confinement.limits.memory_bytes = bytes;
+        }
+        if let Some(at) = &self.tmp_at {
+            confinement = confinement.with_tmp_at(at);
+        }
+        confinement
+    }
+
+    /// Also shows `host` read-only at `at` (a check's copy of `checks/`).
+    pub fn with_read_only(mut self, host: &Path, at: &str) -> TaskWalls {
+        self.places.push(place(host.to_path_buf(), at, false));
+        self
+    }
+
+    /// Also shows `host` writable at `at` (a check's reward directory).
+    pub fn with_writable(mut self, host: &Path, at: &str) -> TaskWalls {
+        self.places.push(place(host.to_path_buf(), at, true));
+        self
+    }
+}
+
+impl Task {
+    /// The walls of this task for commands in `workspace` run by `viewer`.
+    pub fn walls(&self, workspace: &Path, viewer: Viewer) -> TaskWalls {
+        let mut places = Vec::new();
+        if let Some(at) = &self.environment.workdir {
+            places.push(place(workspace.to_path_buf(), at, true));
+        }
+        for extra in &self.environment.places {
+            places.push(place(self.dir.join(&extra.from), &extra.at, false));
+        }
+        if viewer == Viewer::Solution
+            && let Some(at) = &self.solution.files_at
+        {
+            places.push(place(self.solution_dir(), at, false));
+        }
+        TaskWalls {
+            places,
+            memory_bytes: self.limits.memory_mb.map(|mb| mb << 20),
+            tmp_at: self
+                .environment
+                .workdir
+                .as_ref()
+                .map(|_| PathBuf::from("/tmp")),
+        }
+    }
+
+    /// Whether the task runs only in its container image.
+    pub fn requires_container(&self) -> bool {
+        self.environment.requires.is_some()
+    }
+}
+
+fn place(host: PathBuf, at: &str, writable: bool) -> Placement {
+    Placement {
+        host,
+        at: PathBuf::from(at),
+        writable,
+    }
+}
