@@ -6,12 +6,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+
+use crate::import_harbor::HarborArgs;
 use tack_import::inspect::LogImport;
 
 use crate::exit::{CommandError, CommandResult, Failure};
 
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {
+    /// Harbor (Terminal-Bench) task directories: each becomes a task of a tack suite.
+    Harbor(HarborArgs),
     /// Inspect AI logs (.eval or .json): one run per log, samples as tasks, epochs as trials.
     Inspect(InspectArgs),
 }
@@ -60,6 +64,7 @@ pub struct InspectArgs {
 
 pub fn run(command: ImportCommand) -> CommandResult {
     match command {
+        ImportCommand::Harbor(args) => crate::import_harbor::run(args),
         ImportCommand::Inspect(args) => inspect(args),
     }
 }

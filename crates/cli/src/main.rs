@@ -11,6 +11,7 @@ mod exec_cmd;
 mod exit;
 mod gate_cmd;
 mod import_cmd;
+mod import_harbor;
 mod mcp_arg;
 mod merge_cmd;
 mod permissions_cmd;

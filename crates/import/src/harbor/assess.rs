@@ -243,7 +243,7 @@ fn is_archive(source: &str) -> bool {
 }
 
 /// Whether absolute `path` is `dir` or under it.
-fn within(path: &str, dir: &str) -> bool {
+pub(super) fn within(path: &str, dir: &str) -> bool {
     let dir = dir.trim_end_matches('/');
     let path = path.trim_end_matches('/');
     dir.is_empty() || path == dir || path.starts_with(&format!("{dir}/"))

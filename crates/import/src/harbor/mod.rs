@@ -4,16 +4,19 @@
 //! A task is `task.toml`, `instruction.md`, `environment/` (a Dockerfile
 //! and its build context, or a `docker-compose.yaml` naming another
 //! context), `tests/test.sh` with its test files, and `solution/solve.sh`.
-//! This module reads and analyses; it writes nothing.
+//! `write` turns them into tasks of a tack suite; the rest reads and
+//! analyses.
 
 mod assess;
 mod config;
 mod dockerfile;
 mod install;
+mod layout;
 mod scripts;
 mod shell;
 #[cfg(test)]
 mod tests;
+mod write;
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +27,7 @@ pub use config::{Network, Resources, TaskConfig, Timeouts};
 pub use dockerfile::{BaseImage, Dockerfile, FileCopy, Instruction, RunCommand, RunStep};
 pub use install::Install;
 pub use scripts::{RewardKind, Script, ScriptNeeds, UvRun};
+pub use write::{ConvertedTask, SkippedTask, SuiteImport, WriteError, import_tasks};
 
 /// Why a task directory could not be read as a Harbor task.
 #[derive(Debug, thiserror::Error)]

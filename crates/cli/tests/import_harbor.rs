@@ -1,0 +1,271 @@
+//! `tack import harbor` end to end: Harbor-layout tasks written for these
+//! tests (`tests/fixtures/harbor`) import into a suite that `tack suite
+//! check` proves sound and the oracle passes, reading the workspace at the
+//! WORKDIR, the checks at /tests and the reward from /logs/verifier. With
+//! `TACK_HARBOR_SAMPLES` (the public tasks beside the project, which
+//! `.ci/run` points at with their pinned wheels), the same for them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use arrow_array::{Array, StringArray};
+use serde_json::Value;
+
+/// Tool environments outside /tmp: a task with a workdir has a /tmp of its
+/// own and would not see them there.
+fn tool_envs() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("tool-envs")
+}
+
+fn tack_in(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(args)
+        .current_dir(dir)
+        .env("TACK_TOOL_ENVS", tool_envs())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// `tack import harbor SOURCE --out SUITE --json`.
+fn import(dir: &Path, source: &Path, suite: &Path, env: &[(&str, &Path)]) -> Output {
+    let args = [
+        "import",
+        "harbor",
+        source.to_str().unwrap(),
+        "--out",
+        suite.to_str().unwrap(),
+        "--json",
+    ];
+    tack_in(dir, &args, env)
+}
+
+/// `tack run SUITE --variant oracle --json`, traces and reports in `dir`.
+fn run_oracle(dir: &Path, suite: &Path, env: &[(&str, &Path)]) -> Output {
+    let suite = suite.to_str().unwrap();
+    let args = [
+        "run",
+        suite,
+        "--variant",
+        "oracle",
+        "--json",
+        "--traces",
+        "traces",
+        "--reports",
+        "reports",
+    ];
+    tack_in(dir, &args, env)
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// Harbor tasks need the sandbox's mount namespace (the workspace at
+/// /app): without kernel confinement the test says so and skips.
+fn confined() -> bool {
+    common::sandbox_profile() == "strict"
+}
+
+/// The checks' output per task, from the run's spans.
+fn check_outputs(run_dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for batch in tack_trace::read_table(run_dir, "spans").unwrap() {
+        let trial = common::column::<StringArray>(&batch, "trial_id");
+        let kind = common::column::<StringArray>(&batch, "kind");
+        let output = common::column::<StringArray>(&batch, "check_output");
+        for i in 0..batch.num_rows() {
+            if kind.value(i) == "check" && !output.is_null(i) {
+                out.push((trial.value(i).to_string(), output.value(i).to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn harbor_tasks_import_check_sound_and_pass_with_the_oracle() {
+    if !confined() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = common::repo().join("crates/cli/tests/fixtures/harbor");
+    let suite = dir.path().join("suite");
+    let suite_arg = suite.to_str().unwrap();
+    let imported = import(dir.path(), &fixtures, &suite, &[]);
+    assert_eq!(imported.status.code(), Some(0), "{imported:?}");
+    let report = json_of(&imported);
+    let converted = report["converted"].as_array().unwrap();
+    let names: Vec<&str> = converted
+        .iter()
+        .map(|t| t["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["compiled", "greeting", "scores"]);
+    let reasons = |i: usize| converted[i]["container_reasons"].as_array().unwrap().len();
+    assert_eq!(
+        (reasons(0), reasons(1), reasons(2)),
+        (1, 0, 0),
+        "{report:#}"
+    );
+
+    // What the Dockerfile copied: into the WORKDIR as the fixture, to
+    // /srv/words as a place; tests/ and solution/ beside them.
+    let greeting = suite.join("tasks/greeting");
+    assert_eq!(
+        std::fs::read_to_string(greeting.join("fixture/data/name.txt")).unwrap(),
+        "harbor\n"
+    );
+    assert!(greeting.join("places/1/words.txt").is_file());
+    let task_toml = std::fs::read_to_string(greeting.join("task.toml")).unwrap();
+    for expected in [
+        "workdir = \"/app\"",
+        "at = \"/srv/words\"",
+        "debian = [\"python3\", \"curl\"]",
+        "stand_ins = true",
+        "max_wall_secs = 120",
+        "memory_mb = 2048",
+        "timeout_secs = 60",
+        "reward_dir = \"/logs/verifier\"",
+        "files_at = \"/solution\"",
+    ] {
+        assert!(task_toml.contains(expected), "{expected} in {task_toml}");
+    }
+    // The compose file's `context: ..` put the task root's app/ in /app.
+    assert!(suite.join("tasks/scores/fixture/stats.py").is_file());
+
+    let check = tack_in(dir.path(), &["suite", "check", suite_arg, "--json"], &[]);
+    let check_json = json_of(&check);
+    assert_eq!(check_json["sound"], true, "{check_json:#}");
+    assert_eq!(check_json["not_checked"], 1, "{check_json:#}");
+
+    let run = run_oracle(dir.path(), &suite, &[]);
+    let run_json = json_of(&run);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("left out task `compiled`"), "{stderr}");
+    let trials = run_json["run"]["trials"].as_array().unwrap();
+    let outcomes: Vec<(&str, &str)> = trials
+        .iter()
+        .map(|t| (t["task"].as_str().unwrap(), t["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{run_json:#}");
+    assert!(outcomes.iter().all(|(_, o)| *o == "passed"), "{outcomes:?}");
+    let run_dir = PathBuf::from(run_json["run"]["run_dir"].as_str().unwrap());
+    let checks = check_outputs(&dir.path().join(run_dir));
+    let rewards: Vec<String> = checks
+        .iter()
+        .filter_map(|(_, out)| {
+            out.lines()
+                .find(|l| l.starts_with("[reward:"))
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(
+        rewards.contains(&"[reward: reward=1]".to_string()),
+        "{checks:?}"
+    );
+    assert!(
+        rewards.contains(&"[reward: correctness=1 style=1]".to_string()),
+        "{checks:?}"
+    );
+
+    // Again: every task is already there, so each is skipped (exit 1).
+    let again = import(dir.path(), &fixtures, &suite, &[]);
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    assert_eq!(json_of(&again)["skipped"].as_array().unwrap().len(), 3);
+
+    // A task with a workdir has its own /tmp: tool environments there
+    // would be out of its sight, so that is refused up front.
+    let hidden = dir.path().join("envs-in-tmp");
+    let refused = tack_in(
+        dir.path(),
+        &["suite", "check", suite_arg],
+        &[("TACK_TOOL_ENVS", &hidden)],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("set TACK_TOOL_ENVS to a directory outside /tmp"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_source_that_is_no_harbor_task_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let output = tack_in(
+        dir.path(),
+        &["import", "harbor", "empty", "missing", "--out", "suite"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("error: empty: is not a Harbor task"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: missing: cannot read it"),
+        "{stderr}"
+    );
+}
+
+/// The public Harbor tasks beside the project (`TACK_HARBOR_SAMPLES`, set
+/// by `.ci/run` with `TACK_HARBOR_WHEELS`, the pinned pytest wheels their
+/// checks run, so the tool environments install offline).
+#[test]
+fn the_public_harbor_samples_import_sound_and_pass_with_the_oracle() {
+    let (Some(samples), Some(wheels)) = (
+        std::env::var_os("TACK_HARBOR_SAMPLES"),
+        std::env::var_os("TACK_HARBOR_WHEELS"),
+    ) else {
+        eprintln!("skipped: set TACK_HARBOR_SAMPLES and TACK_HARBOR_WHEELS (.ci/run does)");
+        return;
+    };
+    if !confined() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("samples");
+    let suite_arg = suite.to_str().unwrap();
+    let offline = [
+        ("PIP_NO_INDEX", Path::new("1")),
+        ("PIP_FIND_LINKS", Path::new(&wheels)),
+    ];
+    let imported = import(dir.path(), Path::new(&samples), &suite, &offline);
+    assert_eq!(imported.status.code(), Some(0), "{imported:?}");
+    let converted = json_of(&imported)["converted"].as_array().unwrap().len();
+    assert_eq!(converted, 5);
+    let check = tack_in(
+        dir.path(),
+        &["suite", "check", suite_arg, "--json"],
+        &offline,
+    );
+    let check_json = json_of(&check);
+    assert_eq!(
+        check_json["sound"],
+        true,
+        "{check_json:#}\n{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(check_json["not_checked"], 0);
+    let run = run_oracle(dir.path(), &suite, &offline);
+    let run_json = json_of(&run);
+    let trials = run_json["run"]["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 5);
+    assert!(
+        trials.iter().all(|t| t["outcome"] == "passed"),
+        "{run_json:#}"
+    );
+}

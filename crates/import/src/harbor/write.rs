@@ -1,0 +1,502 @@
+//! Writes Harbor tasks as tasks of a tack suite (`tack import harbor`):
+//! the fixture is what the Dockerfile copies into its WORKDIR, the check
+//! runs `tests/test.sh` at `/tests` and reads the reward it leaves in
+//! `/logs/verifier`, the solution runs `solution/solve.sh` at `/solution`,
+//! and what the image would have installed becomes the task's tool list.
+//! Every finding of the assessment is written into the task's file as a
+//! comment, so the person running it sees what differs from the image.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::layout::{Layout, layout};
+use super::{Assessment, HarborTask};
+use tack_suite::requirement_name as distribution;
+
+/// Harbor's verifier timeout when task.toml gives none.
+const DEFAULT_VERIFIER_SECS: u64 = 600;
+
+/// What one `tack import harbor` did.
+#[derive(Debug, Default, Serialize)]
+pub struct SuiteImport {
+    pub suite_dir: PathBuf,
+    /// The suite.toml written, when the suite had none.
+    pub suite_file_written: Option<PathBuf>,
+    pub converted: Vec<ConvertedTask>,
+    pub skipped: Vec<SkippedTask>,
+    /// Sources that are not Harbor tasks, or whose files could not be read.
+    pub unreadable: Vec<SkippedTask>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConvertedTask {
+    pub source: PathBuf,
+    pub task: String,
+    pub dir: PathBuf,
+    /// Why the task can run only in its image; empty when tack runs it.
+    pub container_reasons: Vec<String>,
+    pub python: Vec<String>,
+    pub debian: Vec<String>,
+    /// What differs from the image, as written in the task's file.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SkippedTask {
+    pub source: PathBuf,
+    pub reason: String,
+}
+
+/// Why nothing could be written at all.
+#[derive(Debug, thiserror::Error)]
+#[error("could not write {path}: {source}")]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
+    move |source| WriteError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Imports every Harbor task in `sources` (task directories, or
+/// directories of them) into the suite at `suite_dir`, writing its
+/// suite.toml first if it has none. A task already in the suite is
+/// skipped, never overwritten.
+pub fn import_tasks(sources: &[PathBuf], suite_dir: &Path) -> Result<SuiteImport, WriteError> {
+    let mut report = SuiteImport {
+        suite_dir: suite_dir.to_path_buf(),
+        ..SuiteImport::default()
+    };
+    let mut tasks = Vec::new();
+    for source in sources {
+        match task_dirs(source) {
+            Ok(dirs) => tasks.extend(dirs),
+            Err(reason) => report.unreadable.push(SkippedTask {
+                source: source.clone(),
+                reason,
+            }),
+        }
+    }
+    let tasks_dir = suite_dir.join("tasks");
+    std::fs::create_dir_all(&tasks_dir).map_err(io(&tasks_dir))?;
+    report.suite_file_written = write_suite_file(suite_dir)?;
+    for source in tasks {
+        let task = match HarborTask::load(&source) {
+            Ok(task) => task,
+            Err(error) => {
+                report.unreadable.push(SkippedTask {
+                    source,
+                    reason: error.to_string(),
+                });
+                continue;
+            }
+        };
+        let id = task_id(&source);
+        let dir = tasks_dir.join(&id);
+        if dir.exists() {
+            report.skipped.push(SkippedTask {
+                reason: format!(
+                    "{} already exists; remove it to import the task again",
+                    dir.display()
+                ),
+                source,
+            });
+            continue;
+        }
+        report.converted.push(write_task(&task, id, &dir)?);
+    }
+    Ok(report)
+}
+
+/// `source` itself when it is a task, else its subdirectories that are.
+fn task_dirs(source: &Path) -> Result<Vec<PathBuf>, String> {
+    if source.join("task.toml").is_file() {
+        return Ok(vec![source.to_path_buf()]);
+    }
+    let entries = std::fs::read_dir(source).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.join("task.toml").is_file())
+        .collect();
+    if dirs.is_empty() {
+        return Err(
+            "is not a Harbor task and holds none: a task is a directory with task.toml, \
+             instruction.md, environment/ and tests/"
+                .to_string(),
+        );
+    }
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// The directory's name in the alphabet tack's task ids use.
+fn task_id(source: &Path) -> String {
+    let name = source
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "task".to_string());
+    name.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+fn write_suite_file(suite_dir: &Path) -> Result<Option<PathBuf>, WriteError> {
+    let path = suite_dir.join("suite.toml");
+    if path.exists() {
+        return Ok(None);
+    }
+    let name = task_id(suite_dir);
+    let text = format!(
+        r#"# Harbor tasks imported by `tack import harbor`. Each task's task.toml says
+# what differs from running it in its container image. See suites/README.md.
+
+[suite]
+name = {name}
+description = "Harbor tasks imported by tack import harbor."
+trials = 1
+# Recorded in every run, so runs on different interpreters are not compared unawares.
+fingerprint = ["python3 --version"]
+
+[[variants]]
+name = "oracle"
+description = "Runs each task's solution/solve.sh through the harness: proves every task can be passed."
+model = "oracle"
+
+# A real model (its key in OPENAI_API_KEY); add one variant per model or harness configuration:
+# [[variants]]
+# name = "gpt"
+# model = "openai:gpt-4.1"
+"#,
+        name = quote(&name),
+    );
+    std::fs::write(&path, text).map_err(io(&path))?;
+    Ok(Some(path))
+}
+
+/// Writes the task into a directory beside `dir` and renames it into
+/// place when complete, so a failed import leaves no half-written task.
+fn write_task(task: &HarborTask, id: String, dir: &Path) -> Result<ConvertedTask, WriteError> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{id}-"))
+        .tempdir_in(parent)
+        .map_err(io(parent))?;
+    let assessment = task.assessment();
+    let workdir = task.environment.dockerfile.workdir.clone();
+    let files = layout(&assessment.placements, workdir.as_deref().unwrap_or("/"));
+    let mut plan = TaskPlan::new(task, &assessment, &files);
+    if workdir.is_none() {
+        plan.container_reasons.push(
+            "the Dockerfile sets no WORKDIR, so the agent would work in the base image's \
+             (`/`); tack needs a directory of its own for the workspace"
+                .to_string(),
+        );
+    }
+    let root = staging.path();
+    let fixture = root.join("fixture");
+    std::fs::create_dir_all(&fixture).map_err(io(&fixture))?;
+    for (source, to) in &files.files {
+        copy(source, &root.join(to))?;
+    }
+    for (dir, _) in &files.places {
+        let path = root.join(dir);
+        std::fs::create_dir_all(&path).map_err(io(&path))?;
+    }
+    copy(&task.tests.dir, &root.join("checks"))?;
+    if let Some(solution) = &task.solution {
+        copy(&solution.dir, &root.join("solution"))?;
+    }
+    let task_file = root.join("task.toml");
+    let text = plan.task_toml(task, workdir.as_deref(), &files);
+    std::fs::write(&task_file, text).map_err(io(&task_file))?;
+    let built = staging.keep();
+    std::fs::rename(&built, dir).map_err(io(dir))?;
+    Ok(ConvertedTask {
+        source: task.dir.clone(),
+        task: id,
+        dir: dir.to_path_buf(),
+        container_reasons: plan.container_reasons,
+        python: plan.python,
+        debian: plan.debian,
+        notes: plan.notes,
+    })
+}
+
+fn copy(source: &Path, to: &Path) -> Result<(), WriteError> {
+    if source.is_dir() {
+        return tack_suite::copy_tree(source, to).map_err(io(source));
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    std::fs::copy(source, to).map(|_| ()).map_err(io(source))
+}
+
+/// The settings of the imported task, gathered from the analysis.
+struct TaskPlan {
+    container_reasons: Vec<String>,
+    notes: Vec<String>,
+    python: Vec<String>,
+    debian: Vec<String>,
+    stand_ins: bool,
+    env: BTreeMap<String, String>,
+}
+
+impl TaskPlan {
+    fn new(task: &HarborTask, assessment: &Assessment, files: &Layout) -> TaskPlan {
+        let provisioning = &assessment.provisioning;
+        let mut notes = assessment.toolchain_differences.clone();
+        notes.extend(assessment.notes.iter().cloned());
+        notes.extend(files.notes.iter().cloned());
+        let mut container_reasons = assessment.container_reasons.clone();
+        container_reasons.extend(files.container_reasons.iter().cloned());
+        let python = python_requirements(
+            provisioning
+                .python_packages
+                .iter()
+                .chain(&provisioning.uv_with),
+            &mut notes,
+        );
+        let scripts =
+            std::iter::once(&task.tests.script).chain(task.solution.as_ref().map(|s| &s.script));
+        let runs_apt = scripts
+            .clone()
+            .any(|s| s.programs.contains("apt-get") || s.programs.contains("apt"));
+        if let Some(version) = provisioning
+            .uv_python
+            .as_ref()
+            .or(provisioning.python_version.as_ref())
+        {
+            notes.push(format!(
+                "asks for Python {version}; tack runs the host's python3 (see the run's fingerprint)"
+            ));
+        }
+        let mut env = task.config.environment_env.clone();
+        for (name, value) in &task.environment.dockerfile.env {
+            if name == "PATH" || value.contains('$') {
+                notes.push(format!(
+                    "Dockerfile ENV {name}={value} refers to the image's own variables; not carried over"
+                ));
+            } else {
+                env.insert(name.clone(), value.clone());
+            }
+        }
+        resource_notes(task, &mut notes);
+        TaskPlan {
+            container_reasons,
+            notes,
+            python,
+            debian: provisioning.debian_packages.clone(),
+            stand_ins: provisioning.uv || runs_apt,
+            env,
+        }
+    }
+
+    fn task_toml(&self, task: &HarborTask, workdir: Option<&str>, files: &Layout) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# Imported by `tack import harbor` from {} (Harbor task `{}`).",
+            task.dir.display(),
+            task.name
+        );
+        if !self.notes.is_empty() {
+            out.push_str("# How running it here differs from its container image:\n");
+            for note in &self.notes {
+                let _ = writeln!(out, "#   - {}", note.replace('\n', " "));
+            }
+        }
+        out.push('\n');
+        let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
+        out.push_str("tags = [\"harbor\"]\n\n[environment]\n");
+        if let Some(workdir) = workdir {
+            let _ = writeln!(out, "workdir = {}", quote(workdir));
+        }
+        if !files.places.is_empty() {
+            out.push_str("places = [\n");
+            for (from, at) in &files.places {
+                let _ = writeln!(out, "  {{ from = {}, at = {} }},", quote(from), quote(at));
+            }
+            out.push_str("]\n");
+        }
+        write_table(&mut out, "env", &self.env);
+        write_list(&mut out, "python", &self.python);
+        write_list(&mut out, "debian", &self.debian);
+        if self.stand_ins {
+            out.push_str(
+                "# The scripts install tools as they run (apt-get, the uv installer, uvx);\n\
+                 # stand-ins provide them offline from the lists above.\nstand_ins = true\n",
+            );
+        }
+        if !self.container_reasons.is_empty() {
+            out.push_str("requires = \"container\"\n");
+            write_list(&mut out, "container_reasons", &self.container_reasons);
+        }
+        self.limits(&mut out, task);
+        self.check(&mut out, task);
+        self.solution(&mut out, task);
+        out
+    }
+
+    fn limits(&self, out: &mut String, task: &HarborTask) {
+        let wall = task.config.timeouts.agent.map(whole_secs);
+        let memory = task.config.resources.memory_mb;
+        if wall.is_none() && memory.is_none() {
+            return;
+        }
+        out.push_str("\n[limits]\n");
+        if let Some(wall) = wall {
+            let _ = writeln!(out, "max_wall_secs = {wall}");
+        }
+        if let Some(memory) = memory {
+            let _ = writeln!(out, "memory_mb = {memory}");
+        }
+    }
+
+    fn check(&self, out: &mut String, task: &HarborTask) {
+        let timeout = task
+            .config
+            .timeouts
+            .verifier
+            .map_or(DEFAULT_VERIFIER_SECS, whole_secs);
+        let reward = match &task.tests.reward {
+            super::RewardKind::Text => "reward.txt".to_string(),
+            super::RewardKind::Json { keys } if keys.is_empty() => "reward.json".to_string(),
+            super::RewardKind::Json { keys } => format!("reward.json ({})", keys.join(", ")),
+            super::RewardKind::ExitCode => "its exit code".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "\n# Harbor's verifier: tests/ at /tests, the reward in /logs/verifier (test.sh reports {reward})."
+        );
+        out.push_str("[[checks]]\nname = \"harbor-tests\"\nrun = \"bash /tests/test.sh\"\n");
+        let _ = writeln!(out, "timeout_secs = {timeout}");
+        out.push_str("checks_at = \"/tests\"\nreward_dir = \"/logs/verifier\"\n");
+        write_table(out, "env", &task.config.verifier_env);
+    }
+
+    fn solution(&self, out: &mut String, task: &HarborTask) {
+        if task.solution.is_none() {
+            out.push_str(
+                "\n# The task ships no solution/solve.sh: write one, or `tack suite check` \
+                 cannot prove the task can be passed.\n[solution]\nscript = \"false\"\n",
+            );
+            return;
+        }
+        let mut script = String::new();
+        for (name, value) in &task.config.solution_env {
+            let _ = write!(script, "{name}={} ", shell_quote(value));
+        }
+        script.push_str("bash /solution/solve.sh");
+        let _ = writeln!(
+            out,
+            "\n[solution]\nscript = {}\nfiles_at = \"/solution\"",
+            quote(&script)
+        );
+    }
+}
+
+/// The requirements, one per distribution: a pinned one wins over an
+/// unpinned one, and two different pins keep the first, noted.
+fn python_requirements<'a>(
+    requirements: impl Iterator<Item = &'a String>,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let mut chosen: Vec<(String, String)> = Vec::new();
+    for requirement in requirements {
+        let name = distribution(requirement);
+        match chosen.iter_mut().find(|(have, _)| *have == name) {
+            None => chosen.push((name, requirement.clone())),
+            Some((_, kept)) if kept == requirement => {}
+            Some((_, kept)) if distribution(kept) == *kept => *kept = requirement.clone(),
+            Some((_, kept)) => {
+                if distribution(requirement) != *requirement {
+                    notes.push(format!(
+                        "{requirement} is also asked for; {kept} is installed"
+                    ));
+                }
+            }
+        }
+    }
+    chosen.into_iter().map(|(_, r)| r).collect()
+}
+
+fn resource_notes(task: &HarborTask, notes: &mut Vec<String>) {
+    let resources = &task.config.resources;
+    if let Some(memory) = resources.memory_mb {
+        notes.push(format!(
+            "memory_mb = {memory} limits each process's address space here, not the container's resident memory"
+        ));
+    }
+    if let Some(cpus) = resources.cpus {
+        notes.push(format!("cpus = {cpus} is not enforced"));
+    }
+    if resources.gpus.is_some_and(|g| g > 0) {
+        notes.push("the task asks for GPUs, which tack does not provide".to_string());
+    }
+    if let Some(skills) = &task.config.skills_dir {
+        notes.push(format!("skills_dir {skills} is not loaded as tack skills"));
+    }
+    if task.config.mcp_servers > 0 {
+        notes.push(format!(
+            "declares {} MCP servers; configure them on a variant ([[variants.harness.mcp_servers]])",
+            task.config.mcp_servers
+        ));
+    }
+    if !task.config.artifacts.is_empty() {
+        notes.push(format!(
+            "artifacts {} stay in the trial's workspace",
+            task.config.artifacts.join(", ")
+        ));
+    }
+}
+
+fn whole_secs(duration: Duration) -> u64 {
+    duration.as_secs_f64().ceil().max(1.0) as u64
+}
+
+/// A TOML string (basic or multi-line, as the serializer chooses).
+fn quote(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
+fn write_list(out: &mut String, key: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
+    }
+    let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
+    let line = items.join(", ");
+    if line.len() <= 80 {
+        let _ = writeln!(out, "{key} = [{line}]");
+    } else {
+        let _ = writeln!(out, "{key} = [\n  {},\n]", items.join(",\n  "));
+    }
+}
+
+fn write_table(out: &mut String, key: &str, table: &BTreeMap<String, String>) {
+    if table.is_empty() {
+        return;
+    }
+    let entries: Vec<String> = table
+        .iter()
+        .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
+        .collect();
+    let _ = writeln!(out, "{key} = {{ {} }}", entries.join(", "));
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
