@@ -1,5 +1,6 @@
 //! `tack doctor`: what this machine's kernel enforces for the agent's
-//! commands, and which sandbox profiles can run here.
+//! commands, which sandbox profiles can run here, and which container
+//! engines are installed.
 
 use std::process::ExitCode;
 
@@ -28,6 +29,10 @@ no kernel confinement (recorded as such in traces and reports)\n\n\
 A confined profile's network can also be narrowed to TCP connections to given ports (an external \
 agent reaching tack's recording proxy on loopback); that needs Landlock network rules (ABI 4, Linux \
 6.7), shown as `port-limited net`.\n\n\
+It also lists the container engines on PATH (docker, podman). tack has no container backend \
+yet: tasks marked `requires = \"container\"` (which `tack import harbor` writes for Harbor tasks \
+it cannot reproduce without their image) are left out of runs and not checked by `tack suite \
+check`, whatever engine is installed.\n\n\
 TACK_SANDBOX_DISABLE=landlock,seccomp,userns (also netns, pidns, cgroup, landlock_net) pretends a mechanism is \
 missing, to see the messages.",
     after_help = "Exit codes: 0 the strict profile can run here, 1 it cannot (the output says why)."
@@ -81,7 +86,32 @@ fn to_json(probe: &Probe) -> Value {
         "missing": probe.missing.iter().map(|m| json!({"mechanism": m.mechanism, "reason": m.reason})).collect::<Vec<_>>(),
         "disabled": probe.disabled,
         "profiles": profiles,
+        "container_engines": container_engines()
+            .iter()
+            .map(|(name, version)| json!({"name": name, "version": version}))
+            .collect::<Vec<_>>(),
+        "container_backend": false,
     })
+}
+
+/// The container engines on PATH (docker, podman) with the version each
+/// reports. tack has no container backend yet: tasks marked `requires =
+/// "container"` are left out of runs whatever this finds, and doctor says
+/// so, so that no one takes an engine's presence for support.
+fn container_engines() -> Vec<(&'static str, String)> {
+    ["docker", "podman"]
+        .into_iter()
+        .filter_map(|name| {
+            let output = std::process::Command::new(name)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .ok()
+                .filter(|o| o.status.success())?;
+            let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
+            Some((name, version))
+        })
+        .collect()
 }
 
 fn yes_no(ok: bool, probe: &Probe, mechanism: &str) -> String {
@@ -159,6 +189,22 @@ fn render(probe: &Probe) -> String {
             probe.disabled.join(",")
         ));
     }
+    lines.push("Container tasks".to_string());
+    let engines = container_engines();
+    let found = match engines.is_empty() {
+        true => "no docker or podman on PATH".to_string(),
+        false => engines
+            .iter()
+            .map(|(_, version)| version.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    lines.push(format!("  engines             {found}"));
+    lines.push(
+        "  backend             none: tasks with requires = \"container\" (tack import harbor \
+         marks them) are left out of runs and not checked by suite check"
+            .to_string(),
+    );
     lines.push("Profiles".to_string());
     for profile in PROFILES {
         lines.push(match (profile, check_profile(profile, probe)) {

@@ -62,9 +62,12 @@ fn doctor_json_lists_every_mechanism_and_profile() {
         "process_bounds",
         "missing",
         "seccomp_denies",
+        "container_engines",
     ] {
         assert!(json.get(field).is_some(), "no {field} in {json}");
     }
+    // No container backend yet, whatever engines are installed.
+    assert_eq!(json["container_backend"], Value::Bool(false));
     for profile in ["strict", "workspace_write", "off"] {
         assert!(
             json["profiles"][profile]["available"].is_boolean(),
