@@ -68,6 +68,11 @@ pub struct Confinement {
     /// what is placed elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_at: Option<PathBuf>,
+    /// With `tmp_at`, a host directory shown there instead of a fresh one:
+    /// a trial's `/tmp`, which lasts from one of its commands to the next
+    /// as a container's does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_host: Option<PathBuf>,
     pub limits: ResourceLimits,
 }
 
@@ -94,6 +99,7 @@ impl Confinement {
             tcp_connect: None,
             placed: Vec::new(),
             tmp_at: None,
+            tmp_host: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -128,6 +134,7 @@ impl Confinement {
             tcp_connect: None,
             placed: Vec::new(),
             tmp_at: None,
+            tmp_host: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -211,10 +218,11 @@ impl Confinement {
         self
     }
 
-    /// Shows the private temporary directory at `at` (see
-    /// [`tmp_at`](Self::tmp_at)).
-    pub fn with_tmp_at(mut self, at: &Path) -> Self {
+    /// Shows the command's temporary directory at `at`: `host`, or a
+    /// fresh private one (see [`tmp_at`](Self::tmp_at)).
+    pub fn with_tmp_at(mut self, at: &Path, host: Option<&Path>) -> Self {
         self.tmp_at = Some(at.to_path_buf());
+        self.tmp_host = host.map(Path::to_path_buf);
         self
     }
 

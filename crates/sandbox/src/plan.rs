@@ -159,9 +159,9 @@ pub(crate) fn prepare(
     })
 }
 
-/// With [`Confinement::tmp_at`], the private tmp directory is a
-/// subdirectory of the command's own directory, placed at that path, and
-/// the new root is built on another: one directory cannot be both.
+/// With [`Confinement::tmp_at`], the tmp directory (the given host one, or
+/// a subdirectory of the command's own) is placed at that path, and the new
+/// root is built on another subdirectory: one directory cannot be both.
 struct ShownTmp {
     confinement: Option<Confinement>,
     scratch: Option<PathBuf>,
@@ -175,8 +175,15 @@ impl ShownTmp {
                 scratch: None,
             });
         };
-        let (files, root) = (own.join("tmp"), own.join("root"));
-        for dir in [&files, &root] {
+        let root = own.join("root");
+        let files = match &confinement.tmp_host {
+            Some(host) => host.clone(),
+            None => own.join("tmp"),
+        };
+        let fresh = [&root]
+            .into_iter()
+            .chain(confinement.tmp_host.is_none().then_some(&files));
+        for dir in fresh {
             std::fs::create_dir(dir)
                 .map_err(|e| setup(format!("cannot create {}: {e}", dir.display())))?;
         }

@@ -299,7 +299,7 @@ async fn a_private_tmp_shown_at_slash_tmp_is_the_commands_own() {
     let marker = format!("tack-tmp-at-{}", std::process::id());
     let confinement = task
         .confinement(SandboxProfile::Strict)
-        .with_tmp_at(Path::new("/tmp"));
+        .with_tmp_at(Path::new("/tmp"), None);
     let script = format!(
         "cd /app && echo scratch > /tmp/{marker} && cp /tmp/{marker} /app/copied && \
          echo \"$TMPDIR\" && ls /tmp"
@@ -312,4 +312,31 @@ async fn a_private_tmp_shown_at_slash_tmp_is_the_commands_own() {
         "scratch\n"
     );
     assert!(!Path::new("/tmp").join(&marker).exists());
+}
+
+/// With a host directory for it, `/tmp` lasts from one command to the
+/// next (a trial's, as in a container).
+#[tokio::test]
+async fn a_tmp_shown_from_a_host_directory_lasts_between_commands() {
+    if !available(SandboxProfile::Strict) {
+        return;
+    }
+    let task = Task::new();
+    let trial_tmp = tempfile::tempdir().unwrap();
+    let confinement = task
+        .confinement(SandboxProfile::Strict)
+        .with_tmp_at(Path::new("/tmp"), Some(trial_tmp.path()));
+    let first = sh(&confinement, task.app.path(), "echo kept > /tmp/note").await;
+    assert_eq!(first.exit_code, Some(0), "{first:?}");
+    let second = sh(
+        &confinement,
+        task.app.path(),
+        "cat /tmp/note; echo \"$TMPDIR\"",
+    )
+    .await;
+    assert_eq!(second.stdout, "kept\n/tmp\n", "{second:?}");
+    assert_eq!(
+        std::fs::read_to_string(trial_tmp.path().join("note")).unwrap(),
+        "kept\n"
+    );
 }

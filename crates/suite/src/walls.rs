@@ -16,10 +16,14 @@ pub struct TaskWalls {
     pub places: Vec<Placement>,
     /// Address space per process, when the task sets `limits.memory_mb`.
     pub memory_bytes: Option<u64>,
-    /// Where each command's private temporary directory is shown: `/tmp`
-    /// for a task with a `workdir`, whose scripts, written for a container,
-    /// write there by name.
+    /// Where each command's temporary directory is shown: `/tmp` for a
+    /// task with a `workdir`, whose scripts, written for a container, write
+    /// there by name.
     pub tmp_at: Option<PathBuf>,
+    /// The trial's own directory shown there, so that /tmp lasts from one
+    /// command of the trial to the next; without it, each command gets a
+    /// fresh one.
+    pub tmp_host: Option<PathBuf>,
 }
 
 /// Who is running a command: only the solution (a script applying it, or
@@ -39,7 +43,7 @@ impl TaskWalls {
             confinement.limits.memory_bytes = bytes;
         }
         if let Some(at) = &self.tmp_at {
-            confinement = confinement.with_tmp_at(at);
+            confinement = confinement.with_tmp_at(at, self.tmp_host.as_deref());
         }
         confinement
     }
@@ -80,6 +84,12 @@ impl Task {
                 .workdir
                 .as_ref()
                 .map(|_| PathBuf::from("/tmp")),
+            tmp_host: self
+                .environment
+                .workdir
+                .as_ref()
+                .and_then(|_| trial_tmp(workspace))
+                .filter(|dir| dir.is_dir()),
         }
     }
 
@@ -87,6 +97,12 @@ impl Task {
     pub fn requires_container(&self) -> bool {
         self.environment.requires.is_some()
     }
+}
+
+/// The trial's /tmp beside its workspace, which [`crate::TrialWorkspace`]
+/// makes for a task with a `workdir`.
+pub(crate) fn trial_tmp(workspace: &Path) -> Option<PathBuf> {
+    workspace.parent().map(|dir| dir.join("trial-tmp"))
 }
 
 fn place(host: PathBuf, at: &str, writable: bool) -> Placement {

@@ -34,6 +34,13 @@ impl TrialWorkspace {
         let path = dir.path().join("workspace");
         copy_tree(&task.fixture_dir(), &path)
             .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
+        // A task written for a container gets a /tmp for the whole trial,
+        // removed with the workspace.
+        if task.environment.workdir.is_some()
+            && let Some(tmp) = crate::walls::trial_tmp(&path)
+        {
+            std::fs::create_dir(&tmp).map_err(|e| SuiteError::io(&tmp, e))?;
+        }
         let env = task.env_pairs();
         let confinement = task
             .walls(&path, Viewer::Agent)
