@@ -182,6 +182,7 @@ const CASES: &[(&str, Mutation, &[&str])] = &[
     ("task: edit text not in the file", |r| edit(r, TASK, "old = \"broken\"", "old = \"missing\""), &[TASK, "solution.edits[0].old"]),
     ("task: edit path outside the workspace", |r| edit(r, TASK, "path = \"file.txt\"", "path = \"../../../suite.toml\""), &[TASK, "solution.edits[0].path"]),
     ("task: bad environment variable name", |r| append(r, TASK, "\n[environment]\nenv = { \"NOT OK\" = \"1\" }\n"), &[TASK, "environment.env"]),
+    ("task: workdir with checks reading $TACK_CHECKS unshown", |r| append(r, TASK, "\n[environment]\nworkdir = \"/app\"\n"), &[TASK, "checks[0].checks_at", "TACK_CHECKS"]),
     ("task: relative workdir", |r| append(r, TASK, "\n[environment]\nworkdir = \"app\"\n"), &[TASK, "environment.workdir"]),
     ("task: workdir under /proc", |r| append(r, TASK, "\n[environment]\nworkdir = \"/proc/app\"\n"), &[TASK, "environment.workdir", "/proc"]),
     ("task: place from a missing directory", |r| append(r, TASK, "\n[environment]\nplaces = [{ from = \"places/1\", at = \"/data\" }]\n"), &[TASK, "environment.places[0].from"]),

@@ -131,6 +131,11 @@ async fn run_one(
     };
     let confinement = walls.apply(scene.sandbox.confinement(scene.workspace, check.network));
     let mut env = scene.env.to_vec();
+    // Where the check is shown its files, $TACK_CHECKS names them there.
+    if let (Some(at), Some(_)) = (&check.checks_at, scene.checks_copy) {
+        env.retain(|(name, _)| name != "TACK_CHECKS");
+        env.push(("TACK_CHECKS".to_string(), at.clone()));
+    }
     env.extend(check.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let spec = CommandSpec {
         script: &check.run,

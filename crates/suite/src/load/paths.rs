@@ -31,6 +31,17 @@ pub(super) fn check_container_settings(file: &Path, task: &Task) -> Result<(), S
                 check_guest_path(file, &format!("checks[{i}].{name}"), at)?;
             }
         }
+        // The checks' copy lives under the host's temporary directory,
+        // which a task with a workdir does not see (its /tmp is its own).
+        if env.workdir.is_some() && check.checks_at.is_none() && check.run.contains("TACK_CHECKS") {
+            return Err(SuiteError::invalid(
+                file,
+                format!("checks[{i}].checks_at"),
+                "is needed: the check uses $TACK_CHECKS, and a task with a workdir sees the \
+                 checks' files only where checks_at shows them (e.g. \"/tests\"; \
+                 $TACK_CHECKS then names that path)",
+            ));
+        }
     }
     if let Some(at) = &task.solution.files_at {
         check_guest_path(file, "solution.files_at", at)?;
