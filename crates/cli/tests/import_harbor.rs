@@ -140,6 +140,14 @@ fn harbor_tasks_import_check_sound_and_pass_with_the_oracle() {
     ] {
         assert!(task_toml.contains(expected), "{expected} in {task_toml}");
     }
+    // The task files as a user reads them, the findings on top.
+    let fixtures_text = fixtures.to_str().unwrap();
+    for task in ["greeting", "scores", "compiled"] {
+        let text = std::fs::read_to_string(suite.join("tasks").join(task).join("task.toml"))
+            .unwrap()
+            .replace(fixtures_text, "<fixtures>");
+        insta::assert_snapshot!(format!("harbor_{task}_task_toml"), text);
+    }
     // The compose file's `context: ..` put the task root's app/ in /app.
     assert!(suite.join("tasks/scores/fixture/stats.py").is_file());
 
