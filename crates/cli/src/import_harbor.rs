@@ -20,8 +20,9 @@ OUT/tasks/<dir name>/ with
   solution/   shown at /solution to `bash /solution/solve.sh` (suite check, the oracle) only
   task.toml   timeouts and memory from Harbor's task.toml; `pip install`, `uv`/`uvx --with`
               pins as [environment] python (installed once per distinct list into a cached
-              venv); `apt-get install` as debian (checked on the host); stand-ins for what
-              test.sh installs as it runs (apt-get, curl of the uv installer, uvx)
+              venv under $TACK_TOOL_ENVS, else ~/.cache/tack/tool-envs; pip's PIP_INDEX_URL
+              and PIP_FIND_LINKS apply); `apt-get install` as debian (checked on the host);
+              stand-ins for what test.sh installs as it runs (apt-get, the uv installer, uvx)
 A task needing its image (other build stages, RUN steps that build or fetch, root-only
 commands, no WORKDIR) is imported with `requires = \"container\"` and the reasons; runs skip
 it. What else differs from the image is written as comments at the top of its task.toml.
