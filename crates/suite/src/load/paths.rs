@@ -10,39 +10,8 @@ use crate::{SuiteError, Task};
 const RESERVED: [&str; 3] = ["/proc", "/dev", "/sys"];
 
 pub(super) fn check_container_settings(file: &Path, task: &Task) -> Result<(), SuiteError> {
-    let env = &task.environment;
-    let mut shown: Vec<(String, &str)> = Vec::new();
-    if let Some(at) = &env.workdir {
-        check_guest_path(file, "environment.workdir", at)?;
-        shown.push(("environment.workdir".to_string(), at));
-    }
-    for (i, place) in env.places.iter().enumerate() {
-        let field = format!("environment.places[{i}]");
-        check_guest_path(file, &format!("{field}.at"), &place.at)?;
-        check_task_dir(file, task, &format!("{field}.from"), &place.from)?;
-        shown.push((format!("{field}.at"), &place.at));
-    }
-    for (i, check) in task.checks.iter().enumerate() {
-        for (name, at) in [
-            ("checks_at", &check.checks_at),
-            ("reward_dir", &check.reward_dir),
-        ] {
-            if let Some(at) = at {
-                check_guest_path(file, &format!("checks[{i}].{name}"), at)?;
-            }
-        }
-        // The checks' copy lives under the host's temporary directory,
-        // which a task with a workdir does not see (its /tmp is its own).
-        if env.workdir.is_some() && check.checks_at.is_none() && check.run.contains("TACK_CHECKS") {
-            return Err(SuiteError::invalid(
-                file,
-                format!("checks[{i}].checks_at"),
-                "is needed: the check uses $TACK_CHECKS, and a task with a workdir sees the \
-                 checks' files only where checks_at shows them (e.g. \"/tests\"; \
-                 $TACK_CHECKS then names that path)",
-            ));
-        }
-    }
+    check_places(file, task)?;
+    check_check_paths(file, task)?;
     if let Some(at) = &task.solution.files_at {
         check_guest_path(file, "solution.files_at", at)?;
         if !task.solution_dir().is_dir() {
@@ -56,6 +25,23 @@ pub(super) fn check_container_settings(file: &Path, task: &Task) -> Result<(), S
             ));
         }
     }
+    check_tools(file, task)
+}
+
+/// The workdir and the places: each a path of its own.
+fn check_places(file: &Path, task: &Task) -> Result<(), SuiteError> {
+    let env = &task.environment;
+    let mut shown: Vec<(String, &str)> = Vec::new();
+    if let Some(at) = &env.workdir {
+        check_guest_path(file, "environment.workdir", at)?;
+        shown.push(("environment.workdir".to_string(), at));
+    }
+    for (i, place) in env.places.iter().enumerate() {
+        let field = format!("environment.places[{i}]");
+        check_guest_path(file, &format!("{field}.at"), &place.at)?;
+        check_task_dir(file, task, &format!("{field}.from"), &place.from)?;
+        shown.push((format!("{field}.at"), &place.at));
+    }
     for (i, (field, at)) in shown.iter().enumerate() {
         if let Some((other, _)) = shown[..i].iter().find(|(_, seen)| seen == at) {
             return Err(SuiteError::invalid(
@@ -65,7 +51,33 @@ pub(super) fn check_container_settings(file: &Path, task: &Task) -> Result<(), S
             ));
         }
     }
-    check_tools(file, task)
+    Ok(())
+}
+
+fn check_check_paths(file: &Path, task: &Task) -> Result<(), SuiteError> {
+    for (i, check) in task.checks.iter().enumerate() {
+        for (name, at) in [
+            ("checks_at", &check.checks_at),
+            ("reward_dir", &check.reward_dir),
+        ] {
+            if let Some(at) = at {
+                check_guest_path(file, &format!("checks[{i}].{name}"), at)?;
+            }
+        }
+        // The checks' copy lives under the host's temporary directory,
+        // which a task with a workdir does not see (its /tmp is its own).
+        let unshown = check.checks_at.is_none() && check.run.contains("TACK_CHECKS");
+        if task.environment.workdir.is_some() && unshown {
+            return Err(SuiteError::invalid(
+                file,
+                format!("checks[{i}].checks_at"),
+                "is needed: the check uses $TACK_CHECKS, and a task with a workdir sees the \
+                 checks' files only where checks_at shows them (e.g. \"/tests\"; \
+                 $TACK_CHECKS then names that path)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_tools(file: &Path, task: &Task) -> Result<(), SuiteError> {
