@@ -266,14 +266,8 @@ fn scratch() -> tempfile::TempDir {
 }
 
 fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).into_iter().flatten().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            std::fs::create_dir_all(&target).ok();
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).ok();
-        }
+    if let Err(e) = tack_suite::copy_tree(from, to) {
+        panic!("could not copy {}: {e}", from.display());
     }
 }
 
@@ -349,5 +343,28 @@ fn dockerfile_without_from_is_an_error() {
     assert!(
         message.contains("Dockerfile line 2: WORKDIR comes before any FROM"),
         "{message}"
+    );
+}
+
+#[test]
+fn two_sources_with_one_name_import_the_first_and_say_why_not_the_second() {
+    let Ok(dir) = tempfile::tempdir() else {
+        panic!("no temporary directory");
+    };
+    let (first, second) = (dir.path().join("a/task"), dir.path().join("b/task"));
+    copy_tree(&fixture("minimal"), &first);
+    copy_tree(&fixture("minimal"), &second);
+    let import =
+        match super::import_tasks(&[first.clone(), second.clone()], &dir.path().join("suite")) {
+            Ok(import) => import,
+            Err(e) => panic!("{e}"),
+        };
+    assert_eq!(import.converted.len(), 1, "{import:?}");
+    assert_eq!(import.skipped.len(), 1, "{import:?}");
+    assert_eq!(import.skipped[0].source, second);
+    assert!(
+        import.skipped[0].reason.contains("same directory name"),
+        "{}",
+        import.skipped[0].reason
     );
 }

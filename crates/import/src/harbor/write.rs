@@ -101,6 +101,17 @@ pub fn import_tasks(sources: &[PathBuf], suite_dir: &Path) -> Result<SuiteImport
         };
         let id = task_id(&source);
         let dir = tasks_dir.join(&id);
+        if let Some(first) = report.converted.iter().find(|t| t.task == id) {
+            report.skipped.push(SkippedTask {
+                reason: format!(
+                    "{} has the same directory name, so the same task id `{id}`, and was \
+                     imported first; import this one into another suite",
+                    first.source.display()
+                ),
+                source,
+            });
+            continue;
+        }
         if dir.exists() {
             report.skipped.push(SkippedTask {
                 reason: format!(
