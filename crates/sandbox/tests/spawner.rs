@@ -84,8 +84,10 @@ async fn runs_commands_as_its_children() {
     let before = children_of(std::process::id());
     let cwd = dir.path().to_path_buf();
     let running = tokio::spawn(async move { sh("sleep 1; echo done", &cwd).await });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while children_of(spawner).is_empty() && Instant::now() < deadline {
+    // Watch while the command runs (starting it may take a while on a
+    // loaded machine): it sleeps a second, ample for 20 ms polls.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while children_of(spawner).is_empty() && !running.is_finished() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
