@@ -9,15 +9,9 @@
 pub fn command_line(words: &[String]) -> String {
     words
         .iter()
-        .map(|word| quote(word))
+        .map(|word| tack_sandbox::shell_quote(word))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Single quotes keep everything literal except `'` itself, which closes
-/// the quote, is escaped, and opens a new one.
-fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]

@@ -6,11 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-
-use crate::import_harbor::HarborArgs;
 use tack_import::inspect::LogImport;
 
 use crate::exit::{CommandError, CommandResult, Failure};
+use crate::import_harbor::HarborArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {

@@ -164,7 +164,7 @@ pub async fn run(
             task.environment.container_reasons.join("; ")
         ));
     }
-    tack_suite::provision_suite(&mut suite, provisioning_profile(&plan), &note).await?;
+    tack_suite::provision_suite(&mut suite, installs_confined(&plan), &note).await?;
     let mut manifest = manifest_for(&plan, models.price_version()).await?;
     manifest.shard = shard;
     let (writer, manifest, trials) = if plan.resume {
@@ -211,17 +211,11 @@ pub async fn run(
 
 /// Installs run confined unless every variant runs unconfined (a host
 /// without the sandbox).
-fn provisioning_profile(plan: &RunPlan) -> SandboxProfile {
-    if plan
-        .suite
+fn installs_confined(plan: &RunPlan) -> bool {
+    plan.suite
         .variants
         .iter()
-        .all(|v| v.harness.sandbox == SandboxProfile::Off)
-    {
-        SandboxProfile::Off
-    } else {
-        SandboxProfile::WorkspaceWrite
-    }
+        .any(|v| v.harness.sandbox != SandboxProfile::Off)
 }
 
 /// Runs every trial, `plan.jobs` at a time, each again after an infra error

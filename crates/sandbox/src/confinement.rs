@@ -246,6 +246,12 @@ impl Confinement {
             .unwrap_or_else(|| host.to_path_buf())
     }
 
+    /// Whether `host` is under where the tmp directory is shown
+    /// ([`tmp_at`](Self::tmp_at)), and so out of the command's sight.
+    pub(crate) fn covered_by_tmp(&self, host: &Path) -> bool {
+        self.tmp_at.as_ref().is_some_and(|at| host.starts_with(at))
+    }
+
     /// Whether the command gets a network namespace of its own (with only a
     /// down loopback): `strict`, unless narrowed to tack's ports.
     pub fn own_network_namespace(&self) -> bool {

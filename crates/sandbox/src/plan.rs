@@ -82,12 +82,7 @@ pub(crate) fn prepare(
     for path in confinement.writable.iter().map(PathBuf::as_path) {
         let path = std::fs::canonicalize(path)
             .map_err(|e| setup(format!("writable path {}: {e}", path.display())))?;
-        // Covered by the private tmp shown over it: out of sight.
-        if !confinement
-            .tmp_at
-            .as_ref()
-            .is_some_and(|at| path.starts_with(at))
-        {
+        if !confinement.covered_by_tmp(&path) {
             writable.push(path);
         }
     }
@@ -307,12 +302,7 @@ fn mount_steps(
         steps.push(MountStep::Writable(c_path(path)?));
         targets.push(format!("{} writable", path.display()));
     }
-    let in_sight = |path: &PathBuf| {
-        !confinement
-            .tmp_at
-            .as_ref()
-            .is_some_and(|at| path.starts_with(at))
-    };
+    let in_sight = |path: &PathBuf| !confinement.covered_by_tmp(path);
     for path in with_placed(confinement, existing(&confinement.read_only))
         .into_iter()
         .filter(in_sight)

@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tack_protocol::SandboxProfile;
-use tack_sandbox::{CommandSpec, Confinement};
+use tack_sandbox::{CommandSpec, Confinement, shell_quote};
 
 use crate::{Suite, Task};
 
@@ -85,16 +84,20 @@ pub fn tool_env_root() -> PathBuf {
 pub type ProvisionNote<'a> = &'a (dyn Fn(String) + Sync);
 
 /// Provisions every task of `suite` that asks for tools (tasks that
-/// require a container are left alone) and sets its `tool_path`. `profile`
-/// confines the installs (the package index's build scripts run in them):
-/// `workspace_write` around the new environment, or nothing under `off`.
+/// require a container are left alone) and sets its `tool_path`. With
+/// `confined`, installs run in the sandbox (the package index's build
+/// scripts run in them), writable only in the new environment; without,
+/// unconfined, for a host whose commands all run so.
 pub async fn provision_suite(
     suite: &mut Suite,
-    profile: SandboxProfile,
+    confined: bool,
     note: ProvisionNote<'_>,
 ) -> Result<(), ProvisionError> {
     let mut host = HostPackages::default();
     let mut ready: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let root = tool_env_root();
+    // Part of every environment's key; asked once, when first needed.
+    let mut python: Option<String> = None;
     for task in &mut suite.tasks {
         let env = &task.environment;
         let wanted = !env.python.is_empty() || env.stand_ins || !env.debian.is_empty();
@@ -105,20 +108,19 @@ pub async fn provision_suite(
         if env.python.is_empty() && !env.stand_ins {
             continue;
         }
-        if task.environment.workdir.is_some() {
-            let root = tool_env_root();
-            if std::path::absolute(&root).is_ok_and(|root| root.starts_with("/tmp")) {
-                return Err(ProvisionError::RootOutOfSight {
-                    task: task.id.clone(),
-                    root,
-                });
-            }
+        if task.environment.workdir.is_some()
+            && std::path::absolute(&root).is_ok_and(|root| root.starts_with("/tmp"))
+        {
+            return Err(ProvisionError::RootOutOfSight {
+                task: task.id.clone(),
+                root,
+            });
         }
-        let spec = EnvSpec::of(task);
+        let spec = EnvSpec::of(task, python.get_or_insert_with(host_python));
         let dir = match ready.get(&spec.key) {
             Some(dir) => dir.clone(),
             None => {
-                let dir = spec.ensure(&task.id, profile, note).await?;
+                let dir = spec.ensure(&root, &task.id, confined, note).await?;
                 ready.insert(spec.key.clone(), dir.clone());
                 dir
             }
@@ -180,7 +182,7 @@ struct EnvSpec {
 }
 
 impl EnvSpec {
-    fn of(task: &Task) -> EnvSpec {
+    fn of(task: &Task, host_python: &str) -> EnvSpec {
         let requirements: BTreeSet<String> = task
             .environment
             .python
@@ -191,7 +193,7 @@ impl EnvSpec {
         let mut hasher = Sha256::new();
         hasher.update(LAYOUT.as_bytes());
         hasher.update([0]);
-        hasher.update(host_python().as_bytes());
+        hasher.update(host_python.as_bytes());
         for requirement in &requirements {
             hasher.update([0]);
             hasher.update(requirement.as_bytes());
@@ -208,17 +210,17 @@ impl EnvSpec {
     /// two runs from building the same one at once.
     async fn ensure(
         &self,
+        root: &Path,
         task: &str,
-        profile: SandboxProfile,
+        confined: bool,
         note: ProvisionNote<'_>,
     ) -> Result<PathBuf, ProvisionError> {
-        let root = tool_env_root();
         let dir = root.join(&self.key);
         let complete = dir.join(COMPLETE);
         if complete.is_file() {
             return Ok(dir);
         }
-        std::fs::create_dir_all(&root).map_err(io(&root))?;
+        std::fs::create_dir_all(root).map_err(io(root))?;
         let _lock = BuildLock::acquire(root.join(format!("{}.lock", self.key)), note).await?;
         if complete.is_file() {
             return Ok(dir);
@@ -238,18 +240,13 @@ impl EnvSpec {
                 dir.display()
             ),
         });
-        self.install(&dir, task, profile).await?;
+        self.install(&dir, task, confined).await?;
         self.write_stand_ins(&dir)?;
         std::fs::write(&complete, self.requirements.join("\n")).map_err(io(&complete))?;
         Ok(dir)
     }
 
-    async fn install(
-        &self,
-        dir: &Path,
-        task: &str,
-        profile: SandboxProfile,
-    ) -> Result<(), ProvisionError> {
+    async fn install(&self, dir: &Path, task: &str, confined: bool) -> Result<(), ProvisionError> {
         let mut script = String::from("set -e\n");
         if self.requirements.is_empty() {
             script.push_str("python3 -m venv --without-pip venv\n");
@@ -264,9 +261,9 @@ impl EnvSpec {
             }
             script.push('\n');
         }
-        let confinement = match profile {
-            SandboxProfile::Off => Confinement::off(),
-            _ => Confinement::workspace_write(dir),
+        let confinement = match confined {
+            true => Confinement::workspace_write(dir),
+            false => Confinement::off(),
         };
         let env = pip_settings();
         let spec = CommandSpec {
@@ -413,10 +410,6 @@ pub fn requirement_name(requirement: &str) -> String {
         .replace(['_', '.'], "-")
 }
 
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,6 +422,5 @@ mod tests {
             "pytest-json-ctrf"
         );
         assert_eq!(requirement_name("requests[socks]"), "requests");
-        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
     }
 }

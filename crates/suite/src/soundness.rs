@@ -110,11 +110,7 @@ pub async fn check_suite(
     note: ProvisionNote<'_>,
 ) -> Result<Vec<TaskSoundness>, ProvisionError> {
     let mut suite = suite.clone();
-    let installs = match profile {
-        SandboxProfile::Off => SandboxProfile::Off,
-        _ => SandboxProfile::WorkspaceWrite,
-    };
-    provision_suite(&mut suite, installs, note).await?;
+    provision_suite(&mut suite, profile != SandboxProfile::Off, note).await?;
     let suite = &suite;
     let sandbox = std::sync::Arc::new(CommandSandbox::new(profile, suite.hidden_paths()));
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));

@@ -76,20 +76,13 @@ impl Task {
         {
             places.push(place(self.solution_dir(), at, false));
         }
+        // Written for a container: /tmp is the trial's own.
+        let container_style = self.environment.workdir.is_some();
         TaskWalls {
             places,
             memory_bytes: self.limits.memory_mb.map(|mb| mb << 20),
-            tmp_at: self
-                .environment
-                .workdir
-                .as_ref()
-                .map(|_| PathBuf::from("/tmp")),
-            tmp_host: self
-                .environment
-                .workdir
-                .as_ref()
-                .and_then(|_| trial_tmp(workspace))
-                .filter(|dir| dir.is_dir()),
+            tmp_at: container_style.then(|| PathBuf::from("/tmp")),
+            tmp_host: trial_tmp(workspace).filter(|dir| container_style && dir.is_dir()),
         }
     }
 

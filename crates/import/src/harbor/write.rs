@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::layout::{Layout, layout};
 use super::{Assessment, HarborTask};
+use tack_sandbox::shell_quote;
 use tack_suite::requirement_name as distribution;
 
 /// Harbor's verifier timeout when task.toml gives none.
@@ -506,8 +507,4 @@ fn write_table(out: &mut String, key: &str, table: &BTreeMap<String, String>) {
         .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
         .collect();
     let _ = writeln!(out, "{key} = {{ {} }}", entries.join(", "));
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }

@@ -116,20 +116,6 @@ fn check_tools(file: &Path, task: &Task) -> Result<(), SuiteError> {
             "explains `requires = \"container\"`, which the task does not set: set it or remove the reasons",
         ));
     }
-    if task.limits.memory_mb == Some(0) {
-        return Err(SuiteError::invalid(
-            file,
-            "limits.memory_mb",
-            "must be at least 1, got 0: no command could start; leave it out for 4096",
-        ));
-    }
-    if task.limits.max_wall_secs == Some(0) {
-        return Err(SuiteError::invalid(
-            file,
-            "limits.max_wall_secs",
-            "must be at least 1, got 0: the agent would be stopped at once; leave it out to use the variant's",
-        ));
-    }
     Ok(())
 }
 

@@ -25,6 +25,20 @@ pub(super) fn check_limits(file: &Path, task: &Task) -> Result<(), SuiteError> {
             "must be at least 1, got 0: every bash command would time out at once; leave it out to use the variant's",
         ));
     }
+    if task.limits.memory_mb == Some(0) {
+        return Err(SuiteError::invalid(
+            file,
+            "limits.memory_mb",
+            "must be at least 1, got 0: no command could start; leave it out for 4096",
+        ));
+    }
+    if task.limits.max_wall_secs == Some(0) {
+        return Err(SuiteError::invalid(
+            file,
+            "limits.max_wall_secs",
+            "must be at least 1, got 0: the agent would be stopped at once; leave it out to use the variant's",
+        ));
+    }
     Ok(())
 }
 
