@@ -53,6 +53,35 @@ impl FileAccessError {
     }
 }
 
+/// Reads at most `limit` bytes of `path`, a file a confined command wrote
+/// (a check's reward): as a regular file only, without following a link
+/// (which would be resolved on the host, outside the command's walls) and
+/// without waiting on a FIFO. `Ok(None)` when there is no such file;
+/// `Err(reason)` says what is wrong with it, as a clause ("is a link").
+pub fn read_left_file(path: &Path, limit: u64) -> Result<Option<String>, String> {
+    let opened = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(Errno::LOOP) => return Err("is a link, which is not followed".to_string()),
+        Err(errno) => return Err(format!("cannot be read: {}", io::Error::from(errno))),
+    };
+    let file = File::from(fd);
+    let meta = file.metadata().map_err(|e| format!("cannot be read: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".to_string());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// The workspace as the file tools may touch it: exactly what the sandbox
 /// lets `bash` touch. Paths are relative to the workspace, or absolute and
 /// inside it (or inside where the confinement places it: `/app/x`).

@@ -25,21 +25,28 @@ impl Reward {
 }
 
 pub(crate) fn read_reward(dir: &Path) -> Reward {
-    let json = dir.join("reward.json");
-    let text = dir.join("reward.txt");
-    if let Ok(body) = std::fs::read_to_string(&json) {
-        return from_json(&body);
+    match read_untrusted(&dir.join("reward.json")) {
+        Ok(Some(body)) => return from_json(&body),
+        Ok(None) => {}
+        Err(why) => return Reward::Unreadable(format!("reward.json {why}")),
     }
-    match std::fs::read_to_string(&text) {
-        Ok(body) => match body.trim().parse::<f64>() {
+    match read_untrusted(&dir.join("reward.txt")) {
+        Ok(Some(body)) => match body.trim().parse::<f64>() {
             Ok(value) if value.is_finite() => Reward::Values(vec![("reward".to_string(), value)]),
             _ => Reward::Unreadable(format!(
                 "reward.txt holds `{}`, not a number",
                 body.trim().chars().take(80).collect::<String>()
             )),
         },
-        Err(_) => Reward::Absent,
+        Ok(None) => Reward::Absent,
+        Err(why) => Reward::Unreadable(format!("reward.txt {why}")),
     }
+}
+
+/// A reward file is written by the check, which runs the agent's code: a
+/// link in its place is not followed, and only so much is read.
+fn read_untrusted(path: &Path) -> Result<Option<String>, String> {
+    tack_sandbox::read_left_file(path, 64 * 1024)
 }
 
 fn from_json(body: &str) -> Reward {
@@ -115,5 +122,21 @@ mod tests {
             read(&[("reward.json", "[1]")]),
             Reward::Unreadable(_)
         ));
+    }
+
+    /// A check could leave a link to a host file in its reward directory;
+    /// tack reads the directory on the host, so the link is not followed.
+    #[test]
+    fn a_reward_that_is_a_link_is_refused_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "1").unwrap();
+        let rewards = dir.path().join("rewards");
+        std::fs::create_dir(&rewards).unwrap();
+        std::os::unix::fs::symlink(&secret, rewards.join("reward.txt")).unwrap();
+        let Reward::Unreadable(why) = read_reward(&rewards) else {
+            panic!("a linked reward was read")
+        };
+        assert!(why.contains("reward.txt is a link"), "{why}");
     }
 }
