@@ -546,6 +546,7 @@ fn reads_what_the_trace_writer_writes() {
             seed: 1,
             model: "sim".into(),
             started_at_ms: 0,
+            environment: None,
         })
         .unwrap();
     let model_call =

@@ -98,6 +98,7 @@ fn write_trial(
             seed: 1,
             model: model.to_string(),
             started_at_ms: 0,
+            environment: None,
         })
         .unwrap();
     let steps = calls.len() as u32;

@@ -132,6 +132,8 @@ pub async fn run(args: ProxyArgs) -> CommandResult {
             seed: 0,
             model: manifest.variants[0].model.clone(),
             started_at_ms,
+            // The agent behind the proxy runs wherever its user started it.
+            environment: None,
         })
         .or_fail(Failure::Internal)?;
     let proxy = match Proxy::start(config, recorder).await {

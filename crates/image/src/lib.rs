@@ -15,6 +15,7 @@
 //! `FROM` of a Dockerfile is rewritten through it before the build.
 
 mod build;
+mod container;
 mod context;
 mod engine;
 mod error;
@@ -22,6 +23,7 @@ mod rootfs;
 mod user;
 
 pub use build::{BuildSpec, Built, ImageMap, build, context_hash, mapped};
+pub use container::{Bind, ContainerSpec, KEEP_ALIVE, TRIAL_LABEL, container_name};
 pub use context::{Escape, links_leaving, sources_outside_context};
 pub use engine::{Engine, EngineKind, ImageConfig};
 pub use error::ImageError;

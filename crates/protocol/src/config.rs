@@ -106,6 +106,64 @@ pub struct HarnessConfig {
     /// `<server>__<tool>` (left out when none, as for `context`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<crate::McpServerConfig>,
+    /// Where the trials of tasks with a container image run: in the image's
+    /// filesystem under tack's sandbox, or (`engine`) in a container the
+    /// engine starts (left out when `sandbox`, as for `context`).
+    #[serde(skip_serializing_if = "ImageMode::is_sandbox")]
+    pub image_tasks: ImageMode,
+}
+
+/// Where an image task's trials run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageMode {
+    /// The image's filesystem, each command under tack's own sandbox (a
+    /// fork inside walls built once per trial).
+    #[default]
+    Sandbox,
+    /// A container the engine (podman, docker) starts for the trial, with
+    /// the image's `ENTRYPOINT`; each command through the engine's `exec`.
+    /// For what the sandbox cannot give: services the entrypoint starts,
+    /// the engine's networking.
+    Engine,
+}
+
+impl ImageMode {
+    pub fn is_sandbox(&self) -> bool {
+        *self == ImageMode::Sandbox
+    }
+
+    /// The mode of two settings (a task's and a variant's): the engine if
+    /// either asks for it, since a task that needs it runs nowhere else.
+    pub fn either(self, other: ImageMode) -> ImageMode {
+        if self == ImageMode::Engine || other == ImageMode::Engine {
+            ImageMode::Engine
+        } else {
+            ImageMode::Sandbox
+        }
+    }
+}
+
+/// Where a trial ran, as its record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrialEnvironment {
+    /// On the host's filesystem, under tack's sandbox.
+    Host,
+    /// In its image's filesystem, under tack's sandbox.
+    Image,
+    /// In a container the engine ran.
+    Engine,
+}
+
+impl TrialEnvironment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialEnvironment::Host => "host",
+            TrialEnvironment::Image => "image",
+            TrialEnvironment::Engine => "engine",
+        }
+    }
 }
 
 pub const SUBAGENT_SYSTEM_PROMPT: &str = "You are a subagent of a coding agent. \
@@ -316,6 +374,7 @@ impl Default for HarnessConfig {
             subagents: SubagentConfig::default(),
             skills: true,
             mcp_servers: Vec::new(),
+            image_tasks: ImageMode::Sandbox,
         }
     }
 }

@@ -45,6 +45,10 @@ pub struct TrialStarted {
     /// The model id the variant names, e.g. `sim` or `openai:gpt-4o`.
     pub model: String,
     pub started_at_ms: i64,
+    /// Where the trial ran (host, image, engine); unknown in runs recorded
+    /// before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::TrialEnvironment>,
 }
 
 /// The id of one attempt at one planned trial: `<variant>--<task>--<index>`

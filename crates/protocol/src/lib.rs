@@ -21,8 +21,8 @@ mod usage;
 
 pub use access::{ToolAccess, ToolHint, tool_names};
 pub use config::{
-    ApproverConfig, ApproverPolicy, ContextConfig, DEFAULT_SYSTEM_PROMPT, HarnessConfig,
-    ResultView, SUBAGENT_SYSTEM_PROMPT, SandboxProfile, SubagentConfig,
+    ApproverConfig, ApproverPolicy, ContextConfig, DEFAULT_SYSTEM_PROMPT, HarnessConfig, ImageMode,
+    ResultView, SUBAGENT_SYSTEM_PROMPT, SandboxProfile, SubagentConfig, TrialEnvironment,
 };
 pub use event::{
     ApprovalRecord, ApprovalRequestedRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, CheckRecord,

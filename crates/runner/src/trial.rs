@@ -33,6 +33,8 @@ pub(crate) async fn run_trial(
             None,
         );
     };
+    // A variant may run every image task in engine mode.
+    let task = &*task.for_variant(variant.harness.image_tasks);
     let started = TrialStarted {
         run_id: run_id.to_string(),
         trial_id: spec.trial_id.clone(),
@@ -43,6 +45,7 @@ pub(crate) async fn run_trial(
         seed: spec.seed,
         model: variant.model.to_string(),
         started_at_ms: now_ms(),
+        environment: Some(task.trial_environment()),
     };
     let mut recorder = match writer.trial(started) {
         Ok(recorder) => recorder,

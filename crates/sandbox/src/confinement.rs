@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use tack_protocol::SandboxProfile;
 
+pub use crate::container::ContainerRoot;
+
 /// Per-command resource limits, applied with `setrlimit` (and, for the
 /// process count, a pid namespace `pid_max` and a pids cgroup where the
 /// kernel offers them: `RLIMIT_NPROC` does not bind root).
@@ -77,6 +79,11 @@ pub struct Confinement {
     /// the trial's own, instead of the host's (see [`ImageRoot`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageRoot>,
+    /// Engine mode: the command runs in the trial's container, through the
+    /// engine's `exec`, and none of the walls above is built for it (see
+    /// [`ContainerRoot`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRoot>,
     pub limits: ResourceLimits,
 }
 
@@ -154,6 +161,7 @@ impl Confinement {
             tmp_at: None,
             tmp_host: None,
             image: None,
+            container: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -190,6 +198,7 @@ impl Confinement {
             tmp_at: None,
             tmp_host: None,
             image: None,
+            container: None,
             limits: ResourceLimits::default(),
         }
     }
@@ -200,6 +209,14 @@ impl Confinement {
     /// says.
     pub fn in_image(mut self, image: ImageRoot) -> Self {
         self.image = Some(image);
+        self
+    }
+
+    /// Runs commands in the trial's container instead (builder style): the
+    /// container's filesystem, users and network are the walls; placements
+    /// the container was not started with are copied in and out.
+    pub fn in_container(mut self, container: ContainerRoot) -> Self {
+        self.container = Some(container);
         self
     }
 
@@ -330,9 +347,10 @@ impl Confinement {
             || self.image.is_some()
     }
 
-    /// Whether any kernel confinement applies.
+    /// Whether tack's kernel confinement applies (a container's commands
+    /// are confined by the container instead).
     pub fn is_confined(&self) -> bool {
-        self.profile != SandboxProfile::Off
+        self.profile != SandboxProfile::Off && self.container.is_none()
     }
 }
 

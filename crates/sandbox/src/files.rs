@@ -71,7 +71,9 @@ pub fn read_left_file(path: &Path, limit: u64) -> Result<Option<String>, String>
         Err(errno) => return Err(format!("cannot be read: {}", io::Error::from(errno))),
     };
     let file = File::from(fd);
-    let meta = file.metadata().map_err(|e| format!("cannot be read: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?;
     if !meta.is_file() {
         return Err("is not a regular file".to_string());
     }

@@ -31,6 +31,7 @@ mod caps;
 mod capture;
 mod child;
 mod confinement;
+mod container;
 mod denials;
 mod environment;
 mod files;
@@ -59,7 +60,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use confinement::{
-    Confinement, IMAGE_ID_BASE, IMAGE_IDS, ImageRoot, ImageUser, Placement, ResourceLimits,
+    Confinement, ContainerRoot, IMAGE_ID_BASE, IMAGE_IDS, ImageRoot, ImageUser, Placement,
+    ResourceLimits,
 };
 pub use denials::{MAX_DENIALS, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
@@ -184,6 +186,10 @@ impl From<SpawnerError> for SandboxError {
 pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> {
     let started = Instant::now();
     let profile = spec.confinement.profile;
+    if let Some(container) = &spec.confinement.container {
+        let ended = container::run(spec, container).await?;
+        return Ok(output(ended, started, profile));
+    }
     // `off` narrowed to ports or with placements is checked too, only to
     // fail: nothing there can enforce them.
     if spec.confinement.is_confined() || spec.confinement.asks_confinement() {
@@ -197,9 +203,14 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
     } else {
         local::run(spec).await?
     };
+    Ok(output(ended, started, profile))
+}
+
+/// What a command that ended did.
+fn output(ended: supervise::Ended, started: Instant, profile: SandboxProfile) -> CommandOutput {
     use std::os::unix::process::ExitStatusExt;
     let denials = extract_denials(&ended.stdout.text, &ended.stderr.text);
-    Ok(CommandOutput {
+    CommandOutput {
         exit_code: if ended.timed_out {
             None
         } else {
@@ -214,7 +225,7 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
         duration: started.elapsed(),
         profile,
         denials,
-    })
+    }
 }
 
 #[cfg(test)]

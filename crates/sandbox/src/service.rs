@@ -60,6 +60,18 @@ pub fn spawn_service(spec: &ServiceSpec<'_>) -> Result<Service, SandboxError> {
         return Err(SetupError::NoRuntime.into());
     }
     let confinement = spec.confinement;
+    if let Some(container) = &confinement.container {
+        let mut command = crate::container::service_command(
+            container,
+            confinement,
+            spec.cwd,
+            spec.env,
+            spec.program,
+            spec.args,
+        );
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        return start(command, None, spec);
+    }
     if confinement.is_confined() || confinement.asks_confinement() {
         check_confinement(confinement, probe())?;
     }
@@ -79,6 +91,15 @@ pub fn spawn_service(spec: &ServiceSpec<'_>) -> Result<Service, SandboxError> {
             std::os::unix::process::CommandExt::process_group(&mut command, 0);
         }
     }
+    start(command, prepared, spec)
+}
+
+/// Spawns the prepared command with piped stdio.
+fn start(
+    command: std::process::Command,
+    mut prepared: Option<plan::Prepared>,
+    spec: &ServiceSpec<'_>,
+) -> Result<Service, SandboxError> {
     let mut command = tokio::process::Command::from(command);
     command
         .stdin(Stdio::piped())
@@ -105,7 +126,7 @@ pub fn spawn_service(spec: &ServiceSpec<'_>) -> Result<Service, SandboxError> {
         child,
         group,
         prepared,
-        profile: confinement.profile,
+        profile: spec.confinement.profile,
     })
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use tack_protocol::{ChaosParams, SimParams};
+use tack_protocol::{ChaosParams, ImageMode, SimParams};
 use tack_protocol::{HarnessConfig, ModelSpec, Solution};
 
 use crate::SuiteError;
@@ -191,6 +191,54 @@ pub struct Environment {
     /// (a name or uid of the image); the checks run as the image's `USER`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// With an image: `"engine"` runs each trial in a container the engine
+    /// starts (its `ENTRYPOINT` and the services it starts included),
+    /// commands through `exec`; by default (`"sandbox"`) in the image's
+    /// filesystem under tack's own sandbox. A variant's
+    /// `harness.image_tasks = "engine"` asks it for every image task.
+    #[serde(default, skip_serializing_if = "ImageMode::is_sandbox")]
+    pub mode: ImageMode,
+    /// A command that must succeed before the agent starts (a service the
+    /// image's entrypoint starts is up), tried until it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthcheck: Option<Healthcheck>,
+}
+
+/// Harbor's (and Docker's) health check: `command` is tried every
+/// `interval_secs` (every `start_interval_secs` during the first
+/// `start_period_secs`, whose failures do not count) until it succeeds;
+/// after `retries` more failures the environment is not healthy and the
+/// trial is an infrastructure error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Healthcheck {
+    pub command: String,
+    #[serde(default = "default_health_interval")]
+    pub interval_secs: f64,
+    #[serde(default = "default_health_timeout")]
+    pub timeout_secs: f64,
+    #[serde(default)]
+    pub start_period_secs: f64,
+    #[serde(default = "default_health_start_interval")]
+    pub start_interval_secs: f64,
+    #[serde(default = "default_health_retries")]
+    pub retries: u32,
+}
+
+fn default_health_interval() -> f64 {
+    5.0
+}
+
+fn default_health_timeout() -> f64 {
+    30.0
+}
+
+fn default_health_start_interval() -> f64 {
+    1.0
+}
+
+fn default_health_retries() -> u32 {
+    3
 }
 
 /// A directory of the task (`from`, relative to the task directory) shown

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tack_image::{BuildSpec, Engine, EngineKind, ImageError, ImageMap};
-use tack_sandbox::{IMAGE_ID_BASE, ImageRoot, ImageUser};
+use tack_protocol::{ImageMode, TrialEnvironment};
+use tack_sandbox::{ContainerRoot, IMAGE_ID_BASE, ImageRoot, ImageUser};
 
 use crate::walls::Viewer;
 use crate::{ProvisionNote, Suite, Task};
@@ -45,6 +46,11 @@ pub struct TaskImage {
     pub stand_ins: Option<PathBuf>,
     /// The build's log (none when the image came from the cache).
     pub log: Option<PathBuf>,
+    /// The engine that made it, which runs it in engine mode.
+    pub engine: EngineKind,
+    /// The image's `timeout` program, if it has one (engine mode runs
+    /// each command under it).
+    pub timeout_program: Option<String>,
 }
 
 /// A task's image, or why there is none.
@@ -128,6 +134,33 @@ impl Task {
         self.environment.image.is_some() || self.environment.dockerfile.is_some()
     }
 
+    /// Whether the task's trials run in a container the engine starts
+    /// (`mode = "engine"`, or the variant's `image_tasks`, already
+    /// applied by [`Task::for_variant`]).
+    pub fn in_engine(&self) -> bool {
+        self.wants_image() && self.environment.mode == ImageMode::Engine
+    }
+
+    /// The task as `variant` runs it: in engine mode if either asks.
+    pub fn for_variant(&self, image_tasks: ImageMode) -> std::borrow::Cow<'_, Task> {
+        let mode = self.environment.mode.either(image_tasks);
+        if mode == self.environment.mode || !self.wants_image() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut task = self.clone();
+        task.environment.mode = mode;
+        std::borrow::Cow::Owned(task)
+    }
+
+    /// Where the task's trials run.
+    pub fn trial_environment(&self) -> TrialEnvironment {
+        match (self.wants_image(), self.in_engine()) {
+            (false, _) => TrialEnvironment::Host,
+            (true, false) => TrialEnvironment::Image,
+            (true, true) => TrialEnvironment::Engine,
+        }
+    }
+
     /// The task's image, when made.
     pub fn ready_image(&self) -> Option<&TaskImage> {
         match &self.image {
@@ -155,19 +188,41 @@ impl Task {
             .or_else(|| self.ready_image().map(|image| image.workdir.as_str()))
     }
 
+    /// Who `viewer`'s commands run as in the image (`None`: its root).
+    fn image_user(image: &TaskImage, viewer: Viewer) -> Option<ImageUser> {
+        let user = match (viewer, image.agent_user) {
+            (Viewer::Agent | Viewer::Solution, Some(agent)) => agent,
+            _ => image.user,
+        };
+        (user.uid != 0 || user.gid != 0).then_some(user)
+    }
+
     /// The sandbox's view of the image for `viewer`'s commands in a trial
     /// whose writable layer is `layer`.
     pub(crate) fn image_root(&self, layer: PathBuf, viewer: Viewer) -> Option<ImageRoot> {
-        self.ready_image().map(|image| {
-            let user = match (viewer, image.agent_user) {
-                (Viewer::Agent | Viewer::Solution, Some(agent)) => agent,
-                _ => image.user,
-            };
-            ImageRoot {
-                rootfs: image.rootfs.clone(),
-                layer,
-                user: (user.uid != 0 || user.gid != 0).then_some(user),
-            }
+        self.ready_image().map(|image| ImageRoot {
+            rootfs: image.rootfs.clone(),
+            layer,
+            user: Task::image_user(image, viewer),
+        })
+    }
+
+    /// The trial's container, in engine mode, for `viewer`'s commands in
+    /// the trial whose directory is `trial`; `bound` are the paths the
+    /// container was started with.
+    pub(crate) fn container_root(
+        &self,
+        trial: &Path,
+        viewer: Viewer,
+        bound: Vec<PathBuf>,
+    ) -> Option<ContainerRoot> {
+        let image = self.ready_image().filter(|_| self.in_engine())?;
+        Some(ContainerRoot {
+            engine: image.engine.as_str().to_string(),
+            name: tack_image::container_name(trial),
+            user: Task::image_user(image, viewer),
+            bound,
+            timeout_program: image.timeout_program.clone(),
         })
     }
 }
@@ -297,6 +352,10 @@ fn make_image(
     } else {
         None
     };
+    let timeout_program = ["usr/bin/timeout", "bin/timeout"]
+        .into_iter()
+        .find(|path| std::fs::symlink_metadata(root.path.join(path)).is_ok())
+        .map(|path| format!("/{path}"));
     Ok(TaskImage {
         reference,
         id: config.id,
@@ -313,6 +372,8 @@ fn make_image(
         }),
         stand_ins,
         log,
+        engine: engine.kind,
+        timeout_program,
     })
 }
 

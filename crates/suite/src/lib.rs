@@ -8,6 +8,7 @@
 
 mod checks;
 mod confine;
+mod container;
 mod copy;
 mod error;
 mod format;
@@ -27,8 +28,8 @@ pub use confine::{CommandSandbox, checks_root, workspaces_root};
 pub use copy::copy_tree;
 pub use error::SuiteError;
 pub use format::{
-    Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Limits, Place, ProviderSettings,
-    Requirement, Suite, Task, Variant,
+    Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Healthcheck, Limits, Place,
+    ProviderSettings, Requirement, Suite, Task, Variant,
 };
 pub use hash::{TaskHashes, content_hash, json_hash, task_hashes};
 pub use images::{

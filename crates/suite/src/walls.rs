@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tack_sandbox::{Confinement, ImageRoot, Placement};
+use tack_sandbox::{Confinement, ContainerRoot, ImageRoot, Placement};
 
 use crate::Task;
 
@@ -27,6 +27,8 @@ pub struct TaskWalls {
     /// The task's image as the root of every command, over the trial's
     /// own writable layer.
     pub image: Option<ImageRoot>,
+    /// Engine mode: the trial's container, where every command runs.
+    pub container: Option<ContainerRoot>,
 }
 
 /// Who is running a command: only the solution (a script applying it, or
@@ -54,6 +56,9 @@ impl TaskWalls {
         if let Some(image) = &self.image {
             confinement = confinement.in_image(image.clone());
         }
+        if let Some(container) = &self.container {
+            confinement = confinement.in_container(container.clone());
+        }
         confinement
     }
 
@@ -77,10 +82,17 @@ impl Task {
         if let Some(at) = self.workdir() {
             places.push(place(workspace.to_path_buf(), at, true));
         }
-        let image = trial_layer(workspace).and_then(|layer| self.image_root(layer, viewer));
+        let image = trial_layer(workspace)
+            .filter(|_| !self.in_engine())
+            .and_then(|layer| self.image_root(layer, viewer));
         if let Some(dir) = self.ready_image().and_then(|i| i.stand_ins.as_ref()) {
             places.push(place(dir.clone(), crate::IMAGE_STAND_INS_AT, false));
         }
+        // What the container was started with: the places so far.
+        let bound = places.iter().map(|p| p.at.clone()).collect();
+        let container = workspace
+            .parent()
+            .and_then(|trial| self.container_root(trial, viewer, bound));
         for extra in &self.environment.places {
             places.push(place(self.dir.join(&extra.from), &extra.at, false));
         }
@@ -91,13 +103,15 @@ impl Task {
         }
         // Written for a container: /tmp is the trial's own (in an image,
         // the image's, in the trial's layer).
-        let container_style = self.environment.workdir.is_some() && image.is_none();
+        let container_style =
+            self.environment.workdir.is_some() && image.is_none() && container.is_none();
         TaskWalls {
             places,
             memory_bytes: self.limits.memory_mb.map(|mb| mb << 20),
             tmp_at: container_style.then(|| PathBuf::from("/tmp")),
             tmp_host: trial_tmp(workspace).filter(|dir| container_style && dir.is_dir()),
             image,
+            container,
         }
     }
 

@@ -6,12 +6,14 @@ use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
 use crate::copy::{copy_tree, copy_tree_owned};
 use crate::load::apply_edit_text;
 use crate::walls::Viewer;
-use crate::{CommandSandbox, ImageState, SuiteError, Task, TaskImage};
+use crate::{CommandSandbox, Healthcheck, ImageState, SuiteError, Task, TaskImage};
 
 /// A trial's fresh copy of the task's fixture, removed when dropped unless
 /// kept.
 #[derive(Debug)]
 pub struct TrialWorkspace {
+    /// Engine mode's container, removed before the directory it binds.
+    container: Option<crate::container::TrialContainer>,
     dir: tempfile::TempDir,
     path: PathBuf,
     /// Held locked while the trial lives: a directory whose lock can be
@@ -68,6 +70,16 @@ impl TrialWorkspace {
         {
             std::fs::create_dir(&tmp).map_err(|e| SuiteError::io(&tmp, e))?;
         }
+        let container = match task.ready_image().filter(|_| task.in_engine()) {
+            Some(image) => Some(crate::container::TrialContainer::start(
+                task,
+                image,
+                dir.path(),
+                &path,
+                sandbox,
+            )?),
+            None => None,
+        };
         let env = task.env_pairs();
         let confinement = task
             .walls(&path, Viewer::Agent)
@@ -87,7 +99,15 @@ impl TrialWorkspace {
                 });
             }
         }
-        Ok(TrialWorkspace { dir, path, lock })
+        if let Some(health) = &task.environment.healthcheck {
+            wait_healthy(task, health, &path, &env, &confinement).await?;
+        }
+        Ok(TrialWorkspace {
+            container,
+            dir,
+            path,
+            lock,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -96,7 +116,8 @@ impl TrialWorkspace {
 
     /// Keeps the workspace on disk and returns where it is (without a
     /// lock, so no later run sweeps it away).
-    pub fn keep(self) -> PathBuf {
+    pub fn keep(mut self) -> PathBuf {
+        drop(self.container.take());
         let kept = self.dir.keep();
         let _ = std::fs::remove_file(kept.join(LOCK));
         drop(self.lock);
@@ -121,6 +142,12 @@ pub(crate) fn sweep_stale(root: &Path) {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
+}
+
+/// Whether a living trial holds the directory `trial` (a kept workspace,
+/// or one already swept, is held by none).
+pub(crate) fn held(trial: &Path) -> bool {
+    std::fs::File::open(trial.join(LOCK)).is_ok_and(|file| file.try_lock().is_err())
 }
 
 /// An image task's workspace: its image's working directory, copied with
@@ -167,6 +194,65 @@ fn agent_logs(image: &TaskImage, layer: &Path) -> Result<(), SuiteError> {
         crate::copy::own(&dir, Some(owner)).map_err(|e| SuiteError::io(&dir, e))?;
     }
     Ok(())
+}
+
+/// Tries the task's health check until it succeeds (see [`Healthcheck`]);
+/// an environment that never becomes healthy fails the trial's setup with
+/// the last attempt's words.
+async fn wait_healthy(
+    task: &Task,
+    health: &Healthcheck,
+    cwd: &Path,
+    env: &[(String, String)],
+    confinement: &Confinement,
+) -> Result<(), SuiteError> {
+    let started = std::time::Instant::now();
+    let start_period = Duration::from_secs_f64(health.start_period_secs);
+    let mut failures = 0;
+    loop {
+        let spec = CommandSpec {
+            script: &health.command,
+            cwd,
+            env,
+            timeout: Duration::from_secs_f64(health.timeout_secs),
+            output_limit: 4 * 1024,
+            confinement,
+        };
+        let output = tack_sandbox::run(&spec)
+            .await
+            .map_err(|error| SuiteError::Sandbox {
+                task: task.id.clone(),
+                error,
+            })?;
+        if output.success() {
+            return Ok(());
+        }
+        let starting = started.elapsed() < start_period;
+        if !starting {
+            failures += 1;
+        }
+        if failures > health.retries {
+            return Err(SuiteError::Environment {
+                task: task.id.clone(),
+                message: format!(
+                    "the environment did not become healthy: `{}` failed {failures} times after \
+                     {:.0}s (exit {}): {}",
+                    health.command,
+                    started.elapsed().as_secs_f64(),
+                    output
+                        .exit_code
+                        .map_or("none".to_string(), |c| c.to_string()),
+                    format!("{}{}", output.stdout, output.stderr).trim()
+                ),
+            });
+        }
+        let pause = if starting {
+            health.start_interval_secs
+        } else {
+            health.interval_secs
+        };
+        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
+    }
 }
 
 /// Runs one of the task's own steps (a setup command, the solution

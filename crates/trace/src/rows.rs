@@ -92,6 +92,7 @@ fn trial_column(
         col::TRIAL_ATTEMPT => u32s(&one, |_| Some(t.attempt)),
         col::SEED => u64s(&one, |_| Some(t.seed)),
         col::MODEL => text(Some(&t.model)),
+        col::ENVIRONMENT => text(t.environment.map(|e| e.as_str())),
         col::OUTCOME => text(Some(f.outcome.as_str())),
         col::STOP_REASON => text(Some(f.stop_reason.as_str())),
         col::INPUT_TOKENS => usage(f.totals.usage.input_tokens),

@@ -44,6 +44,10 @@ pub mod col {
     pub const SANDBOX_DENIALS: &str = "sandbox_denials";
     pub const COMPACTIONS: &str = "compactions";
     pub const SANDBOX_PROFILE: &str = "sandbox_profile";
+    /// Where a trial ran: `host`, `image` (its image's filesystem under
+    /// tack's sandbox) or `engine` (a container the engine ran); null in
+    /// runs recorded before it was.
+    pub const ENVIRONMENT: &str = "environment";
     pub const CHECKS_PASSED: &str = "checks_passed";
     pub const STARTED_AT_MS: &str = "started_at_ms";
     pub const DURATION_MS: &str = "duration_ms";
@@ -274,6 +278,7 @@ pub fn trials_schema() -> SchemaRef {
             field(col::TAMPERED, Boolean, false),
             field(col::SANDBOX_DENIALS, UInt32, true),
             field(col::COMPACTIONS, UInt32, false),
+            field(col::ENVIRONMENT, Utf8, true),
             field(col::CHECKS_PASSED, Boolean, true),
             field(col::STARTED_AT_MS, Int64, false),
             field(col::DURATION_MS, UInt64, false),

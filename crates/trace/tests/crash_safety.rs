@@ -51,6 +51,7 @@ fn started(id: &str) -> TrialStarted {
         seed: 9,
         model: "sim".to_string(),
         started_at_ms: 1,
+        environment: None,
     }
 }
 

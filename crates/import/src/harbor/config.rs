@@ -39,6 +39,21 @@ pub struct TaskConfig {
     pub mcp_servers: usize,
     /// `[agent] user`: who the agent (and the solution) runs as.
     pub agent_user: Option<String>,
+    /// `[environment.healthcheck]`: what must succeed before the agent
+    /// starts.
+    pub healthcheck: Option<Healthcheck>,
+}
+
+/// `[environment.healthcheck]`, Docker's health check as Harbor spells it;
+/// each setting `None` when left to the default.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Healthcheck {
+    pub command: String,
+    pub interval_sec: Option<f64>,
+    pub timeout_sec: Option<f64>,
+    pub start_period_sec: Option<f64>,
+    pub start_interval_sec: Option<f64>,
+    pub retries: Option<u64>,
 }
 
 /// Each is `None` when task.toml leaves it to Harbor's default.
@@ -109,6 +124,7 @@ pub(super) fn load(path: &Path) -> Result<TaskConfig, HarborError> {
         artifacts: fields.strings(&["artifacts"])?,
         skills_dir: fields.string(&["environment", "skills_dir"])?,
         agent_user: fields.string(&["agent", "user"])?,
+        healthcheck: fields.healthcheck()?,
         mcp_servers: match fields.get(&["environment", "mcp_servers"]) {
             Some(Value::Array(servers)) => servers.len(),
             Some(_) => return Err(fields.wrong(&["environment", "mcp_servers"], "an array")),
@@ -123,6 +139,21 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
+    fn healthcheck(&self) -> Result<Option<Healthcheck>, HarborError> {
+        let key = |name| ["environment", "healthcheck", name];
+        let Some(command) = self.string(&key("command"))? else {
+            return Ok(None);
+        };
+        Ok(Some(Healthcheck {
+            command,
+            interval_sec: self.number(&key("interval_sec"))?,
+            timeout_sec: self.number(&key("timeout_sec"))?,
+            start_period_sec: self.number(&key("start_period_sec"))?,
+            start_interval_sec: self.number(&key("start_interval_sec"))?,
+            retries: self.count(&key("retries"))?,
+        }))
+    }
+
     fn get(&self, keys: &[&str]) -> Option<&Value> {
         let (last, tables) = keys.split_last()?;
         let mut table = self.table;

@@ -143,6 +143,48 @@ fn copy_context(context: &Path, to: &Path, task_dir: &Path) -> Result<(), WriteE
     Ok(())
 }
 
+/// Why the task needs engine mode: its image starts services (an
+/// `ENTRYPOINT`), or it waits for one to be healthy; tack's sandbox runs
+/// neither.
+fn engine_reason(task: &HarborTask) -> Option<String> {
+    let entrypoint = task.environment.dockerfile.ignored.iter().find(|i| {
+        i.text
+            .split_whitespace()
+            .next()
+            .is_some_and(|word| word.eq_ignore_ascii_case("ENTRYPOINT"))
+    });
+    match (entrypoint, &task.config.healthcheck) {
+        (Some(line), _) => Some(format!(
+            "Its Dockerfile has an ENTRYPOINT (line {})",
+            line.line
+        )),
+        (None, Some(_)) => Some("It has a health check".to_string()),
+        (None, None) => None,
+    }
+}
+
+/// `[environment.healthcheck]` in tack's spelling.
+fn healthcheck_table(out: &mut String, health: &super::config::Healthcheck) {
+    let _ = writeln!(
+        out,
+        "\n[environment.healthcheck]\ncommand = {}",
+        quote(&health.command)
+    );
+    for (name, value) in [
+        ("interval_secs", health.interval_sec),
+        ("timeout_secs", health.timeout_sec),
+        ("start_period_secs", health.start_period_sec),
+        ("start_interval_secs", health.start_interval_sec),
+    ] {
+        if let Some(value) = value {
+            let _ = writeln!(out, "{name} = {value:?}");
+        }
+    }
+    if let Some(retries) = health.retries {
+        let _ = writeln!(out, "retries = {retries}");
+    }
+}
+
 /// What tack does not enforce of the task's settings.
 fn notes(task: &HarborTask) -> Vec<String> {
     let mut notes = Vec::new();
@@ -193,6 +235,12 @@ fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[Stri
         );
     }
     write_table(&mut out, "env", &task.config.environment_env);
+    if let Some(why) = engine_reason(task) {
+        let _ = writeln!(
+            out,
+            "# {why}: it runs in a container the engine starts.\nmode = \"engine\""
+        );
+    }
     let scripts =
         std::iter::once(&task.tests.script).chain(task.solution.as_ref().map(|s| &s.script));
     if scripts.clone().any(|s| s.needs.uv_installer.is_some()) {
@@ -200,6 +248,9 @@ fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[Stri
             "# The scripts fetch the uv installer from astral.sh; where that is out of reach, a\n\
              # stand-in installs the same uv from the package index.\nstand_ins = true\n",
         );
+    }
+    if let Some(health) = &task.config.healthcheck {
+        healthcheck_table(&mut out, health);
     }
     if let Some(wall) = task.config.timeouts.agent.map(write::whole_secs) {
         let _ = writeln!(out, "\n[limits]\nmax_wall_secs = {wall}");

@@ -113,6 +113,8 @@ pub fn convert(mut sample: Value, context: &TrialContext) -> Result<ConvertedSam
         seed: 0,
         model: context.model.clone(),
         started_at_ms,
+        // Inspect's log says nothing tack would call one.
+        environment: None,
     };
     let mut builder = Builder::new(&sample);
     builder.events.push(Event::TrialStarted(started));

@@ -24,6 +24,14 @@ pub(super) fn check_image(file: &Path, task: &Task) -> Result<(), SuiteError> {
                  `image` or `dockerfile`, or remove `user`",
             ));
         }
+        if !env.mode.is_sandbox() {
+            return Err(SuiteError::invalid(
+                file,
+                "environment.mode",
+                "says where the task's image runs, and the task names no image: add `image` or \
+                 `dockerfile`, or remove `mode`",
+            ));
+        }
         return Ok(());
     }
     if env.image.is_some() && env.dockerfile.is_some() {

@@ -136,6 +136,29 @@ pub(super) fn check_environment(file: &Path, task: &Task) -> Result<(), SuiteErr
             ));
         }
     }
+    if let Some(health) = &task.environment.healthcheck {
+        if health.command.trim().is_empty() {
+            return Err(SuiteError::invalid(
+                file,
+                "environment.healthcheck.command",
+                "must not be empty: give the command that succeeds once the environment is up",
+            ));
+        }
+        for (name, value, least) in [
+            ("interval_secs", health.interval_secs, 0.1),
+            ("timeout_secs", health.timeout_secs, 0.1),
+            ("start_interval_secs", health.start_interval_secs, 0.1),
+            ("start_period_secs", health.start_period_secs, 0.0),
+        ] {
+            if !(value.is_finite() && (least..=86_400.0).contains(&value)) {
+                return Err(SuiteError::invalid(
+                    file,
+                    format!("environment.healthcheck.{name}"),
+                    format!("is {value}: give seconds from {least} to 86400"),
+                ));
+            }
+        }
+    }
     Ok(())
 }
 

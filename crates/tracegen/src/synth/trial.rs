@@ -120,6 +120,7 @@ pub(crate) fn trial_events(
         seed: slot.seed,
         model: slot.variant.model.to_string(),
         started_at_ms: slot.started_at_ms,
+        environment: Some(tack_protocol::TrialEnvironment::Host),
     }));
     if attempt == Attempt::SandboxFailure {
         b.clock_ms += log_normal(b.rng, 800.0, 0.6) as i64;

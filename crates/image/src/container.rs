@@ -1,0 +1,145 @@
+//! Engine mode: a trial's container, started by the engine and kept for
+//! the trial, for what tack's own sandbox cannot give a task (a service its
+//! `ENTRYPOINT` starts and the checks talk to, the engine's networking).
+//! Commands are then run in it with `exec` (the sandbox crate does that);
+//! this module starts, lists and removes the containers.
+//!
+//! Every container is labelled with the trial directory it belongs to
+//! ([`TRIAL_LABEL`]), so a run killed before it could remove one leaves
+//! something the next run can find and remove ([`Engine::trial_containers`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::{Engine, ImageError};
+
+/// The label naming the trial directory a container belongs to.
+pub const TRIAL_LABEL: &str = "tack.trial";
+
+/// The command a trial's container runs (after the image's `ENTRYPOINT`,
+/// if it has one): it keeps the container alive, as Harbor's does, so that
+/// an entrypoint ending in `exec "$@"` sleeps once its services started.
+pub const KEEP_ALIVE: [&str; 3] = ["sh", "-c", "sleep infinity"];
+
+/// A host directory bound into the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub host: PathBuf,
+    pub at: String,
+    pub writable: bool,
+}
+
+/// What a trial's container is started from.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec<'a> {
+    /// The image's id or reference.
+    pub image: &'a str,
+    /// The container's name (unique on the engine).
+    pub name: &'a str,
+    /// The trial's directory, recorded in [`TRIAL_LABEL`].
+    pub trial: &'a Path,
+    /// The engine's default network when true; none at all (`--network
+    /// none`) when false.
+    pub network: bool,
+    /// The container's ids 0–`id_count` are the host's from `id_base`:
+    /// the same mapping as tack's own sandbox gives an image's users, so
+    /// that files tack prepared for the trial have the owners they have
+    /// in the image.
+    pub id_base: u32,
+    pub id_count: u32,
+    pub binds: &'a [Bind],
+}
+
+impl Engine {
+    /// Starts the trial's container in the background, keeping it alive
+    /// with [`KEEP_ALIVE`]. The engine's error (no such image, a name
+    /// taken) comes back as it says it.
+    pub fn start_container(&self, spec: &ContainerSpec<'_>) -> Result<(), ImageError> {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--detach".into(),
+            "--name".into(),
+            spec.name.into(),
+            "--label".into(),
+            format!("{TRIAL_LABEL}={}", spec.trial.display()),
+            "--uidmap".into(),
+            format!("0:{}:{}", spec.id_base, spec.id_count),
+            "--gidmap".into(),
+            format!("0:{}:{}", spec.id_base, spec.id_count),
+        ];
+        if !spec.network {
+            args.extend(["--network".into(), "none".into()]);
+        }
+        for bind in spec.binds {
+            let mode = if bind.writable { "rw" } else { "ro" };
+            args.extend([
+                "--volume".into(),
+                format!("{}:{}:{mode}", bind.host.display(), bind.at),
+            ]);
+        }
+        args.push(spec.image.into());
+        args.extend(KEEP_ALIVE.map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.output(&args).map(|_| ())
+    }
+
+    /// Removes a container, killing what runs in it; one already gone is
+    /// no error.
+    pub fn remove_container(&self, name: &str) -> Result<(), ImageError> {
+        match self.output(&["rm", "--force", "--time", "0", name]) {
+            Ok(_) => Ok(()),
+            Err(ImageError::Engine { stderr, .. }) if stderr.contains("no such container") => {
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Every container a trial started, with its trial directory: running
+    /// or not, of this run or of a killed one.
+    pub fn trial_containers(&self) -> Result<Vec<(String, PathBuf)>, ImageError> {
+        let format = format!("{{{{.Names}}}}\t{{{{index .Labels \"{TRIAL_LABEL}\"}}}}");
+        let text = self.output(&[
+            "ps",
+            "--all",
+            "--filter",
+            &format!("label={TRIAL_LABEL}"),
+            "--format",
+            &format,
+        ])?;
+        Ok(text
+            .lines()
+            .filter_map(|line| {
+                let (name, trial) = line.split_once('\t')?;
+                Some((name.trim().to_string(), PathBuf::from(trial.trim())))
+            })
+            .filter(|(name, trial)| !name.is_empty() && trial.is_absolute())
+            .collect())
+    }
+
+    /// The program to run for this engine (`podman`, `docker`).
+    pub fn program(&self) -> &'static str {
+        self.kind.as_str()
+    }
+}
+
+/// The name of the container of the trial in `trial`: derived from its
+/// path, so that every part of tack that knows the trial's directory knows
+/// its container.
+pub fn container_name(trial: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(trial.as_os_str().as_encoded_bytes());
+    format!("tack-trial-{}", crate::build::hex(&digest[..8]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_has_one_stable_container_name() {
+        let a = container_name(Path::new("/tmp/tack-trials/t-1"));
+        assert_eq!(a, container_name(Path::new("/tmp/tack-trials/t-1")));
+        assert_ne!(a, container_name(Path::new("/tmp/tack-trials/t-2")));
+        assert!(a.starts_with("tack-trial-") && a.len() == "tack-trial-".len() + 16);
+    }
+}
