@@ -21,6 +21,9 @@ pub struct TrialRow {
     /// count up. Listings show final attempts only (see the crate docs).
     pub trial_attempt: u32,
     pub model: String,
+    /// Where it ran: `host`, `image` or `engine` (a `TrialEnvironment`);
+    /// `None` in runs recorded before tack said.
+    pub environment: Option<String>,
     /// A `TrialOutcome::as_str()` value.
     pub outcome: String,
     /// A `StopReason::as_str()` value.
@@ -66,6 +69,7 @@ pub(crate) fn scan(
     let mut added = counts::added_columns();
     added.push((col::TAMPERED, DataType::Boolean, lit(false)));
     added.push((col::TRIAL_ATTEMPT, DataType::UInt32, lit(0u32)));
+    added.push((col::ENVIRONMENT, DataType::String, lit(NULL)));
     frame::with_columns(lazy, &added, dir, TRIALS_DIR)
 }
 
@@ -100,6 +104,7 @@ pub(crate) fn row_columns() -> Vec<Expr> {
     columns.extend(
         [
             col::TRIAL_ATTEMPT,
+            col::ENVIRONMENT,
             col::CHECKS_PASSED,
             col::DURATION_MS,
             col::ERROR,
@@ -122,6 +127,7 @@ pub(crate) fn trial_rows(
     let trial_index = frame.u32s(col::TRIAL_INDEX)?;
     let trial_attempt = frame.u32s(col::TRIAL_ATTEMPT)?;
     let model = frame.strs(col::MODEL)?;
+    let environment = frame.opt_strs(col::ENVIRONMENT)?;
     let outcome = frame.strs(col::OUTCOME)?;
     let stop_reason = frame.strs(col::STOP_REASON)?;
     let mut row_counts = counts::per_row(frame)?.into_iter();
@@ -143,6 +149,7 @@ pub(crate) fn trial_rows(
                 trial_index: trial_index[i],
                 trial_attempt: trial_attempt[i],
                 model: model[i].clone(),
+                environment: environment[i].clone(),
                 outcome: outcome[i].clone(),
                 stop_reason: stop_reason[i].clone(),
                 counts: row_counts.next().unwrap_or_default(),

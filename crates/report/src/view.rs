@@ -94,6 +94,8 @@ pub(crate) struct FailedRow {
     pub variant: String,
     pub task: String,
     pub trial_index: u32,
+    /// Where the trial ran, when not on the host (`image`, `engine`).
+    pub environment: Option<String>,
     pub outcome: String,
     pub stop_reason: String,
     pub steps: u32,
@@ -292,6 +294,7 @@ pub(crate) fn failed(trials: &[TrialRow], infra: bool) -> Vec<FailedRow> {
             variant: t.variant.clone(),
             task: t.task.clone(),
             trial_index: t.trial_index,
+            environment: t.environment.clone().filter(|e| e != "host"),
             outcome: t.outcome.clone(),
             stop_reason: t.stop_reason.clone(),
             steps: t.counts.get(col::STEPS),
