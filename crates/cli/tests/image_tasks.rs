@@ -486,3 +486,139 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
         .collect();
     assert_eq!(outcomes, ["passed"], "{json}");
 }
+
+/// The trial containers of the engine whose trial directory is under
+/// `dir`.
+fn containers_under(dir: &Path) -> Vec<String> {
+    let engine = tack_image::Engine::detect(None).unwrap();
+    engine
+        .trial_containers()
+        .unwrap()
+        .into_iter()
+        .filter(|(_, trial)| trial.starts_with(dir))
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Engine mode: a task whose image's ENTRYPOINT starts a web server runs
+/// in a container the engine starts; tack waits for its health check, the
+/// oracle fetches from the server, and the check finds the server still up
+/// (the same container). `kill -9` leaves the container; the resumed run
+/// removes it, passes, and records that its trial ran in the engine.
+#[test]
+fn an_engine_task_talks_to_its_entrypoint_service_and_leaves_no_container() {
+    let Some(python) = python_image() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    write(
+        &suite.join("suite.toml"),
+        &format!(
+            "[suite]\nname = \"engine\"\ntrials = 1\n\n[images]\n\"python:3.12-slim\" = \"{python}\"\n\n\
+             [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
+        ),
+    );
+    let task = suite.join("tasks/serve");
+    write(
+        &task.join("task.toml"),
+        r#"instruction = "A server listens on port 8080. Save what it serves at / in /app/result.txt."
+[environment]
+dockerfile = "environment/Dockerfile"
+mode = "engine"
+[environment.healthcheck]
+command = "python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8080/\")'"
+interval_secs = 1.0
+start_period_secs = 20.0
+start_interval_secs = 0.5
+[[checks]]
+name = "tests"
+run = "bash /tests/test.sh"
+checks_at = "/tests"
+reward_dir = "/logs/verifier"
+[solution]
+files_at = "/solution"
+script = "bash /solution/solve.sh"
+"#,
+    );
+    write(
+        &task.join("environment/Dockerfile"),
+        "FROM python:3.12-slim\nWORKDIR /app\nRUN mkdir /site && echo served-by-entrypoint > /site/index.html\n\
+         COPY entrypoint.sh /entrypoint.sh\nRUN chmod +x /entrypoint.sh\nENTRYPOINT [\"/entrypoint.sh\"]\n",
+    );
+    write(
+        &task.join("environment/entrypoint.sh"),
+        "#!/bin/sh\n(sleep 1; exec python3 -m http.server 8080 --directory /site) &\nexec \"$@\"\n",
+    );
+    let fetch = "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:8080/\").read().decode().strip())'";
+    write(
+        &task.join("solution/solve.sh"),
+        &format!("sleep 3\n{fetch} > /app/result.txt\n"),
+    );
+    write(
+        &task.join("checks/test.sh"),
+        &format!(
+            "set -e\ngrep -qx served-by-entrypoint /app/result.txt\n\
+             test \"$({fetch})\" = served-by-entrypoint\necho 1 > /logs/verifier/reward.txt\n"
+        ),
+    );
+
+    let log = dir.path().join("run.log");
+    let mut child = tack(dir.path())
+        .args(["run", suite.to_str().unwrap(), "--no-report"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while containers_under(dir.path()).is_empty() {
+        let ended = child.try_wait().unwrap().is_some();
+        assert!(
+            !ended && started.elapsed() < Duration::from_secs(300),
+            "the trial's container never started: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        containers_under(dir.path()).len(),
+        1,
+        "a killed run cannot remove its container"
+    );
+
+    let run_dir = run_dir(dir.path());
+    let resumed = run(
+        dir.path(),
+        &[
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--json",
+            "--no-report",
+        ],
+    );
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let json: Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    let outcomes: Vec<&str> = trials(&json)
+        .iter()
+        .map(|t| t["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["passed"], "{json}");
+    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
+    assert_eq!(trial_dirs(dir.path()), Vec::<String>::new());
+    let query = run(
+        dir.path(),
+        &[
+            "query",
+            "select environment, outcome from final_trials",
+            run_dir.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(query.status.success(), "{}", text(&query));
+    let rows: Value = serde_json::from_slice(&query.stdout).unwrap();
+    assert_eq!(
+        rows,
+        serde_json::json!([{"environment": "engine", "outcome": "passed"}])
+    );
+}

@@ -428,4 +428,18 @@ mod tests {
         };
         assert!(tiny.problem().unwrap().contains("at least 512"));
     }
+
+    #[test]
+    fn the_engine_wins_when_a_task_or_a_variant_asks_for_it() {
+        use ImageMode::{Engine, Sandbox};
+        assert_eq!(Sandbox.either(Sandbox), Sandbox);
+        assert_eq!(Sandbox.either(Engine), Engine);
+        assert_eq!(Engine.either(Sandbox), Engine);
+        let plain = serde_json::to_value(HarnessConfig::default()).unwrap_or_default();
+        assert!(plain.get("image_tasks").is_none(), "{plain}");
+        let engine: HarnessConfig =
+            serde_json::from_value(serde_json::json!({"image_tasks": "engine"}))
+                .unwrap_or_default();
+        assert_eq!(engine.image_tasks, Engine);
+    }
 }
