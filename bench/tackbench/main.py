@@ -70,6 +70,10 @@ def section_overhead(env: Env, lines: list[str]) -> None:
                      f"`bash -c 'echo hi'` in a running container of {env.image}, median of "
                      f"{runs}: {median:.1f} ms ({ratio(median, image[1])} the image task's bash "
                      f"tool)")
+        engine = rows[overhead.ENGINE_TASK]
+        lines.append(f"- bash tool, image task in engine mode (tack's bash tool through "
+                     f"`podman exec`) / the same task under tack's sandbox: "
+                     f"{ratio(engine[1], image[1])}")
     else:
         lines.append("- image task: skipped (no engine, or no image; set TACK_BENCH_IMAGE)")
     lines.append("")

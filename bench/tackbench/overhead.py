@@ -77,14 +77,14 @@ def only_run(traces: Path) -> Path:
 
 
 def tack_once(env: Env, server: Server, sandbox: str, trials: int = 1,
-              image: str | None = None) -> tuple[float, Path]:
-    """One `tack run` of the echo suite (in `image`, if given); returns wall
-    less server time and the run directory."""
+              image: str | None = None, engine: bool = False) -> tuple[float, Path]:
+    """One `tack run` of the echo suite (in `image`, if given, in engine
+    mode if `engine`); returns wall less server time and the run directory."""
     root = env.scratch(f"tack-{sandbox}")
     suite = write_suite(root / "suite", "echo", [
         Variant(f"bash-{sandbox}", server.base_url, ["bash"], max_steps=server.steps + 5,
                 sandbox=sandbox),
-    ], image=image)
+    ], image=image, engine=engine)
     args = [env.tack, "run", suite, "--no-report", "--trials", str(trials), "-j", "1",
             "--traces", root / "traces", "--reports", root / "reports"]
     tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key")
@@ -120,6 +120,7 @@ class Overhead:
 
 
 IMAGE_TASK = "tack (image task, strict)"
+ENGINE_TASK = "tack (image task, engine mode)"
 
 
 def measure(env: Env, n1: int, n2: int, repeats: int) -> Overhead:
@@ -127,19 +128,21 @@ def measure(env: Env, n1: int, n2: int, repeats: int) -> Overhead:
     The image task runs when the engine has `env.image`."""
     names = ["tack (sandbox off)", "tack (sandbox strict)"]
     if env.image:
-        names.append(IMAGE_TASK)
+        names += [IMAGE_TASK, ENGINE_TASK]
     harnesses = {name: Harness(name) for name in names + ["Inspect AI (local sandbox)"]}
-    tack_runs = [("off", None, "tack (sandbox off)"), ("strict", None, "tack (sandbox strict)")]
+    tack_runs = [("off", None, False, "tack (sandbox off)"),
+                 ("strict", None, False, "tack (sandbox strict)")]
     if env.image:
-        tack_runs.append(("strict", env.image, IMAGE_TASK))
+        tack_runs += [("strict", env.image, False, IMAGE_TASK),
+                      ("strict", env.image, True, ENGINE_TASK)]
     for n in (n1, n2):
         with Server(env, n, tool="bash", argument="echo step {step}") as server:
             for name in harnesses.values():
                 name.net[n] = []
             for _ in range(repeats):
-                for sandbox, image, name in tack_runs:
+                for sandbox, image, engine, name in tack_runs:
                     h = harnesses[name]
-                    net, run_dir = tack_once(env, server, sandbox, image=image)
+                    net, run_dir = tack_once(env, server, sandbox, image=image, engine=engine)
                     h.net[n].append(net)
                     if n == n2:
                         h.tool_ms += tack_tool_ms(run_dir, env.python)

@@ -25,16 +25,19 @@ def toml_string(text: str) -> str:
 
 
 def write_suite(root: Path, name: str, variants: list[Variant], notes: str = "ok\n",
-                image: str | None = None) -> Path:
+                image: str | None = None, engine: bool = False) -> Path:
     """A suite with one task, `echo`, whose fixture holds notes.txt and whose
     check only asks that the workspace still holds it; with `image`, the
-    task runs in that container image's filesystem, its workspace at /app."""
+    task runs in that container image's filesystem, its workspace at /app
+    (`engine`: in a container the engine starts, commands through exec)."""
     task = root / "tasks" / "echo"
     (task / "fixture").mkdir(parents=True, exist_ok=True)
     (task / "fixture" / "notes.txt").write_text(notes)
     environment = ""
     if image:
         environment = f"\n[environment]\nimage = {toml_string(image)}\nworkdir = \"/app\"\n"
+        if engine:
+            environment += "mode = \"engine\"\n"
     (task / "task.toml").write_text(
         f"instruction = {toml_string(INSTRUCTION)}\n{environment}"
         "\n[[checks]]\nname = \"notes kept\"\nrun = \"test -f notes.txt\"\n"
