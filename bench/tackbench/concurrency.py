@@ -36,11 +36,46 @@ class Result:
     rss_mid_kb: int  # resident memory half-way through the model calls
     rss_late_kb: int  # … and at 90% of them
     exit_code: int
+    # CPU seconds over the run: the whole machine's, and the loopback
+    # server's share of it; the rest is tack's (its commands included) and
+    # the bench's own sampling, which is small.
+    machine_cpu_s: float = 0.0
+    server_cpu_s: float = 0.0
     samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def tack_cpu_ms_per_call(self) -> float:
+        return (self.machine_cpu_s - self.server_cpu_s) * 1000 / max(self.calls, 1)
+
+    @property
+    def server_cpu_ms_per_call(self) -> float:
+        return self.server_cpu_s * 1000 / max(self.calls, 1)
+
+    @property
+    def machine_busy(self) -> float:
+        """The share of all cores the run kept busy."""
+        return self.machine_cpu_s / (self.wall * (os.cpu_count() or 1))
 
     @property
     def fraction(self) -> float:
         return self.steady_calls_per_s / self.ideal_calls_per_s
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds all cores have spent busy since boot (/proc/stat)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds of one process (user and system), 0 once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int, key: str = "VmRSS") -> int:
@@ -104,6 +139,8 @@ def run(env: Env, jobs: int = 1000, trials: int = 2000, steps: int = 20,
         samples: list[Sample] = []
         peak = [0]
         started = time.perf_counter()
+        machine_before = machine_cpu_s()
+        server_before = process_cpu_s(server.process.pid)
         process = subprocess.Popen(args, env=tack_env, stdout=log, stderr=subprocess.STDOUT)
         watcher = threading.Thread(target=watch, args=(process, server, samples, peak, started))
         watcher.start()
@@ -111,6 +148,8 @@ def run(env: Env, jobs: int = 1000, trials: int = 2000, steps: int = 20,
         wall = time.perf_counter() - started
         watcher.join()
         log.close()
+        machine_used = machine_cpu_s() - machine_before
+        server_used = process_cpu_s(server.process.pid) - server_before
         calls = server.stats()["requests"]
     expected = trials * (steps + 1)
     if code != 0 or calls < expected:
@@ -125,5 +164,7 @@ def run(env: Env, jobs: int = 1000, trials: int = 2000, steps: int = 20,
         rss_mid_kb=at_fraction(samples, calls, 0.5),
         rss_late_kb=at_fraction(samples, calls, 0.9),
         exit_code=code,
+        machine_cpu_s=machine_used,
+        server_cpu_s=server_used,
         samples=samples,
     )

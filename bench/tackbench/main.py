@@ -148,14 +148,18 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               f"ideal {r.ideal_calls_per_s:.0f} calls/s: **{r.fraction * 100:.1f}% of ideal**",
               f"- tack's resident memory: peak {r.peak_rss_kb / 1024:.0f} MiB; "
               f"{r.rss_mid_kb / 1024:.0f} MiB at half the calls, "
-              f"{r.rss_late_kb / 1024:.0f} MiB at 90%", ""]
+              f"{r.rss_late_kb / 1024:.0f} MiB at 90%",
+              f"- CPU per model call: tack {r.tack_cpu_ms_per_call:.2f} ms, the loopback "
+              f"server {r.server_cpu_ms_per_call:.2f} ms; the machine's {os.cpu_count()} cores "
+              f"{r.machine_busy * 100:.0f}% busy over the run", ""]
     # A process per step: every step runs `bash` under the strict sandbox,
     # forked by the spawner process (the default) or by tack itself.
     jobs, trials, steps = (100, 100, 5) if env.quick else (200, 400, 5)
     lines += [f"Under the strict sandbox, {jobs} trials at once, each {steps} `bash` steps "
               f"(`echo hi`) and a final answer ({trials} trials):", "",
-              "| confined commands forked by | wall, s | calls/s | of ideal | peak RSS, MiB |",
-              "|---|---:|---:|---:|---:|"]
+              "| confined commands forked by | wall, s | calls/s | of ideal | peak RSS, MiB "
+              "| tack CPU per call, ms | server CPU per call, ms | cores busy |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     timed = {}
     for label, spawner in [("the spawner process (default)", "on"),
                            ("tack itself (`TACK_SANDBOX_SPAWNER=off`)", "off")]:
@@ -164,8 +168,12 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
                             extra_env={"TACK_SANDBOX_SPAWNER": spawner})
         timed[spawner] = r.wall
         lines.append(f"| {label} | {r.wall:.1f} | {r.steady_calls_per_s:.0f} | "
-                     f"{r.fraction * 100:.1f}% | {r.peak_rss_kb / 1024:.0f} |")
-    lines += ["", f"- spawner / tack itself, wall time: {ratio(timed['on'], timed['off'])}", ""]
+                     f"{r.fraction * 100:.1f}% | {r.peak_rss_kb / 1024:.0f} | "
+                     f"{r.tack_cpu_ms_per_call:.2f} | {r.server_cpu_ms_per_call:.2f} | "
+                     f"{r.machine_busy * 100:.0f}% |")
+    lines += ["", f"- spawner / tack itself, wall time: {ratio(timed['on'], timed['off'])}",
+              "- tack's CPU includes its commands' (bash under the sandbox) and every trial's "
+              "workspace, session and checks: the machine minus the loopback server", ""]
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:

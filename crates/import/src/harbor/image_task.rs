@@ -206,12 +206,18 @@ fn notes(task: &HarborTask) -> Vec<String> {
 
 fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[String]) -> String {
     let mut out = String::new();
+    let engine = engine_reason(task);
     let _ = writeln!(
         out,
         "# Imported by `tack import harbor` from {} (Harbor task `{}`):\n\
-         # built from its Dockerfile, each trial in the image's filesystem.",
+         # built from its Dockerfile, each trial {}.",
         task.dir.display(),
-        task.name
+        task.name,
+        if engine.is_some() {
+            "in a container the engine starts"
+        } else {
+            "in the image's filesystem"
+        }
     );
     for note in notes {
         let _ = writeln!(out, "#   - {}", note.replace('\n', " "));
@@ -235,7 +241,7 @@ fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[Stri
         );
     }
     write_table(&mut out, "env", &task.config.environment_env);
-    if let Some(why) = engine_reason(task) {
+    if let Some(why) = engine {
         let _ = writeln!(
             out,
             "# {why}: it runs in a container the engine starts.\nmode = \"engine\""
