@@ -41,6 +41,7 @@ pub struct DoctorArgs {
 pub fn run(args: DoctorArgs) -> CommandResult {
     let probe = tack_sandbox::probe();
     let engine = tack_image::Engine::detect(None);
+    let init = tack_sandbox::init_program();
     let text = if args.json {
         let mut json = render::doctor_json(probe);
         json["image_engine"] = match &engine {
@@ -49,15 +50,33 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             }),
             Err(error) => serde_json::json!({ "name": null, "error": error.to_string() }),
         };
+        json["session_init"] = serde_json::json!(init.as_ref().map(|p| p.display().to_string()));
         serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
     } else {
-        format!("{}\n{}", render::doctor_text(probe), engine_text(&engine))
+        format!(
+            "{}\n{}\n{}",
+            render::doctor_text(probe),
+            init_text(init.as_deref()),
+            engine_text(&engine)
+        )
     };
     outln!("{text}")?;
     Ok(match check_profile(SandboxProfile::Strict, probe) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::from(1),
     })
+}
+
+/// The "Trial sandboxes" section: which program is each trial's init.
+fn init_text(init: Option<&std::path::Path>) -> String {
+    match init {
+        Some(path) => format!(
+            "Trial sandboxes\n  init                {} (built once per trial; forks its commands)",
+            path.display()
+        ),
+        None => "Trial sandboxes\n  init                NONE — each command builds its own walls"
+            .to_string(),
+    }
 }
 
 /// The "Image tasks" section: the engine that builds task images, or why

@@ -229,3 +229,49 @@ fn several_words_run_as_an_argv() {
         assert_eq!(text(&out.stdout), "one\ntwo\n", "{profile}: {out:?}");
     }
 }
+
+/// tack in a directory of its own (hard-linked, so the test copies no
+/// 100 MB binary), with `beside` as the `tack-sandbox-init` next to it.
+fn doctor_init_with(beside: impl FnOnce(&Path)) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let linked = dir.path().join("tack");
+    let real = Path::new(env!("CARGO_BIN_EXE_tack"));
+    if std::fs::hard_link(real, &linked).is_err() {
+        std::fs::copy(real, &linked).unwrap();
+    }
+    beside(dir.path());
+    let out = Command::new(&linked)
+        .args(["doctor", "--json"])
+        .env_remove("TACK_SANDBOX_INIT")
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    json["session_init"].clone()
+}
+
+#[test]
+fn a_small_init_beside_tack_serves_only_when_it_is_of_the_same_build() {
+    use std::os::unix::fs::PermissionsExt;
+    // A stale init (another build id) is left alone: tack serves itself.
+    let stale = doctor_init_with(|dir| {
+        let init = dir.join("tack-sandbox-init");
+        std::fs::write(&init, "#!/bin/sh\necho 0123456789abcdef\n").unwrap();
+        std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755)).unwrap();
+    });
+    assert!(stale.as_str().unwrap().ends_with("/tack"), "{stale}");
+    // One of the same build (tack's own binary answers with the same id)
+    // is preferred over exec'ing tack itself.
+    let same = doctor_init_with(|dir| {
+        let init = dir.join("tack-sandbox-init");
+        if std::fs::hard_link(env!("CARGO_BIN_EXE_tack"), &init).is_err() {
+            std::fs::copy(env!("CARGO_BIN_EXE_tack"), &init).unwrap();
+        }
+    });
+    assert!(
+        same.as_str().unwrap().ends_with("/tack-sandbox-init"),
+        "{same}"
+    );
+    // With none beside it, tack is its own.
+    let none = doctor_init_with(|_| {});
+    assert!(none.as_str().unwrap().ends_with("/tack"), "{none}");
+}

@@ -72,7 +72,7 @@ pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
 pub use profiles::{check_confinement, check_profile};
 pub use seccomp::{SeccompError, denied_calls};
 pub use service::{Service, ServiceSpec, spawn_service};
-pub use session::{INIT_ARG, INIT_ENV, Session, SessionSlot, serve_init_if_asked};
+pub use session::{INIT_ARG, INIT_ENV, Session, SessionSlot, init_program, serve_init_if_asked};
 pub use setup_error::{PlaceError, SetupError};
 pub use spawner::SpawnerError;
 pub use tack_protocol::SandboxProfile;

@@ -1,6 +1,7 @@
-//! A trial's sandbox init, for programs that do not serve as their own
-//! (tests, other front ends): name it in `TACK_SANDBOX_INIT`. tack itself
-//! serves as its own init.
+//! A trial's sandbox init: small, so exec'ing it once per trial is cheap.
+//! tack uses it when it lies beside tack's binary and is of the same build
+//! (otherwise tack serves as its own init); other programs name it in
+//! `TACK_SANDBOX_INIT`.
 
 fn main() {
     tack_sandbox::serve_init_if_asked();

@@ -10,10 +10,14 @@
 //! it, or tack dying) ends the init, and the namespaces and mounts with it.
 //!
 //! The init is a program exec'd fresh, so it is single-threaded and may
-//! fork freely: a binary that calls [`serve_init_if_asked`] first thing in
-//! `main` (tack does) serves as its own, or `TACK_SANDBOX_INIT` names one
-//! (the crate's `tack-sandbox-init`). Without one, [`Session::start`]
-//! returns `None` and commands build their own walls, as before.
+//! fork freely: `TACK_SANDBOX_INIT` names one, or the crate's small
+//! `tack-sandbox-init` beside the running binary serves (when it is of the
+//! same build), or a binary that calls [`serve_init_if_asked`] first thing
+//! in `main` (tack does) serves as its own. The small one is preferred:
+//! exec'ing tack's own binary (relocating its 170 MB, starting its
+//! allocator) cost a trial's sandbox several milliseconds of CPU. Without
+//! any, [`Session::start`] returns `None` and commands build their own
+//! walls, as before.
 
 mod init;
 mod slot;
@@ -47,6 +51,15 @@ pub const INIT_ARG: &str = "__tack-sandbox-init";
 /// not serve themselves (tests, other front ends).
 pub const INIT_ENV: &str = "TACK_SANDBOX_INIT";
 
+/// The first argument that makes an init binary print its build id.
+const BUILD_ARG: &str = "__tack-sandbox-build";
+
+/// This build of the crate (build.rs: a hash of its sources).
+const BUILD: &str = env!("TACK_SANDBOX_BUILD");
+
+/// The name of the crate's init binary, looked for beside the running one.
+const INIT_BINARY: &str = "tack-sandbox-init";
+
 static SERVES_ITSELF: AtomicBool = AtomicBool::new(false);
 
 /// Call first thing in `main`, before any thread starts: when this process
@@ -54,7 +67,12 @@ static SERVES_ITSELF: AtomicBool = AtomicBool::new(false);
 /// it notes that this binary can be one, and returns.
 pub fn serve_init_if_asked() {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(std::ffi::OsStr::new(INIT_ARG)) {
+    let first = args.next();
+    if first.as_deref() == Some(std::ffi::OsStr::new(BUILD_ARG)) {
+        println!("{BUILD}");
+        std::process::exit(0)
+    }
+    if first.as_deref() != Some(std::ffi::OsStr::new(INIT_ARG)) {
         SERVES_ITSELF.store(true, Ordering::Release);
         return;
     }
@@ -70,20 +88,36 @@ pub fn serve_init_if_asked() {
     }
 }
 
-/// The program a session's init runs, if this process knows one.
-fn init_program() -> Option<PathBuf> {
+/// The program a session's init runs, if this process knows one (for
+/// `tack doctor`).
+pub fn init_program() -> Option<PathBuf> {
     static PROGRAM: OnceLock<Option<PathBuf>> = OnceLock::new();
     PROGRAM
         .get_or_init(|| {
-            let named = std::env::var_os(INIT_ENV).map(PathBuf::from);
-            named.or_else(|| {
-                SERVES_ITSELF
-                    .load(Ordering::Acquire)
-                    .then(|| std::env::current_exe().ok())
-                    .flatten()
-            })
+            if let Some(named) = std::env::var_os(INIT_ENV) {
+                return Some(PathBuf::from(named));
+            }
+            let current = std::env::current_exe().ok();
+            let beside = current
+                .as_deref()
+                .and_then(Path::parent)
+                .map(|dir| dir.join(INIT_BINARY))
+                .filter(|path| same_build(path));
+            beside.or_else(|| current.filter(|_| SERVES_ITSELF.load(Ordering::Acquire)))
         })
         .clone()
+}
+
+/// Whether the init binary at `path` was built from the same sources as
+/// this one: a stale one, left by an earlier build, would misread the
+/// init's arguments. Asked once per process (one short exec).
+fn same_build(path: &Path) -> bool {
+    std::process::Command::new(path)
+        .arg(BUILD_ARG)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|out| out.status.success() && out.stdout.trim_ascii() == BUILD.as_bytes())
 }
 
 /// Where each command's replies go, by request id.
