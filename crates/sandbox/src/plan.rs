@@ -49,6 +49,37 @@ impl Prepared {
     }
 }
 
+/// The directory in the system tmp that holds every private tmp tack's
+/// sandbox makes. Directly in the system tmp each would be one more entry
+/// that every later command's Landlock rules list (they grant the system
+/// tmp entry by entry, all but the sealed directories), and readable by
+/// those commands: with 200 trials at once, 200 more rules per command and
+/// each trial's tmp open to the others.
+pub(crate) fn tmp_root() -> PathBuf {
+    std::env::temp_dir().join("tack-sandbox-tmp")
+}
+
+/// A new private tmp in [`tmp_root`], which is made if missing and must
+/// be a directory of this user's (in a shared /tmp another user could
+/// have put a link or a directory of theirs there first).
+fn private_tmp() -> Result<tempfile::TempDir, SetupError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let root = tmp_root();
+    match std::fs::DirBuilder::new().mode(0o711).create(&root) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(SetupError::TmpDir(error)),
+    }
+    let meta = std::fs::symlink_metadata(&root).map_err(SetupError::TmpDir)?;
+    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(SetupError::TmpRoot(root));
+    }
+    tempfile::Builder::new()
+        .prefix("tack-tmp-")
+        .tempdir_in(&root)
+        .map_err(SetupError::TmpDir)
+}
+
 fn canonical_writable(path: &Path) -> Result<PathBuf, SetupError> {
     std::fs::canonicalize(path).map_err(|source| SetupError::WritablePath {
         path: path.to_path_buf(),
@@ -77,10 +108,7 @@ pub(crate) fn prepare(
     cwd: &Path,
     probe: &Probe,
 ) -> Result<Prepared, SetupError> {
-    let tmp = tempfile::Builder::new()
-        .prefix("tack-tmp-")
-        .tempdir()
-        .map_err(SetupError::TmpDir)?;
+    let tmp = private_tmp()?;
     if let Some(image) = &confinement.image {
         return prepare_in_image(confinement, image, cwd, probe, tmp);
     }
@@ -98,6 +126,11 @@ pub(crate) fn prepare(
         writable.push(canonical_writable(tmp.path())?);
     }
     let sealed = existing(&confinement.sealed);
+    // Every command's tmp lives in the tmp root: sealed, so that no command
+    // reads another's, and so that the rules (which grant the rest of the
+    // system tmp entry by entry) do not grow with the trials running.
+    let mut sealed_or_tmp = sealed.clone();
+    sealed_or_tmp.extend(existing(&[tmp_root()]));
     let scratch = shown
         .scratch
         .as_deref()
@@ -107,7 +140,8 @@ pub(crate) fn prepare(
     let new_root = std::mem::take(&mut placed.steps);
     let (mounts, mount_targets, shm) =
         mount_steps(confinement, &writable, new_root, &placed.writable_at)?;
-    let (built, late_rules) = landlock_rules(probe, confinement, &writable, &sealed, &placed, shm)?;
+    let (built, late_rules) =
+        landlock_rules(probe, confinement, &writable, &sealed_or_tmp, &placed, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) = std::io::pipe().map_err(SetupError::Pipe)?;
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;

@@ -11,6 +11,12 @@ use crate::seccomp::SeccompError;
 pub enum SetupError {
     #[error("cannot create the private tmp directory: {0}")]
     TmpDir(#[source] std::io::Error),
+    #[error(
+        "{} is not a directory of this user's; remove it (or set TMPDIR to a \
+         directory of your own) so tack can make its private tmp directories there",
+        .0.display()
+    )]
+    TmpRoot(PathBuf),
     #[error("cannot create {}: {source}", path.display())]
     CreateDir {
         path: PathBuf,

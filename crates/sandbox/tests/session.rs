@@ -39,6 +39,7 @@ fn main() {
         }
         test!(keeps_output_and_exit_status);
         test!(commands_share_the_trials_tmp_and_workspace);
+        test!(another_trials_tmp_is_out_of_reach);
         test!(the_walls_hold_for_every_command);
         test!(commands_run_at_once);
         test!(kills_the_group_on_timeout);
@@ -94,6 +95,44 @@ async fn keeps_output_and_exit_status() {
     assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
     let out = sh(&session, "echo \"$TACK_X\"", dir.path()).await;
     assert_eq!(out.stdout, "\n", "tack's own variables stay out");
+}
+
+/// Every trial's private tmp is in tack's tmp root, which is sealed: a
+/// trial started later cannot read (or list) what an earlier one keeps
+/// there, though the rest of the system tmp stays readable.
+async fn another_trials_tmp_is_out_of_reach() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let readable = readable();
+    let first = session(one.path()).await;
+    let out = sh(
+        &first,
+        "echo secret > \"$TMPDIR/kept\"; echo \"$TMPDIR\"",
+        one.path(),
+    )
+    .await;
+    assert!(out.success(), "{out:?}");
+    let tmp = out.stdout.trim().to_string();
+    assert!(Path::new(&tmp).join("kept").exists(), "{tmp}");
+    let second = session(two.path()).await;
+    let script = format!("cat '{tmp}/kept'; ls \"$(dirname '{tmp}')\"; cat '{readable}'");
+    let out = sh(&second, &script, two.path()).await;
+    assert!(!out.stdout.contains("secret"), "{out:?}");
+    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    assert!(
+        out.stdout.contains("readable"),
+        "the rest of /tmp stays readable: {out:?}"
+    );
+}
+
+/// A file in the system tmp, beside tack's tmp root.
+fn readable() -> String {
+    static FILE: std::sync::OnceLock<tempfile::NamedTempFile> = std::sync::OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "readable\n").unwrap();
+        file
+    });
+    file.path().display().to_string()
 }
 
 async fn commands_share_the_trials_tmp_and_workspace() {
