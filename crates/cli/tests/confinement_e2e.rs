@@ -306,3 +306,127 @@ fn an_agent_cannot_read_another_trials_workspace() {
     let trial = &json["run"]["trials"][0];
     assert_eq!(trial["outcome"], "passed", "{trial}");
 }
+
+/// A run killed with `kill -9` (tack and its sandbox spawner) leaves no
+/// process, but its trial directories and private tmps; the next run on
+/// the machine sweeps them, and leaves none of its own.
+#[test]
+fn what_a_killed_run_leaves_is_swept_by_the_next() {
+    if !sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let suite = dir.path().join("suite");
+    // The slow task's check runs in walls of its own, started by the
+    // spawner (the agent's commands run in the trial's session, whose init
+    // ends with tack).
+    for (task, check) in [("slow", "sleep 59.125"), ("quick", "true")] {
+        let task = suite.join("tasks").join(task);
+        std::fs::create_dir_all(task.join("fixture")).unwrap();
+        std::fs::write(
+            task.join("task.toml"),
+            format!(
+                "instruction = \"Wait.\"\n\n[[checks]]\nname = \"ok\"\nrun = \"{check}\"\n\n\
+                 [solution]\nscript = \"true\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        suite.join("suite.toml"),
+        "[suite]\nname = \"leftovers\"\n\n[[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n\
+         [variants.harness]\nsandbox = \"strict\"\n",
+    )
+    .unwrap();
+    let tack = |task: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+        command
+            .args(["run", suite.to_str().unwrap(), "-t", task, "--no-report"])
+            .arg("--traces")
+            .arg(dir.path().join("traces"))
+            .env("TMPDIR", &tmp)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        command
+    };
+    let entries = |name: &str| -> Vec<String> {
+        std::fs::read_dir(tmp.join(name))
+            .map(|e| {
+                e.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut slow = tack("slow").spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !any_process_running("59.125") {
+        assert!(started.elapsed().as_secs() < 60, "the check never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // tack and its sandbox spawner (a child of tack's in a session of its
+    // own, which would otherwise outlive tack and clean up after it).
+    let spawner = children_named(slow.id(), "tack");
+    assert_eq!(spawner.len(), 1, "tack's spawner: {spawner:?}");
+    let killed = Command::new("kill")
+        .args([
+            "-s",
+            "KILL",
+            &slow.id().to_string(),
+            &spawner[0].to_string(),
+        ])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    slow.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The check dies with the spawner, though nothing is left to enforce
+    // its timeout.
+    let started = std::time::Instant::now();
+    while any_process_running("59.125") {
+        assert!(started.elapsed().as_secs() < 10, "the check outlived tack");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!entries("tack-sandbox-tmp").is_empty(), "nothing was left");
+    assert!(!entries("tack-trials").is_empty(), "nothing was left");
+
+    let quick = tack("quick").output().unwrap();
+    assert!(quick.status.success(), "{quick:?}");
+    assert_eq!(entries("tack-sandbox-tmp"), Vec::<String>::new());
+    assert_eq!(entries("tack-trials"), Vec::<String>::new());
+}
+
+/// Whether a process whose command line holds `word` runs.
+fn any_process_running(word: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|line| String::from_utf8_lossy(&line).contains(word))
+    })
+}
+
+/// The processes whose parent is `parent` and whose name is `name`.
+fn children_named(parent: u32, name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let ppid = stat[close + 2..]
+            .split(' ')
+            .nth(1)
+            .and_then(|p| p.parse().ok());
+        if &stat[open + 1..close] == name && ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}

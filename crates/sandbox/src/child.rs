@@ -190,6 +190,11 @@ pub(crate) struct ChildPlan {
     /// Descriptors the program keeps across exec (their close-on-exec flag
     /// is cleared): the init's socket to tack.
     pub inherit: Vec<libc::c_int>,
+    /// The spawner's pid: the command is killed if the spawner dies (it
+    /// forks from threads that live as long as it does). Killed with tack,
+    /// the spawner would otherwise leave commands running past their
+    /// timeout, which only it enforces.
+    pub die_with: Option<libc::pid_t>,
 }
 
 /// An image's overlay, mounted by the host's user (root): the kernel then
@@ -214,6 +219,25 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
         report(plan, step, index);
         error
     };
+    if let Some(parent) = plan.die_with {
+        // SAFETY: prctl and getppid take integer arguments only.
+        check(unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        } as libc::c_long)
+        .map_err(|e| fail(Step::Session, 0, e))?;
+        // The spawner died before the signal was asked for.
+        // SAFETY: as above.
+        if unsafe { libc::getppid() } != parent {
+            // SAFETY: _exit ends the process without running anything else.
+            unsafe { libc::_exit(126) }
+        }
+    }
     // SAFETY: setsid has no memory effects; a new session also detaches the
     // command from tack's controlling terminal (no TIOCSTI into it).
     check(unsafe { libc::setsid() } as libc::c_long).map_err(|e| fail(Step::Session, 0, e))?;

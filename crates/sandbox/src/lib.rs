@@ -36,6 +36,7 @@ mod denials;
 mod environment;
 mod files;
 mod gate;
+pub mod held;
 mod idmap;
 mod image;
 mod ipc;

@@ -4,12 +4,14 @@
 use std::ffi::CString;
 use std::io::Read;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tack_protocol::SandboxProfile;
 
 use crate::child::{ChildPlan, LateRule, MountStep, Step};
+use crate::held::HeldDir;
 use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
 use crate::setup_error::{SetupError, c_path};
@@ -27,7 +29,7 @@ pub(crate) struct Prepared {
     failure: std::io::PipeReader,
     mount_targets: Vec<String>,
     _cgroup: Option<PidsCgroup>,
-    _tmp: tempfile::TempDir,
+    _tmp: PrivateTmp,
 }
 
 impl Prepared {
@@ -59,25 +61,48 @@ pub(crate) fn tmp_root() -> PathBuf {
     std::env::temp_dir().join("tack-sandbox-tmp")
 }
 
-/// A new private tmp in [`tmp_root`], which is made if missing and must
-/// be a directory of this user's (in a shared /tmp another user could
-/// have put a link or a directory of theirs there first).
-fn private_tmp() -> Result<tempfile::TempDir, SetupError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let root = tmp_root();
-    match std::fs::DirBuilder::new().mode(0o711).create(&root) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(error) => return Err(SetupError::TmpDir(error)),
+/// A command's (or a session's) private tmp: `tmp` in a directory held in
+/// [`tmp_root`], so that what a killed run leaves is swept by the next.
+#[derive(Debug)]
+pub(crate) struct PrivateTmp {
+    _held: HeldDir,
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    /// A new one in [`tmp_root`], which is made if missing and must be a
+    /// directory of this user's (in a shared /tmp another user could have
+    /// put a link or a directory of theirs there first).
+    fn new() -> Result<PrivateTmp, SetupError> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let root = tmp_root();
+        match std::fs::DirBuilder::new().mode(0o711).create(&root) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(SetupError::TmpDir(error)),
+        }
+        let meta = std::fs::symlink_metadata(&root).map_err(SetupError::TmpDir)?;
+        if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
+            return Err(SetupError::TmpRoot(root));
+        }
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| crate::held::sweep_stale(&root));
+        let held = HeldDir::new_in(&root, "tack-tmp-").map_err(SetupError::TmpDir)?;
+        // Passable (not listable) for an image's root, which is not the
+        // host's: the image's root is mounted below it (prepare_in_image).
+        std::fs::set_permissions(held.path(), std::fs::Permissions::from_mode(0o711))
+            .map_err(SetupError::TmpDir)?;
+        let path = held.path().join("tmp");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(SetupError::TmpDir)?;
+        Ok(PrivateTmp { _held: held, path })
     }
-    let meta = std::fs::symlink_metadata(&root).map_err(SetupError::TmpDir)?;
-    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
-        return Err(SetupError::TmpRoot(root));
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
-    tempfile::Builder::new()
-        .prefix("tack-tmp-")
-        .tempdir_in(&root)
-        .map_err(SetupError::TmpDir)
 }
 
 fn canonical_writable(path: &Path) -> Result<PathBuf, SetupError> {
@@ -108,7 +133,7 @@ pub(crate) fn prepare(
     cwd: &Path,
     probe: &Probe,
 ) -> Result<Prepared, SetupError> {
-    let tmp = private_tmp()?;
+    let tmp = PrivateTmp::new()?;
     if let Some(image) = &confinement.image {
         return prepare_in_image(confinement, image, cwd, probe, tmp);
     }
@@ -198,8 +223,11 @@ fn prepare_in_image(
     image: &crate::ImageRoot,
     cwd: &Path,
     probe: &Probe,
-    tmp: tempfile::TempDir,
+    tmp: PrivateTmp,
 ) -> Result<Prepared, SetupError> {
+    // The image's root (not the host's) enters it to reach its root.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711))
+        .map_err(SetupError::TmpDir)?;
     let scratch = tmp.path().join("root");
     std::fs::create_dir(&scratch).map_err(|source| SetupError::CreateDir {
         path: scratch.clone(),

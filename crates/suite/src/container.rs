@@ -106,7 +106,7 @@ fn sweep_once(engine: &Engine) {
             return;
         };
         for (name, trial) in containers {
-            if !crate::workspace::held(&trial) {
+            if !tack_sandbox::held::held(&trial) {
                 let _ = engine.remove_container(&name);
             }
         }

@@ -1,6 +1,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tack_sandbox::held::{self, HeldDir};
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
 
 use crate::copy::{copy_tree, copy_tree_owned};
@@ -14,16 +15,11 @@ use crate::{CommandSandbox, Healthcheck, ImageState, SuiteError, Task, TaskImage
 pub struct TrialWorkspace {
     /// Engine mode's container, removed before the directory it binds.
     container: Option<crate::container::TrialContainer>,
-    dir: tempfile::TempDir,
+    /// The trial's directory, held while the trial lives: one a killed run
+    /// left is swept by the next ([`tack_sandbox::held`]).
+    dir: HeldDir,
     path: PathBuf,
-    /// Held locked while the trial lives: a directory whose lock can be
-    /// taken was left by a process that is gone ([`sweep_stale`]).
-    lock: std::fs::File,
 }
-
-/// The lock file of a trial's directory (beside its workspace, out of the
-/// agent's sight); a kept workspace has none.
-const LOCK: &str = ".tack-trial.lock";
 
 const SETUP_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -37,19 +33,9 @@ impl TrialWorkspace {
         let root = crate::workspaces_root();
         std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
         static SWEPT: std::sync::Once = std::sync::Once::new();
-        SWEPT.call_once(|| sweep_stale(&root));
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{}-", task.id))
-            .tempdir_in(&root)
+        SWEPT.call_once(|| held::sweep_stale(&root));
+        let dir = HeldDir::new_in(&root, &format!("{}-", task.id))
             .map_err(|e| SuiteError::io(&root, e))?;
-        // Locked under another name, then renamed: a sweep that sees the
-        // lock file sees it locked (the lock is the file's, not its name's).
-        let lock_path = dir.path().join(LOCK);
-        let unlocked = dir.path().join(".tack-trial.lock.new");
-        let lock = std::fs::File::create(&unlocked)
-            .and_then(|file| file.lock().map(|()| file))
-            .and_then(|file| std::fs::rename(&unlocked, &lock_path).map(|()| file))
-            .map_err(|e| SuiteError::io(&lock_path, e))?;
         let path = dir.path().join("workspace");
         match &task.image {
             None => copy_tree(&task.fixture_dir(), &path)
@@ -106,7 +92,6 @@ impl TrialWorkspace {
             container,
             dir,
             path,
-            lock,
         })
     }
 
@@ -118,36 +103,9 @@ impl TrialWorkspace {
     /// lock, so no later run sweeps it away).
     pub fn keep(mut self) -> PathBuf {
         drop(self.container.take());
-        let kept = self.dir.keep();
-        let _ = std::fs::remove_file(kept.join(LOCK));
-        drop(self.lock);
+        self.dir.keep();
         self.path
     }
-}
-
-/// Removes the trial directories under `root` that a killed run left: the
-/// ones whose lock no living process holds. Kept workspaces (no lock) and
-/// those of runs going on stay. Best effort: what cannot be removed stays
-/// for the next sweep.
-pub(crate) fn sweep_stale(root: &Path) {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let dir = entry.path();
-        let Ok(file) = std::fs::File::open(dir.join(LOCK)) else {
-            continue;
-        };
-        if file.try_lock().is_ok() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-}
-
-/// Whether a living trial holds the directory `trial` (a kept workspace,
-/// or one already swept, is held by none).
-pub(crate) fn held(trial: &Path) -> bool {
-    std::fs::File::open(trial.join(LOCK)).is_ok_and(|file| file.try_lock().is_err())
 }
 
 /// An image task's workspace: its image's working directory, copied with
@@ -314,29 +272,4 @@ pub async fn apply_solution(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    /// A killed run's directory goes; a living trial's and a kept one stay.
-    #[test]
-    fn the_sweep_removes_only_what_no_process_holds() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = |name: &str| {
-            let dir = root.path().join(name);
-            std::fs::create_dir_all(dir.join("workspace")).unwrap();
-            dir
-        };
-        let (killed, living, kept) = (dir("killed"), dir("living"), dir("kept"));
-        std::fs::File::create(killed.join(LOCK)).unwrap();
-        let held = std::fs::File::create(living.join(LOCK)).unwrap();
-        held.lock().unwrap();
-        sweep_stale(root.path());
-        assert!(!killed.exists());
-        assert!(living.join("workspace").is_dir());
-        assert!(kept.join("workspace").is_dir());
-    }
 }

@@ -276,6 +276,9 @@ fn spawn(
             (prepared, command, Some((socket, exe)))
         }
     };
+    if let Some(plan) = prepared.plan.as_mut().and_then(Arc::get_mut) {
+        plan.die_with = Some(rustix::process::getpid().as_raw_nonzero().get());
+    }
     local::confine(&mut command, &mut prepared)?;
     command
         .stdout(Stdio::from(stdout))

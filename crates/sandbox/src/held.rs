@@ -1,0 +1,98 @@
+//! Directories a living process holds: a trial's directory (its workspace
+//! and walls), a command's private tmp. Each is made under a root with a
+//! lock file that its maker holds locked while it lives; a run killed with
+//! SIGKILL leaves directories whose lock anyone can take, and the next
+//! [`sweep_stale`] over the root removes them. A directory without a lock
+//! file (a kept workspace) is never swept.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// The lock file of a held directory (beside what it holds, so out of the
+/// sight of the commands that use it).
+const LOCK: &str = ".tack-held.lock";
+
+/// A new directory under `root`, held until dropped (then removed) or
+/// [`HeldDir::keep`]t.
+#[derive(Debug)]
+pub struct HeldDir {
+    dir: tempfile::TempDir,
+    lock: File,
+}
+
+impl HeldDir {
+    /// Makes a directory named `prefix` and a random suffix under `root`
+    /// (which must exist) and holds it.
+    pub fn new_in(root: &Path, prefix: &str) -> std::io::Result<HeldDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(root)?;
+        // Locked under another name, then renamed: a sweep that sees the
+        // lock file sees it locked (the lock is the file's, not its name's).
+        let unlocked = dir.path().join(".tack-held.lock.new");
+        let lock = File::create(&unlocked)?;
+        lock.lock()?;
+        std::fs::rename(&unlocked, dir.path().join(LOCK))?;
+        Ok(HeldDir { dir, lock })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Leaves the directory on disk, without its lock, so that no sweep
+    /// removes it; returns where it is.
+    pub fn keep(self) -> PathBuf {
+        let kept = self.dir.keep();
+        let _ = std::fs::remove_file(kept.join(LOCK));
+        drop(self.lock);
+        kept
+    }
+}
+
+/// Removes the directories under `root` that a killed run left: the ones
+/// whose lock no living process holds. Kept ones (no lock) and those of
+/// runs going on stay. Best effort: what cannot be removed stays for the
+/// next sweep.
+pub fn sweep_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(file) = File::open(dir.join(LOCK)) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// Whether a living process holds the directory `dir` (a kept one, or one
+/// already swept, is held by none).
+pub fn held(dir: &Path) -> bool {
+    File::open(dir.join(LOCK)).is_ok_and(|file| file.try_lock().is_err())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A killed run's directory goes; a living one's and a kept one stay.
+    #[test]
+    fn the_sweep_removes_only_what_no_process_holds() {
+        let root = tempfile::tempdir().unwrap();
+        let living = HeldDir::new_in(root.path(), "living-").unwrap();
+        let kept = HeldDir::new_in(root.path(), "kept-").unwrap().keep();
+        let killed = root.path().join("killed");
+        std::fs::create_dir(&killed).unwrap();
+        File::create(killed.join(LOCK)).unwrap();
+        assert!(held(living.path()) && !held(&kept) && !held(&killed));
+        sweep_stale(root.path());
+        assert!(!killed.exists());
+        assert!(living.path().is_dir() && kept.is_dir());
+        let gone = living.path().to_path_buf();
+        drop(living);
+        assert!(!gone.exists());
+    }
+}
