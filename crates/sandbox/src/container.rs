@@ -180,11 +180,7 @@ pub(crate) async fn run(
     env.extend(["TMPDIR", "TMP", "TEMP"].map(|name| (name.to_string(), "/tmp".to_string())));
     let mut command = container.exec(&cwd, &env, &argv, false);
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut command = tokio::process::Command::from(command);
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut command = crate::local::piped(command);
     let mut child = command.spawn().map_err(|source| SandboxError::Spawn {
         cwd: format!("{} exec {}", container.engine, container.name),
         source,

@@ -155,11 +155,7 @@ pub(crate) async fn run(spec: &CommandSpec<'_>) -> Result<Ended, SandboxError> {
             std::os::unix::process::CommandExt::process_group(&mut command, 0);
         }
     }
-    let mut command = tokio::process::Command::from(command);
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    let mut command = piped(command);
     let spawned = command.spawn();
     // The child has its copies; drop ours of the plan's descriptors (and
     // the failure pipe's write end, so reading it cannot block).
@@ -172,4 +168,15 @@ pub(crate) async fn run(spec: &CommandSpec<'_>) -> Result<Ended, SandboxError> {
     // Removes the private tmp and the pids cgroup, once the group is dead.
     drop(prepared);
     ended
+}
+
+/// `command` for tokio, its output captured through pipes and the process
+/// killed if the run is dropped (cancelled) before it ends.
+pub(crate) fn piped(command: std::process::Command) -> tokio::process::Command {
+    let mut command = tokio::process::Command::from(command);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
 }

@@ -100,13 +100,8 @@ fn start(
     mut prepared: Option<plan::Prepared>,
     spec: &ServiceSpec<'_>,
 ) -> Result<Service, SandboxError> {
-    let mut command = tokio::process::Command::from(command);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let spawned = command.spawn();
+    let mut command = crate::local::piped(command);
+    let spawned = command.stdin(Stdio::piped()).spawn();
     // Closes our copies of the plan's descriptors and of the failure pipe's
     // write end, so that reading it cannot block.
     drop(command);
