@@ -13,8 +13,9 @@ use crate::out::{out, outln};
 
 const AFTER_HELP: &str = "\
 Pairs trials by task (and by trial index where both sides have it) and shows, per task and
-overall: pass rates and each task's flip (fixed, broken, stable pass, stable fail, flaky); the
-difference in success rate with a 95% interval from a bootstrap that resamples tasks, and an exact
+overall: pass rates and each task's flip (fixed, broken, better or worse: mixed results and a
+larger or smaller share passed; stable pass, stable fail; flaky: mixed, the same share on both
+sides); the difference in success rate with a 95% interval from a bootstrap that resamples tasks, and an exact
 McNemar test on the discordant pairs (a task-level sign-flip permutation test when tasks have
 several trials); pass@k and pass^k; deltas of tokens and cost per success, steps, retries,
 interventions and wall time with bootstrap intervals; and the smallest difference this many trials

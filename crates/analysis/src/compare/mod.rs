@@ -84,7 +84,14 @@ pub enum Flip {
     Broken,
     StablePass,
     StableFail,
-    /// Mixed outcomes on at least one side.
+    /// Mixed outcomes on at least one side, and the candidate passed a
+    /// larger share of its trials (3/3 against 1/3).
+    Better,
+    /// … a smaller share.
+    Worse,
+    /// Mixed outcomes on at least one side and the same share passed on
+    /// both: the trials of one configuration disagree with each other, and
+    /// nothing says either side is the better.
     Flaky,
 }
 
@@ -95,6 +102,8 @@ impl Flip {
             Flip::Broken => "broken",
             Flip::StablePass => "stable pass",
             Flip::StableFail => "stable fail",
+            Flip::Better => "better",
+            Flip::Worse => "worse",
             Flip::Flaky => "flaky",
         }
     }
@@ -107,7 +116,15 @@ impl Flip {
             (_, true, _, true) => Flip::StableFail,
             (_, true, true, _) => Flip::Fixed,
             (true, _, _, true) => Flip::Broken,
-            _ => Flip::Flaky,
+            // Shares compared as fractions, exactly: passed_c / trials_c
+            // against passed_b / trials_b.
+            _ => match (u128::from(candidate.0) * u128::from(base.1))
+                .cmp(&(u128::from(base.0) * u128::from(candidate.1)))
+            {
+                std::cmp::Ordering::Greater => Flip::Better,
+                std::cmp::Ordering::Less => Flip::Worse,
+                std::cmp::Ordering::Equal => Flip::Flaky,
+            },
         }
     }
 }
@@ -512,7 +529,12 @@ mod tests {
         assert_eq!(Flip::of((3, 3), (0, 3)), Flip::Broken);
         assert_eq!(Flip::of((3, 3), (3, 3)), Flip::StablePass);
         assert_eq!(Flip::of((0, 3), (0, 3)), Flip::StableFail);
-        assert_eq!(Flip::of((1, 3), (3, 3)), Flip::Flaky);
+        assert_eq!(Flip::of((1, 3), (3, 3)), Flip::Better);
+        assert_eq!(Flip::of((3, 3), (1, 3)), Flip::Worse);
+        assert_eq!(Flip::of((1, 3), (2, 3)), Flip::Better);
+        assert_eq!(Flip::of((2, 3), (2, 3)), Flip::Flaky);
+        assert_eq!(Flip::of((1, 2), (2, 4)), Flip::Flaky);
+        assert_eq!(Flip::of((0, 3), (1, 3)), Flip::Better);
         assert_eq!(Flip::of((0, 1), (1, 1)), Flip::Fixed);
     }
 }

@@ -68,6 +68,8 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
         let marker = match t.flip {
             Flip::Fixed => "  +",
             Flip::Broken => "  -",
+            Flip::Better => "  (+)",
+            Flip::Worse => "  (-)",
             _ => "",
         };
         let _ = writeln!(
