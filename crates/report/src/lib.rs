@@ -1,5 +1,5 @@
 //! Presentations of an analysis: the HTML report of a run (`index.html`
-//! with variants, summary, plots, task matrix and failed trials, and one
+//! with summary, variants, plots, task matrix and failed trials, and one
 //! page per non-passed trial with its whole trace), the compare report, and
 //! the terminal's text ([`text`]).
 //!

@@ -555,8 +555,8 @@ fn variants_section_highlights_differing_settings_first() {
     let report = report();
     let section = between(&report.index, "<!-- variants -->", "<!-- /variants -->");
     assert!(
-        report.index.find("<!-- variants -->") < report.index.find("<!-- summary -->"),
-        "variants come before the summary"
+        report.index.find("<!-- summary -->") < report.index.find("<!-- variants -->"),
+        "the results come before the variants' settings"
     );
     // Columns in manifest order, with model, simulated tag and description.
     let head = between(section, "<thead>", "</thead>");
