@@ -9,8 +9,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The lock file of a held directory (beside what it holds, so out of the
-/// sight of the commands that use it).
-const LOCK: &str = ".tack-held.lock";
+/// sight of the commands that use it). Named when only trial directories
+/// had one: kept, so that what runs of earlier versions left is swept too.
+const LOCK: &str = ".tack-trial.lock";
 
 /// A new directory under `root`, held until dropped (then removed) or
 /// [`HeldDir::keep`]t.
@@ -27,7 +28,7 @@ impl HeldDir {
         let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(root)?;
         // Locked under another name, then renamed: a sweep that sees the
         // lock file sees it locked (the lock is the file's, not its name's).
-        let unlocked = dir.path().join(".tack-held.lock.new");
+        let unlocked = dir.path().join(".tack-trial.lock.new");
         let lock = File::create(&unlocked)?;
         lock.lock()?;
         std::fs::rename(&unlocked, dir.path().join(LOCK))?;

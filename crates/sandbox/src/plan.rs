@@ -65,44 +65,66 @@ pub(crate) fn tmp_root() -> PathBuf {
 /// [`tmp_root`], so that what a killed run leaves is swept by the next.
 #[derive(Debug)]
 pub(crate) struct PrivateTmp {
-    _held: HeldDir,
+    held: HeldDir,
     path: PathBuf,
 }
 
 impl PrivateTmp {
-    /// A new one in [`tmp_root`], which is made if missing and must be a
-    /// directory of this user's (in a shared /tmp another user could have
-    /// put a link or a directory of theirs there first).
+    /// A new one in [`tmp_root`].
     fn new() -> Result<PrivateTmp, SetupError> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        use std::os::unix::fs::DirBuilderExt;
         let root = tmp_root();
-        match std::fs::DirBuilder::new().mode(0o711).create(&root) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(SetupError::TmpDir(error)),
-        }
-        let meta = std::fs::symlink_metadata(&root).map_err(SetupError::TmpDir)?;
-        if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
-            return Err(SetupError::TmpRoot(root));
-        }
-        static SWEPT: std::sync::Once = std::sync::Once::new();
-        SWEPT.call_once(|| crate::held::sweep_stale(&root));
+        ready_tmp_root(&root)?;
         let held = HeldDir::new_in(&root, "tack-tmp-").map_err(SetupError::TmpDir)?;
-        // Passable (not listable) for an image's root, which is not the
-        // host's: the image's root is mounted below it (prepare_in_image).
-        std::fs::set_permissions(held.path(), std::fs::Permissions::from_mode(0o711))
-            .map_err(SetupError::TmpDir)?;
         let path = held.path().join("tmp");
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&path)
             .map_err(SetupError::TmpDir)?;
-        Ok(PrivateTmp { _held: held, path })
+        Ok(PrivateTmp { held, path })
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Lets an image's root, which is not the host's, pass through (not
+    /// list) the tmp and the directory holding it: the image's root is
+    /// mounted below them (`prepare_in_image`).
+    fn open_to_image_root(&self) -> Result<(), SetupError> {
+        for dir in [self.held.path(), self.path.as_path()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+                .map_err(SetupError::TmpDir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes [`tmp_root`] if missing and checks that it is a directory of this
+/// user's (in a shared /tmp another user could have put a link or a
+/// directory of theirs there first); the first time it is ready in this
+/// process, sweeps what killed runs left in it. Once ready, not checked
+/// again: it is asked for every command.
+fn ready_tmp_root(root: &Path) -> Result<(), SetupError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static READY: AtomicBool = AtomicBool::new(false);
+    if READY.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    match std::fs::DirBuilder::new().mode(0o711).create(root) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(SetupError::TmpDir(error)),
+    }
+    let meta = std::fs::symlink_metadata(root).map_err(SetupError::TmpDir)?;
+    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(SetupError::TmpRoot(root.to_path_buf()));
+    }
+    if !READY.swap(true, Ordering::AcqRel) {
+        crate::held::sweep_stale(root);
+    }
+    Ok(())
 }
 
 fn canonical_writable(path: &Path) -> Result<PathBuf, SetupError> {
@@ -225,9 +247,7 @@ fn prepare_in_image(
     probe: &Probe,
     tmp: PrivateTmp,
 ) -> Result<Prepared, SetupError> {
-    // The image's root (not the host's) enters it to reach its root.
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711))
-        .map_err(SetupError::TmpDir)?;
+    tmp.open_to_image_root()?;
     let scratch = tmp.path().join("root");
     std::fs::create_dir(&scratch).map_err(|source| SetupError::CreateDir {
         path: scratch.clone(),
