@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use minijinja::context;
 use minijinja::value::Serde;
+use minijinja::{Environment, context};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
-use tack_analysis::compare::{Comparison, first_divergence};
+use tack_analysis::compare::{Comparison, TaskComparison, first_divergence};
 use tack_analysis::{SpanRow, TrialTrace, load_trial_trace};
 use tack_trace::schema::{col, kind};
 
@@ -50,31 +50,56 @@ pub fn write_compare_report(
         };
         let base = load_trial_trace(base_dir, base_id)?;
         let candidate = load_trial_trace(candidate_dir, candidate_id)?;
-        let page = side_by_side(&task.task, task.flip.as_str(), &base, &candidate);
-        let html = render(&env, "compare_task.html", context! { page => Serde(&page) })?;
+        let html = task_html(&env, task, (&base, &candidate), "../index.html")?;
         let file = format!("{}.html", safe_name(&task.task));
         write(&tasks_dir.join(&file), &html)?;
         flipped.push((task.task.clone(), format!("tasks/{file}")));
     }
+    let html = index_html(&env, comparison, drift, &flipped)?;
+    let index = out_dir.join("index.html");
+    write(&index, &html)?;
+    Ok(index)
+}
+
+/// The comparison's page; `flipped` links each flipped task to its page.
+pub(crate) fn index_html(
+    env: &Environment<'static>,
+    comparison: &Comparison,
+    drift: &[String],
+    flipped: &[(String, String)],
+) -> Result<String, ReportError> {
     let rows = forest_rows(comparison);
     let forest = forest_svg(&rows).map_err(|e| ReportError::Plot {
         plot: "deltas",
         message: e.to_string(),
     })?;
-    let html = render(
-        &env,
+    render(
+        env,
         "compare.html",
         context! {
             c => Serde(comparison),
             simulated => comparison.simulated(),
             forest => forest,
             drift => Serde(drift),
-            flipped => Serde(&flipped),
+            flipped => Serde(flipped),
         },
-    )?;
-    let index = out_dir.join("index.html");
-    write(&index, &html)?;
-    Ok(index)
+    )
+}
+
+/// A flipped task's page: its (base, candidate) trials side by side from
+/// their first divergence, with a link `back` to the comparison.
+pub(crate) fn task_html(
+    env: &Environment<'static>,
+    task: &TaskComparison,
+    (base, candidate): (&TrialTrace, &TrialTrace),
+    back: &str,
+) -> Result<String, ReportError> {
+    let page = side_by_side(&task.task, task.flip.as_str(), base, candidate);
+    render(
+        env,
+        "compare_task.html",
+        context! { page => Serde(&page), back },
+    )
 }
 
 fn safe_name(task: &str) -> String {

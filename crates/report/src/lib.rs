@@ -24,6 +24,7 @@ mod view;
 use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, context};
 use std::path::{Path, PathBuf};
+use tack_analysis::compare::{Comparison, TaskComparison};
 use tack_analysis::cost::CostReport;
 use tack_analysis::{
     AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, TrialTrace, analyze_with_failed_traces,
@@ -62,8 +63,13 @@ pub use compare_page::write_compare_report;
 /// Re-exported for [`ReportOptions`].
 pub use tack_analysis::FailedLimit;
 
-const TEMPLATES: [(&str, &str); 9] = [
+/// The reports' style sheet: inline in every static page, served as a
+/// file by `tack view` (whose pages allow no inline style or script).
+pub const STYLE: &str = include_str!("../templates/report.css");
+
+const TEMPLATES: [(&str, &str); 10] = [
     ("base.html", include_str!("../templates/base.html")),
+    ("report.css", STYLE),
     ("compare.html", include_str!("../templates/compare.html")),
     (
         "compare_task.html",
@@ -137,7 +143,7 @@ pub fn write_report_with_prices(
     let html = render(&env, "cost.html", context! { cost => Serde(cost_view) })?;
     write(&cost, &html)?;
     let index = out_dir.join("index.html");
-    write(&index, &render_index(&env, &analysis, options)?)?;
+    write(&index, &render_index(&env, &analysis, options, run_dir)?)?;
     Ok(ReportFiles {
         index,
         trial_pages,
@@ -164,7 +170,10 @@ fn write_trial_pages(
         part.iter()
             .map(|trace| {
                 let view = trial_page::trial_view(trace);
-                let html = render(env, "trial.html", context! { trial => Serde(view) })?;
+                let ctx = context! {
+                    trial => Serde(view), back => "../index.html", back_label => "the run",
+                };
+                let html = render(env, "trial.html", ctx)?;
                 let path = dir.join(trial_page::file_name(&trace.trial.trial_id));
                 write(&path, &html)?;
                 Ok(path)
@@ -191,6 +200,7 @@ fn render_index(
     env: &Environment<'static>,
     analysis: &RunAnalysis,
     options: &ReportOptions,
+    run_dir: &Path,
 ) -> Result<String, ReportError> {
     let plots = plots::all(&analysis.variants)
         .map_err(|(plot, message)| ReportError::Plot { plot, message })?;
@@ -207,8 +217,64 @@ fn render_index(
         infra => Serde(view::failed(&analysis.failed_trials, true)),
         listing => Serde(view::listing(analysis, &options.failed)),
         attempts => Serde(view::attempts(analysis)),
+        view_command => format!("tack view {}", run_dir.display()),
     };
     render(env, "index.html", ctx)
+}
+
+/// The report's pages in another frame: `tack view` gives its own
+/// `base.html` (its style sheet linked, its navigation) and its own links.
+#[derive(Debug)]
+pub struct Pages {
+    env: Environment<'static>,
+}
+
+impl Pages {
+    /// The report's templates with `base` (a template with a `title` and a
+    /// `content` block) as `base.html`.
+    pub fn with_base(base: &'static str) -> Result<Pages, ReportError> {
+        let mut env = environment()?;
+        env.add_template("base.html", base)
+            .map_err(|source| ReportError::Template {
+                template: "base.html",
+                source,
+            })?;
+        Ok(Pages { env })
+    }
+
+    /// `trace`'s page, its back link to `back` (an URL) named `back_label`.
+    pub fn trial(
+        &self,
+        trace: &TrialTrace,
+        back: &str,
+        back_label: &str,
+    ) -> Result<String, ReportError> {
+        let ctx = context! {
+            trial => Serde(trial_page::trial_view(trace)), back, back_label,
+        };
+        render(&self.env, "trial.html", ctx)
+    }
+
+    /// The comparison's page, as `tack compare` writes it; `flipped` pairs
+    /// each flipped task with the URL of its side-by-side page.
+    pub fn compare(
+        &self,
+        comparison: &Comparison,
+        drift: &[String],
+        flipped: &[(String, String)],
+    ) -> Result<String, ReportError> {
+        compare_page::index_html(&self.env, comparison, drift, flipped)
+    }
+
+    /// A flipped task's two trials side by side, linking `back`.
+    pub fn compare_task(
+        &self,
+        task: &TaskComparison,
+        trials: (&TrialTrace, &TrialTrace),
+        back: &str,
+    ) -> Result<String, ReportError> {
+        compare_page::task_html(&self.env, task, trials, back)
+    }
 }
 
 /// All templates, escaping HTML whatever the template's name, and failing on

@@ -33,6 +33,9 @@ pub(crate) struct TrialView {
     /// when they did not wait.
     pub rate_limit_wait: Option<String>,
     pub timeline: Vec<Item>,
+    /// The timeline entry that failed first (a model or tool call that
+    /// failed, a denied approval, a failed check): where a reader starts.
+    pub first_failure: Option<usize>,
     pub messages: Vec<MessageView>,
     /// The subagents its `task` calls started, with what each spent.
     pub subagents: Vec<SubagentView>,
@@ -141,6 +144,17 @@ pub(crate) enum Item {
     Other { kind: String, name: String },
 }
 
+impl Item {
+    fn failed(&self) -> bool {
+        match self {
+            Item::ModelCall { status, .. } | Item::ToolCall { status, .. } => status != "ok",
+            Item::Approval { approved, .. } => *approved == Some(false),
+            Item::Check { passed, .. } => *passed == Some(false),
+            Item::Other { .. } => false,
+        }
+    }
+}
+
 /// A tool call's permission verdict, when permissions were on.
 #[derive(Debug, Serialize)]
 pub(crate) struct Permission {
@@ -175,6 +189,8 @@ pub(crate) struct ToolCallView {
 pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
     let t = &trace.trial;
     let messages: Vec<MessageView> = trace.messages.iter().map(message_view).collect();
+    let timeline = timeline(&trace.spans, &messages);
+    let first_failure = timeline.iter().position(Item::failed);
     TrialView {
         row: t.clone(),
         tokens: format!(
@@ -191,7 +207,8 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
         },
         duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
         rate_limit_wait: milliseconds(t.rate_limit_wait_ms),
-        timeline: timeline(&trace.spans, &messages),
+        timeline,
+        first_failure,
         messages,
         subagents: subagents(&trace.spans),
     }

@@ -144,7 +144,7 @@ fn index_shows_matrix_and_escaped_errors() {
 fn trial_page_shows_the_trace_escaped_and_in_order() {
     let report = report();
     let page = trial_page(&report, &fixture::traced_trial_id());
-    assert!(page.contains("href=\"../index.html\""));
+    assert!(page.contains("href=\"..&#x2f;index.html\""), "{page}");
     assert!(
         !page.contains(fixture::HOSTILE),
         "tool output must be escaped"
@@ -180,7 +180,8 @@ fn trial_page_shows_the_trace_escaped_and_in_order() {
 /// The timeline items of a trial page, each from its opening `<div class="item`.
 fn items(page: &str) -> Vec<&str> {
     let trace = between(page, "<h2>Trace</h2>", "<h2>Conversation</h2>");
-    trace.split("<div class=\"item ").skip(1).collect()
+    // Each item is `<div id="item-N" class="item KIND…">`.
+    trace.split(" class=\"item ").skip(1).collect()
 }
 
 #[test]
@@ -424,6 +425,8 @@ fn trial_page_marks_injected_faults_and_rate_limit_waits() {
     assert_eq!(items.len(), 5);
     let transport = items[0];
     assert!(transport.starts_with("model_call error\">"), "{transport}");
+    // The reader is led to it: the first failing step.
+    assert!(page.contains("<a href=\"#item-0\">Jump to the first failing step</a>"));
     assert!(transport.contains(
         "<h3>Model call · step 1 · <span class=\"tag error-kind\">attempt 1 failed</span> · <span class=\"tag fault\" title=\"injected on purpose by the chaos wrapper\">injected fault: transport_error</span></h3>"
     ), "{transport}");
