@@ -13,6 +13,7 @@
 //! what that means and why.
 
 mod attempts;
+pub mod browse;
 pub mod compare;
 pub mod cost;
 mod counts;
@@ -110,6 +111,19 @@ impl AnalyzeOptions {
 /// listing every trial.
 pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
     analyze(&RunTables::open(run_dir)?, AnalyzeOptions::everything())
+}
+
+/// Each variant's summary (success rate, tokens, cost), and nothing else
+/// of [`analyze`]: what a list of runs shows.
+pub fn summarize(tables: &RunTables) -> Result<Vec<VariantSummary>, AnalysisError> {
+    let table = tables.marked_frame()?;
+    let span_totals = tables.span_sums()?.totals_by_variant();
+    summary::variant_summaries(
+        &table.lazy(),
+        tables.trials_dir(),
+        tables.manifest(),
+        span_totals,
+    )
 }
 
 /// Aggregates an opened run.

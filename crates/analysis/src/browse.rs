@@ -1,0 +1,218 @@
+//! Pages of trials across runs, filtered, searched and sorted (`tack
+//! view`'s trials table): one lazy plan over every run's Parquet parts, the
+//! filters pushed down to the scans, and only the page asked for collected.
+//! Like every listing, it shows each planned trial's final attempt.
+
+use crate::attempts::IS_FINAL;
+use crate::frame::Frame;
+use crate::load::id_list;
+use crate::trials::{row_columns, trial_rows};
+use crate::{AnalysisError, RunTables, TrialRow};
+use polars::prelude::*;
+use serde::Serialize;
+use std::collections::HashMap;
+use tack_trace::schema::{TRIALS_DIR, col};
+
+/// The column a browsed row's run id is in.
+const RUN: &str = "run_id_of_row";
+
+/// What a page of trials is made of: every field left empty filters nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrialQuery {
+    pub variants: Vec<String>,
+    pub tasks: Vec<String>,
+    pub outcomes: Vec<String>,
+    pub stop_reasons: Vec<String>,
+    /// Trials whose error, or any of whose tool calls' arguments, output,
+    /// results or checks' output, holds this text (case-sensitive).
+    pub search: Option<String>,
+    pub sort: SortKey,
+    pub descending: bool,
+    pub offset: usize,
+    pub limit: usize,
+}
+
+/// What a page is sorted by (then by run, variant, task and trial index).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SortKey {
+    #[default]
+    Trial,
+    Steps,
+    Tokens,
+    Cost,
+    Duration,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 5] = [
+        SortKey::Trial,
+        SortKey::Steps,
+        SortKey::Tokens,
+        SortKey::Cost,
+        SortKey::Duration,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortKey::Trial => "trial",
+            SortKey::Steps => "steps",
+            SortKey::Tokens => "tokens",
+            SortKey::Cost => "cost",
+            SortKey::Duration => "duration",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<SortKey> {
+        SortKey::ALL.into_iter().find(|key| key.as_str() == text)
+    }
+
+    fn column(self) -> Option<&'static str> {
+        match self {
+            SortKey::Trial => None,
+            SortKey::Steps => Some(col::STEPS),
+            SortKey::Tokens => Some(col::TOTAL_TOKENS),
+            SortKey::Cost => Some(col::COST_USD),
+            SortKey::Duration => Some(col::DURATION_MS),
+        }
+    }
+}
+
+/// One row of a page: the trial and the run it is in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BrowsedTrial {
+    pub run_id: String,
+    #[serde(flatten)]
+    pub trial: TrialRow,
+}
+
+/// A page of trials and how many match in all.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrialPage {
+    pub total: usize,
+    pub rows: Vec<BrowsedTrial>,
+}
+
+/// The page of `runs`' trials that `query` asks for.
+pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, AnalysisError> {
+    let Some(first) = runs.first() else {
+        return Ok(TrialPage {
+            total: 0,
+            rows: Vec::new(),
+        });
+    };
+    let dir = first.trials_dir().to_path_buf();
+    let polars_error = |source| AnalysisError::Polars {
+        dir: dir.clone(),
+        table: TRIALS_DIR,
+        source,
+    };
+    let mut scans = Vec::with_capacity(runs.len());
+    for run in runs {
+        let mut columns = row_columns();
+        columns.push(lit(run.manifest().run_id.clone()).alias(RUN));
+        let mut trials = run
+            .marked_trials()?
+            .filter(col(IS_FINAL).and(filters(query)))
+            .select(columns);
+        if let Some(text) = query.search.as_deref().filter(|t| !t.is_empty()) {
+            trials = searched(run, trials, text).map_err(polars_error)?;
+        }
+        scans.push(trials);
+    }
+    // Counted scan by scan: Polars 0.55 panics summing the UInt128 lengths
+    // of a union's inputs (`len()` over `concat`).
+    let mut total = 0usize;
+    for scan in &scans {
+        let counted = scan.clone().select([col(col::TRIAL_ID).count().alias("n")]);
+        let n = Frame::collect(counted, &dir, TRIALS_DIR)?.u32s("n")?;
+        total += n.first().copied().unwrap_or(0) as usize;
+    }
+    let all = concat(scans, UnionArgs::default()).map_err(polars_error)?;
+    let mut by = Vec::new();
+    let mut descending = Vec::new();
+    if let Some(column) = query.sort.column() {
+        by.push(col(column));
+        descending.push(query.descending);
+    }
+    for name in [RUN, col::VARIANT, col::TASK, col::TRIAL_INDEX] {
+        by.push(col(name));
+        descending.push(query.sort == SortKey::Trial && query.descending);
+    }
+    let options = SortMultipleOptions::default()
+        .with_order_descending_multi(descending)
+        .with_nulls_last(true);
+    let page = all.sort_by_exprs(by, options).slice(
+        i64::try_from(query.offset).unwrap_or(i64::MAX),
+        u32::try_from(query.limit).unwrap_or(u32::MAX),
+    );
+    let frame = Frame::collect(page, &dir, TRIALS_DIR)?;
+    let run_ids = frame.strs(RUN)?;
+    let rows = trial_rows(&frame, &HashMap::new())?
+        .into_iter()
+        .zip(run_ids)
+        .map(|(trial, run_id)| BrowsedTrial { run_id, trial })
+        .collect();
+    Ok(TrialPage { total, rows })
+}
+
+/// The query's filters on a trials row, `true` for none.
+fn filters(query: &TrialQuery) -> Expr {
+    let one_of = |column: &str, values: &[String]| {
+        if values.is_empty() {
+            lit(true)
+        } else {
+            col(column).is_in(id_list(values), false)
+        }
+    };
+    one_of(col::VARIANT, &query.variants)
+        .and(one_of(col::TASK, &query.tasks))
+        .and(one_of(col::OUTCOME, &query.outcomes))
+        .and(one_of(col::STOP_REASON, &query.stop_reasons))
+}
+
+/// `trials` narrowed to those whose error holds `text`, or one of whose
+/// spans does in its text columns.
+fn searched(run: &RunTables, trials: LazyFrame, text: &str) -> PolarsResult<LazyFrame> {
+    let holds = |column: &str| {
+        col(column)
+            .str()
+            .contains_literal(lit(text.to_string()))
+            .fill_null(lit(false))
+    };
+    let in_error = holds(col::ERROR);
+    let Some(spans) = run.spans() else {
+        return Ok(trials.filter(in_error));
+    };
+    let mut spans = spans;
+    let schema = spans.collect_schema()?;
+    let text_columns = [
+        col::NAME,
+        col::TOOL_ARGUMENTS,
+        col::TOOL_RESULT,
+        col::STDOUT,
+        col::STDERR,
+        col::CHECK_OUTPUT,
+        col::ERROR,
+    ];
+    let in_span = text_columns
+        .into_iter()
+        .filter(|name| schema.get(name).is_some_and(|t| t == &DataType::String))
+        .map(holds)
+        .reduce(Expr::or)
+        .unwrap_or(lit(false));
+    let matching = spans
+        .filter(in_span)
+        .select([col(col::TRIAL_ID)])
+        .unique(None, UniqueKeepStrategy::Any)
+        .with_column(lit(true).alias("searched_span"));
+    let joined = trials
+        .join(
+            matching,
+            [col(col::TRIAL_ID)],
+            [col(col::TRIAL_ID)],
+            JoinArgs::new(JoinType::Left),
+        )
+        .filter(col("searched_span").fill_null(lit(false)).or(in_error))
+        .drop(cols(["searched_span"]));
+    Ok(joined)
+}
