@@ -28,9 +28,11 @@ mod report_cmd;
 mod run_cmd;
 mod sandbox_cmd;
 mod show_cmd;
+mod stop;
 mod store_arg;
 mod suite_cmd;
 mod terminal_approver;
+mod view_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,6 +85,8 @@ enum Command {
     Proxy(proxy_cmd::ProxyArgs),
     /// Run SQL over the trials, spans and messages tables of recorded runs.
     Query(query_cmd::QueryArgs),
+    /// Browse every run in a local web app: runs, trials filtered and searched, a trial's trajectory, compare.
+    View(view_cmd::ViewArgs),
     /// Compare two runs (or two variants of one run): is the candidate better, how sure, at what cost?
     Compare(compare_cmd::CompareArgs),
     /// Pass or fail a candidate run against a baseline, for CI (exit 1 on a regression).
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
             Command::Proxy(args) => proxy_cmd::run(args).await,
             Command::Import(command) => import_cmd::run(command),
             Command::Query(args) => query_cmd::run(args),
+            Command::View(args) => view_cmd::run(args).await,
             Command::Compare(args) => compare_cmd::run(args).await,
             Command::Gate(args) => gate_cmd::run(args).await,
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,

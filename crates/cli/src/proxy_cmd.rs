@@ -94,23 +94,6 @@ fn manifest(run_id: &str, upstream: &str) -> Manifest {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM (how scripts and supervisors stop it).
-async fn stop_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            // Without the handler only Ctrl-C stops it.
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
-    }
-}
-
 pub async fn run(args: ProxyArgs) -> CommandResult {
     let upstream = shown_upstream(&args.upstream);
     let run_id = tack_runner::new_run_id("proxy");
@@ -152,7 +135,7 @@ pub async fn run(args: ProxyArgs) -> CommandResult {
         let line = serde_json::json!({ "type": "proxy_listening", "url": url, "run": run_dir });
         outln!("{line}")?;
     }
-    stop_signal().await;
+    crate::stop::stop_signal().await;
     let stopped = proxy.shutdown().await.or_fail(Failure::Internal)?;
     let finished = TrialFinished {
         // The session ended because it was stopped; no checks ran.

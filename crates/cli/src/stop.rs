@@ -1,0 +1,18 @@
+//! How a long-running command (`tack proxy`, `tack view`) is told to stop.
+
+/// Resolves on Ctrl-C or SIGTERM (how scripts and supervisors stop it).
+pub async fn stop_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            // Without the handler only Ctrl-C stops it.
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}

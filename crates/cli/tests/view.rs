@@ -1,0 +1,224 @@
+//! `tack view` through the binary, over HTTP: the token guards every page;
+//! the runs list, the trials table (filters, search, sort, pages), a
+//! trial's trajectory and a comparison answer from a run the test wrote;
+//! and a run full of markup an agent or a task could write is shown as
+//! text on every page.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+mod common;
+
+use common::viewer::{Viewer, demo_run, get, hostile_suite, links};
+
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
+                   form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+fn total(html: &str) -> usize {
+    let at = html
+        .find("id=\"total\">")
+        .expect("the page says how many trials match");
+    html[at + 11..].split('<').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = demo_run(dir.path());
+    let run_id = run["run"]["run_id"].as_str().unwrap();
+    let trials = run["run"]["trials"].as_array().unwrap();
+    let failed = trials
+        .iter()
+        .filter(|t| t["outcome"] == "verification_failed")
+        .count();
+    assert!(
+        failed > 0,
+        "the demo's sim-stdout variant fails some trials"
+    );
+    let viewer = Viewer::start(&dir.path().join("traces"), 5);
+
+    // Without the token nothing is shown; a wrong token is refused too.
+    let refused = get(&viewer.base, "/", None);
+    assert_eq!(refused.status, 403);
+    assert!(refused.body.contains("access token"), "{}", refused.body);
+    assert_eq!(get(&viewer.base, "/?token=0123", None).status, 403);
+    assert_eq!(
+        get(&viewer.base, "/trials", Some("tack_view_token=nope")).status,
+        403
+    );
+    let cookie = viewer.cookie();
+    let page = |path: &str| {
+        let answer = get(&viewer.base, path, Some(&cookie));
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        assert_eq!(
+            answer.header("content-security-policy"),
+            Some(CSP),
+            "{path}"
+        );
+        assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+        answer.body
+    };
+
+    let runs = page("/");
+    assert!(runs.contains(run_id), "{runs}");
+    assert!(runs.contains("finished"), "{runs}");
+    assert!(
+        runs.contains("12 / 12"),
+        "every planned trial finished: {runs}"
+    );
+    assert!(
+        runs.contains("http-equiv=\"refresh\" content=\"5\""),
+        "{runs}"
+    );
+    let style = get(&viewer.base, "/style.css", Some(&cookie));
+    assert_eq!(
+        style.header("content-type"),
+        Some("text/css; charset=utf-8")
+    );
+    assert!(style.body.contains(".outcome-passed"));
+
+    // The trials table: every trial, then filtered, searched, sorted.
+    assert_eq!(total(&page(&format!("/trials?run={run_id}"))), trials.len());
+    let failing = page(&format!("/trials?run={run_id}&outcome=verification_failed"));
+    assert_eq!(total(&failing), failed);
+    let slugify = trials
+        .iter()
+        .filter(|t| t["task"] == "slugify-dashes")
+        .count();
+    assert_eq!(
+        total(&page("/trials?q=slugify")),
+        slugify,
+        "search over tool calls"
+    );
+    assert_eq!(total(&page("/trials?q=no+such+text+anywhere")), 0);
+    let by_tokens = page("/trials?sort=tokens&order=desc");
+    assert_eq!(total(&by_tokens), trials.len());
+    let most = trials
+        .iter()
+        .map(|t| {
+            let usage = &t["usage"];
+            usage["input_tokens"].as_u64().unwrap() + usage["output_tokens"].as_u64().unwrap()
+        })
+        .max()
+        .unwrap();
+    let first_row = by_tokens.split("<tbody>").nth(1).unwrap();
+    assert!(
+        first_row
+            .split("</tr>")
+            .next()
+            .unwrap()
+            .contains(&format!(">{most}<"))
+    );
+    let bad = get(&viewer.base, "/trials?sort=colour", Some(&cookie));
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("steps, tokens, cost"), "{}", bad.body);
+    assert_eq!(
+        get(&viewer.base, "/trials?run=nope", Some(&cookie)).status,
+        404
+    );
+
+    // A failed trial: its trajectory, with a jump to the first failing step.
+    let trial_link = links(&failing, "/trial?").into_iter().next().unwrap();
+    let trial = page(&trial_link);
+    assert!(trial.contains("verification_failed"), "{trial}");
+    let jump = links(&trial, "#item-")
+        .into_iter()
+        .next()
+        .expect("a jump link");
+    assert!(trial.contains(&format!("id=\"{}\"", &jump[1..])), "{jump}");
+
+    // The comparison, and a flipped task side by side.
+    let sides = format!("a={run_id}%2Fsim-full&b={run_id}%2Fsim-stdout");
+    let pick = page("/compare");
+    assert!(
+        pick.contains(&format!("{run_id}&#x2f;sim-stdout")),
+        "{pick}"
+    );
+    let comparison = page(&format!("/compare?{sides}"));
+    assert!(
+        comparison.contains("Difference in success rate"),
+        "{comparison}"
+    );
+    let flipped = links(&comparison, "/compare/task?");
+    assert!(!flipped.is_empty(), "{comparison}");
+    let side_by_side = page(&flipped[0]);
+    assert!(side_by_side.contains("candidate"), "{side_by_side}");
+    let missing = get(&viewer.base, "/compare?a=nope&b=x%2Fy", Some(&cookie));
+    assert_eq!(missing.status, 400);
+    assert!(missing.body.contains("RUN/VARIANT") || missing.body.contains("RUN:VARIANT"));
+}
+
+/// Every tag in `html` (escaped text holds no `<`): none is a script, no
+/// attribute is an event handler, no URL runs script.
+fn assert_inert(path: &str, html: &str) {
+    for tag in html
+        .split('<')
+        .skip(1)
+        .map(|rest| rest.split('>').next().unwrap())
+    {
+        let tag = tag.to_ascii_lowercase();
+        assert!(!tag.starts_with("script"), "{path}: a script tag: <{tag}>");
+        // Attribute values are quoted, their quotes escaped: what is left
+        // outside quotes is names.
+        let outside: String = tag.split('"').step_by(2).collect();
+        assert!(
+            !outside
+                .split_whitespace()
+                .any(|word| word.starts_with("on") && word.contains('=')),
+            "{path}: an event handler: <{tag}>"
+        );
+        assert!(
+            !tag.contains("=\"javascript:"),
+            "{path}: a script URL: <{tag}>"
+        );
+    }
+}
+
+#[test]
+fn markup_from_a_trace_is_shown_as_text_on_every_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = hostile_suite(dir.path());
+    let run = common::run_suite(&suite, dir.path(), &[], &[]);
+    let run_id = run["run"]["run_id"].as_str().unwrap();
+    let viewer = Viewer::start(&dir.path().join("traces"), 0);
+    let cookie = viewer.cookie();
+    let mut pages = vec![
+        "/".to_string(),
+        "/trials".to_string(),
+        "/trials?q=%3Cscript%3E".to_string(),
+        "/compare".to_string(),
+        format!("/compare?a={run_id}%2Foracle&b={run_id}%2Fsim"),
+        // The error page echoes what it was asked for.
+        "/trials?sort=%3Cscript%3Ealert(5)%3C%2Fscript%3E".to_string(),
+        "/%3Cscript%3Ealert(6)%3C%2Fscript%3E".to_string(),
+    ];
+    let trials = get(&viewer.base, "/trials", Some(&cookie)).body;
+    let searched = get(&viewer.base, "/trials?q=%3Cscript%3E", Some(&cookie)).body;
+    assert!(
+        searched.contains("id=\"total\">2<"),
+        "both checks printed it: {searched}"
+    );
+    pages.extend(links(&trials, "/trial?"));
+    let comparison = get(&viewer.base, &pages[4], Some(&cookie)).body;
+    pages.extend(links(&comparison, "/compare/task?"));
+    assert!(
+        pages.len() >= 10,
+        "two trials and a flipped task: {pages:?}"
+    );
+    let mut shown = Vec::new();
+    for path in &pages {
+        let answer = get(&viewer.base, path, Some(&cookie));
+        assert_inert(path, &answer.body);
+        assert_eq!(answer.header("content-security-policy"), Some(CSP));
+        if answer
+            .body
+            .contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;")
+        {
+            shown.push(path.as_str());
+        }
+    }
+    // The text is there, escaped: on both trials' pages and the side by side.
+    assert!(
+        shown.len() >= 3,
+        "the hostile text is shown as text on {shown:?}"
+    );
+}

@@ -1,0 +1,493 @@
+//! The pages: what each path shows, made from the runs on disk at the time
+//! of the request.
+
+use hyper::StatusCode;
+use minijinja::value::Serde;
+use minijinja::{HtmlEscape, context};
+use serde::Serialize;
+use tack_analysis::browse::{SortKey, TrialQuery, browse};
+use tack_analysis::compare::{CompareOptions, Comparison, Side, compare, pairing};
+use tack_analysis::{AnalyzeOptions, RunAnalysis, load_trial_trace};
+use tack_protocol::{StopReason, TrialOutcome};
+
+use crate::ViewError;
+use crate::params::{Params, link};
+use crate::runs::RunLine;
+use crate::state::{STYLE, Viewer};
+
+/// Trials on one page of the trials table.
+const PAGE_SIZE: usize = 50;
+
+/// What a request is answered with.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Html(StatusCode, String),
+    Css(String),
+    Redirect(String),
+}
+
+impl Answer {
+    /// A page that says `message` (escaped) under the status's name.
+    pub(crate) fn status(status: StatusCode, message: &str) -> Answer {
+        let title = status.canonical_reason().unwrap_or("Error");
+        let html = format!(
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>{title} · tack view</title><link rel=\"stylesheet\" href=\"/style.css\"><link rel=\"icon\" href=\"data:,\"></head>\
+             <body><nav class=\"view-nav\"><a href=\"/\">Runs</a></nav>\
+             <h1>{title}</h1><p class=\"fail\">{}</p></body></html>",
+            HtmlEscape(message)
+        );
+        Answer::Html(status, html)
+    }
+}
+
+/// The answer for `path` with `params`.
+pub(crate) fn page(viewer: &Viewer, path: &str, params: &Params) -> Answer {
+    let made = match path {
+        "/" => runs_page(viewer),
+        "/trials" => trials_page(viewer, params),
+        "/trial" => trial_page(viewer, params),
+        "/compare" => compare_page(viewer, params),
+        "/compare/task" => compare_task_page(viewer, params),
+        "/style.css" => return Answer::Css(format!("{}\n{STYLE}", tack_report::STYLE)),
+        _ => {
+            return Answer::status(
+                StatusCode::NOT_FOUND,
+                &format!("No page at {path}; the runs list is at /."),
+            );
+        }
+    };
+    match made {
+        Ok(html) => Answer::Html(StatusCode::OK, html),
+        Err(error) => Answer::status(
+            StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &error.to_string(),
+        ),
+    }
+}
+
+fn render(
+    viewer: &Viewer,
+    template: &'static str,
+    ctx: minijinja::Value,
+) -> Result<String, ViewError> {
+    let error = |source| ViewError::Template { template, source };
+    viewer
+        .env
+        .get_template(template)
+        .map_err(error)?
+        .render(ctx)
+        .map_err(error)
+}
+
+/// A variant's figures as the runs list shows them.
+#[derive(Debug, Serialize)]
+struct VariantCell {
+    name: String,
+    passed: u64,
+    trials: u64,
+    rate: String,
+    cost: Option<String>,
+    simulated: bool,
+    trials_url: String,
+}
+
+#[derive(Debug, Serialize)]
+struct RunRow {
+    #[serde(flatten)]
+    line: RunLine,
+    trials_url: String,
+    failed_url: String,
+    variants: Vec<VariantCell>,
+}
+
+fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
+    let rows: Vec<RunRow> = viewer
+        .runs()
+        .iter()
+        .map(|run| {
+            let line = run.line();
+            let id = line.id.as_str();
+            let variants = viewer
+                .summaries(&run.dir)
+                .map(|summaries| {
+                    summaries
+                        .iter()
+                        .map(|v| VariantCell {
+                            name: v.variant.clone(),
+                            passed: v.passed,
+                            trials: v.trials,
+                            rate: format!("{:.0}%", v.success_rate * 100.0),
+                            cost: v.cost_usd.map(|c| format!("${c:.4}")),
+                            simulated: v.simulated,
+                            trials_url: link("/trials", &[("run", id), ("variant", &v.variant)]),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            RunRow {
+                trials_url: link("/trials", &[("run", id)]),
+                failed_url: link(
+                    "/trials",
+                    &[("run", id), ("outcome", "verification_failed")],
+                ),
+                variants,
+                line,
+            }
+        })
+        .collect();
+    render(
+        viewer,
+        "runs.html",
+        context! {
+            runs => Serde(&rows),
+            roots => viewer.roots_text(),
+            refresh => viewer.options.refresh_secs,
+        },
+    )
+}
+
+/// A header of the trials table: its label and the URL that sorts by it.
+#[derive(Debug, Serialize)]
+struct SortLink {
+    label: &'static str,
+    url: String,
+    /// `▲`/`▼` on the column the page is sorted by.
+    mark: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct TrialLine {
+    run_id: String,
+    variant: String,
+    task: String,
+    trial_index: u32,
+    attempt: u32,
+    outcome: String,
+    stop_reason: String,
+    steps: u32,
+    tokens: u64,
+    cost: Option<String>,
+    duration: String,
+    error: Option<String>,
+    url: String,
+}
+
+fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
+    let all_runs = viewer.runs();
+    let chosen = params.all("run");
+    let runs: Vec<_> = all_runs
+        .iter()
+        .filter(|run| chosen.is_empty() || chosen.contains(&run.manifest.run_id))
+        .collect();
+    if let Some(missing) = chosen
+        .iter()
+        .find(|id| !all_runs.iter().any(|run| &run.manifest.run_id == *id))
+    {
+        return Err(ViewError::NoSuchRun {
+            run: missing.clone(),
+            roots: viewer.roots_text(),
+        });
+    }
+    let mut tables = Vec::new();
+    let mut unreadable = Vec::new();
+    for run in &runs {
+        match viewer.tables(&run.dir) {
+            Ok(opened) => tables.push(opened),
+            // A run that has recorded nothing yet (just started) has no
+            // table to read; it is named, not an error.
+            Err(_) => unreadable.push(run.manifest.run_id.clone()),
+        }
+    }
+    let query = trial_query(params)?;
+    let table_refs: Vec<&tack_analysis::RunTables> = tables.iter().map(AsRef::as_ref).collect();
+    let found = browse(&table_refs, &query).map_err(|source| ViewError::Analysis {
+        dir: runs.first().map(|r| r.dir.clone()).unwrap_or_default(),
+        source,
+    })?;
+    let lines: Vec<TrialLine> = found
+        .rows
+        .iter()
+        .map(|row| {
+            let t = &row.trial;
+            TrialLine {
+                url: link("/trial", &[("run", &row.run_id), ("id", &t.trial_id)]),
+                run_id: row.run_id.clone(),
+                variant: t.variant.clone(),
+                task: t.task.clone(),
+                trial_index: t.trial_index,
+                attempt: t.trial_attempt,
+                outcome: t.outcome.clone(),
+                stop_reason: t.stop_reason.clone(),
+                steps: t.counts.get(tack_trace::schema::col::STEPS),
+                tokens: t.total_tokens,
+                cost: t.cost_usd.map(|c| format!("${c:.4}")),
+                duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
+                error: t.error.clone(),
+            }
+        })
+        .collect();
+    let mut variants: Vec<String> = Vec::new();
+    let mut tasks: Vec<String> = Vec::new();
+    for run in &runs {
+        variants.extend(run.manifest.variants.iter().map(|v| v.name.clone()));
+        tasks.extend(run.manifest.tasks.iter().cloned());
+    }
+    variants.sort();
+    variants.dedup();
+    tasks.sort();
+    tasks.dedup();
+    let page_params = params.without("page");
+    let pages = found.total.div_ceil(PAGE_SIZE).max(1);
+    let page = query.offset / PAGE_SIZE + 1;
+    let page_url = |n: usize| page_params.with("page", &n.to_string()).url("/trials");
+    let sorts: Vec<SortLink> = SortKey::ALL
+        .into_iter()
+        .map(|key| {
+            let current = query.sort == key;
+            let order = if current && !query.descending {
+                "desc"
+            } else {
+                "asc"
+            };
+            SortLink {
+                label: key.as_str(),
+                url: page_params
+                    .with("sort", key.as_str())
+                    .with("order", order)
+                    .url("/trials"),
+                mark: match (current, query.descending) {
+                    (false, _) => "",
+                    (true, false) => "▲",
+                    (true, true) => "▼",
+                },
+            }
+        })
+        .collect();
+    let all_ids: Vec<String> = all_runs.iter().map(|r| r.manifest.run_id.clone()).collect();
+    render(
+        viewer,
+        "trials.html",
+        context! {
+            total => found.total,
+            first => query.offset + 1,
+            trials => Serde(&lines),
+            page, pages,
+            prev => (page > 1).then(|| page_url(page - 1)),
+            next => (page < pages).then(|| page_url(page + 1)),
+            sorts => Serde(&sorts),
+            runs => Serde(&all_ids),
+            chosen_runs => Serde(&chosen),
+            variants => Serde(&variants),
+            tasks => Serde(&tasks),
+            outcomes => TrialOutcome::ALL.map(TrialOutcome::as_str).to_vec(),
+            stops => StopReason::ALL.map(StopReason::as_str).to_vec(),
+            chosen_variant => params.get("variant").unwrap_or(""),
+            chosen_task => params.get("task").unwrap_or(""),
+            chosen_outcome => params.get("outcome").unwrap_or(""),
+            chosen_stop => params.get("stop").unwrap_or(""),
+            search => params.get("q").unwrap_or(""),
+            sort => query.sort.as_str(),
+            order => if query.descending { "desc" } else { "asc" },
+            unreadable => Serde(&unreadable),
+        },
+    )
+}
+
+/// The trials table's query from the URL.
+fn trial_query(params: &Params) -> Result<TrialQuery, ViewError> {
+    let sort = match params.get("sort") {
+        None => SortKey::Trial,
+        Some(text) => SortKey::parse(text).ok_or_else(|| ViewError::BadQuery {
+            field: "sort",
+            message: format!(
+                "`{text}` is not a column to sort by; use one of {}",
+                SortKey::ALL.map(SortKey::as_str).join(", ")
+            ),
+        })?,
+    };
+    let page: usize = match params.get("page") {
+        None => 1,
+        Some(text) => text
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| ViewError::BadQuery {
+                field: "page",
+                message: format!("`{text}` is not a page number (1, 2, …)"),
+            })?,
+    };
+    Ok(TrialQuery {
+        variants: params.all("variant"),
+        tasks: params.all("task"),
+        outcomes: params.all("outcome"),
+        stop_reasons: params.all("stop"),
+        search: params.get("q").map(str::to_string),
+        sort,
+        descending: params.get("order") == Some("desc"),
+        offset: (page - 1).saturating_mul(PAGE_SIZE),
+        limit: PAGE_SIZE,
+    })
+}
+
+fn required<'a>(params: &'a Params, field: &'static str) -> Result<&'a str, ViewError> {
+    params.get(field).ok_or_else(|| ViewError::BadQuery {
+        field,
+        message: format!("missing; the address needs {field}=…"),
+    })
+}
+
+fn trial_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
+    let run = viewer.run(required(params, "run")?)?;
+    let id = required(params, "id")?;
+    let trace = load_trial_trace(&run.dir, id).map_err(|source| ViewError::Analysis {
+        dir: run.dir.clone(),
+        source,
+    })?;
+    let back = link("/trials", &[("run", &run.manifest.run_id)]);
+    viewer
+        .pages
+        .trial(&trace, &back, "the run's trials")
+        .map_err(|source| ViewError::Render {
+            what: "the trial",
+            source,
+        })
+}
+
+/// One side of a comparison as the URL names it: `RUN/VARIANT` (a run id
+/// is a directory name, so it holds no `/`).
+fn side_of(text: &str) -> Result<(String, String), ViewError> {
+    text.split_once('/')
+        .filter(|(run, variant)| !run.is_empty() && !variant.is_empty())
+        .map(|(run, variant)| (run.to_string(), variant.to_string()))
+        .ok_or_else(|| ViewError::BadSide {
+            value: text.to_string(),
+        })
+}
+
+/// Both sides analysed and compared, with the pairing's drift notes.
+fn comparison(
+    viewer: &Viewer,
+    a: &str,
+    b: &str,
+) -> Result<(Comparison, Vec<String>, [std::path::PathBuf; 2]), ViewError> {
+    let (base_run, base_variant) = side_of(a)?;
+    let (candidate_run, candidate_variant) = side_of(b)?;
+    let analysed = |id: &str| -> Result<(RunAnalysis, std::path::PathBuf), ViewError> {
+        let run = viewer.run(id)?;
+        let tables = viewer.tables(&run.dir)?;
+        let analysis =
+            tack_analysis::analyze(&tables, AnalyzeOptions::everything()).map_err(|source| {
+                ViewError::Analysis {
+                    dir: run.dir.clone(),
+                    source,
+                }
+            })?;
+        Ok((analysis, run.dir))
+    };
+    let (base, base_dir) = analysed(&base_run)?;
+    let (candidate, candidate_dir) = analysed(&candidate_run)?;
+    // Drift is shown, not refused: the viewer is for looking.
+    let pairing = pairing(
+        &base.manifest,
+        &candidate.manifest,
+        (&base_variant, &candidate_variant),
+        true,
+    )
+    .map_err(|error| ViewError::BadQuery {
+        field: "b",
+        message: error.to_string(),
+    })?;
+    let options = CompareOptions {
+        excluded: pairing.excluded,
+        ..CompareOptions::default()
+    };
+    let base_side = Side {
+        run: &base,
+        variant: &base_variant,
+    };
+    let candidate_side = Side {
+        run: &candidate,
+        variant: &candidate_variant,
+    };
+    let comparison = compare(base_side, candidate_side, &options)?;
+    Ok((comparison, pairing.drift, [base_dir, candidate_dir]))
+}
+
+fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
+    let sides: Vec<String> = viewer
+        .runs()
+        .iter()
+        .flat_map(|run| {
+            run.manifest
+                .variants
+                .iter()
+                .map(|v| format!("{}/{}", run.manifest.run_id, v.name))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let (Some(a), Some(b)) = (params.get("a"), params.get("b")) else {
+        return render(
+            viewer,
+            "pick.html",
+            context! {
+                sides => Serde(&sides),
+                a => params.get("a").unwrap_or(""),
+                b => params.get("b").unwrap_or(""),
+            },
+        );
+    };
+    let (comparison, drift, _) = comparison(viewer, a, b)?;
+    let flipped: Vec<(String, String)> = comparison
+        .flipped()
+        .map(|task| {
+            let url = link("/compare/task", &[("a", a), ("b", b), ("task", &task.task)]);
+            (task.task.clone(), url)
+        })
+        .collect();
+    viewer
+        .pages
+        .compare(&comparison, &drift, &flipped)
+        .map_err(|source| ViewError::Render {
+            what: "the comparison",
+            source,
+        })
+}
+
+fn compare_task_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
+    let (a, b) = (required(params, "a")?, required(params, "b")?);
+    let name = required(params, "task")?;
+    let (comparison, _, [base_dir, candidate_dir]) = comparison(viewer, a, b)?;
+    let not_flipped = || ViewError::BadQuery {
+        field: "task",
+        message: format!(
+            "`{name}` did not flip between these sides; the comparison lists those that did"
+        ),
+    };
+    let task = comparison
+        .flipped()
+        .find(|task| task.task == name)
+        .ok_or_else(not_flipped)?;
+    let (Some(base_id), Some(candidate_id)) = (
+        task.base_trial_ids.first(),
+        task.candidate_trial_ids.first(),
+    ) else {
+        return Err(not_flipped());
+    };
+    let load = |dir: &std::path::Path, id: &str| {
+        load_trial_trace(dir, id).map_err(|source| ViewError::Analysis {
+            dir: dir.to_path_buf(),
+            source,
+        })
+    };
+    let base = load(&base_dir, base_id)?;
+    let candidate = load(&candidate_dir, candidate_id)?;
+    let back = link("/compare", &[("a", a), ("b", b)]);
+    viewer
+        .pages
+        .compare_task(task, (&base, &candidate), &back)
+        .map_err(|source| ViewError::Render {
+            what: "the flipped task",
+            source,
+        })
+}
