@@ -186,7 +186,7 @@ def section_sandbox(env: Env, lines: list[str]) -> None:
 
 def section_report_scale(env: Env, lines: list[str]) -> None:
     script = env.repo / "bench" / "report-scale"
-    lines += ["## 5. Report time against DuckDB", ""]
+    lines += ["## 5. Report and viewer time against DuckDB", ""]
     if os.access(script, os.X_OK):
         lines += [run([script], cwd=env.repo).stdout.strip(), ""]
     else:

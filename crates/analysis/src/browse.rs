@@ -5,8 +5,7 @@
 
 use crate::attempts::IS_FINAL;
 use crate::frame::Frame;
-use crate::load::id_list;
-use crate::trials::{row_columns, trial_rows};
+use crate::load::{id_list, trial_rows_of};
 use crate::{AnalysisError, RunTables, TrialRow};
 use polars::prelude::*;
 use serde::Serialize;
@@ -93,6 +92,11 @@ pub struct TrialPage {
 }
 
 /// The page of `runs`' trials that `query` asks for.
+///
+/// Filters and sorting run over each run's narrow columns, read once and
+/// kept by its [`RunTables`] (a million trials filter in memory); only the
+/// page's rows are then read whole, from the part files that hold them. A
+/// search reads the text columns it searches.
 pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, AnalysisError> {
     let Some(first) = runs.first() else {
         return Ok(TrialPage {
@@ -106,28 +110,38 @@ pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, Anal
         table: TRIALS_DIR,
         source,
     };
-    let mut scans = Vec::with_capacity(runs.len());
-    for run in runs {
-        let mut columns = row_columns();
-        columns.push(lit(run.manifest().run_id.clone()).alias(RUN));
+    let mut chosen = Vec::with_capacity(runs.len());
+    for (index, run) in runs.iter().enumerate() {
         let mut trials = run
-            .marked_trials()?
+            .marked_frame()?
+            .lazy()
             .filter(col(IS_FINAL).and(filters(query)))
-            .select(columns);
+            .select([
+                col(col::TRIAL_ID),
+                col(col::VARIANT),
+                col(col::TASK),
+                col(col::TRIAL_INDEX),
+                col(col::STEPS),
+                col(col::TOTAL_TOKENS),
+                col(col::COST_USD),
+                col(col::DURATION_MS),
+                lit(index as u32).alias(RUN),
+            ]);
         if let Some(text) = query.search.as_deref().filter(|t| !t.is_empty()) {
             trials = searched(run, trials, text).map_err(polars_error)?;
         }
-        scans.push(trials);
+        chosen.push(trials);
     }
-    // Counted scan by scan: Polars 0.55 panics summing the UInt128 lengths
-    // of a union's inputs (`len()` over `concat`).
-    let mut total = 0usize;
-    for scan in &scans {
-        let counted = scan.clone().select([col(col::TRIAL_ID).count().alias("n")]);
-        let n = Frame::collect(counted, &dir, TRIALS_DIR)?.u32s("n")?;
-        total += n.first().copied().unwrap_or(0) as usize;
-    }
-    let all = concat(scans, UnionArgs::default()).map_err(polars_error)?;
+    let all = concat(chosen, UnionArgs::default()).map_err(polars_error)?;
+    let total = Frame::collect(
+        all.clone().select([col(col::TRIAL_ID).count().alias("n")]),
+        &dir,
+        TRIALS_DIR,
+    )?
+    .u32s("n")?
+    .first()
+    .copied()
+    .unwrap_or(0) as usize;
     let mut by = Vec::new();
     let mut descending = Vec::new();
     if let Some(column) = query.sort.column() {
@@ -141,18 +155,61 @@ pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, Anal
     let options = SortMultipleOptions::default()
         .with_order_descending_multi(descending)
         .with_nulls_last(true);
-    let page = all.sort_by_exprs(by, options).slice(
-        i64::try_from(query.offset).unwrap_or(i64::MAX),
-        u32::try_from(query.limit).unwrap_or(u32::MAX),
-    );
-    let frame = Frame::collect(page, &dir, TRIALS_DIR)?;
-    let run_ids = frame.strs(RUN)?;
-    let rows = trial_rows(&frame, &HashMap::new())?
+    let page = all
+        .sort_by_exprs(by, options)
+        .slice(
+            i64::try_from(query.offset).unwrap_or(i64::MAX),
+            u32::try_from(query.limit).unwrap_or(u32::MAX),
+        )
+        .select([col(RUN), col(col::TRIAL_ID)]);
+    let page = Frame::collect(page, &dir, TRIALS_DIR)?;
+    let ids = page.strs(col::TRIAL_ID)?;
+    let run_of = page.u32s(RUN)?;
+    let mut rows = Vec::with_capacity(ids.len());
+    for (index, run) in runs.iter().enumerate() {
+        let wanted: Vec<String> = ids
+            .iter()
+            .zip(&run_of)
+            .filter(|(_, r)| **r as usize == index)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        for trial in final_rows(trial_rows_of(run, &wanted)?) {
+            rows.push((index, trial));
+        }
+    }
+    // In the page's order.
+    let position = |index: usize, id: &str| {
+        ids.iter()
+            .zip(&run_of)
+            .position(|(i, r)| *r as usize == index && i == id)
+    };
+    rows.sort_by_key(|(index, trial)| position(*index, &trial.trial_id));
+    let rows = rows
         .into_iter()
-        .zip(run_ids)
-        .map(|(trial, run_id)| BrowsedTrial { run_id, trial })
+        .map(|(index, trial)| BrowsedTrial {
+            run_id: runs[index].manifest().run_id.clone(),
+            trial,
+        })
         .collect();
     Ok(TrialPage { total, rows })
+}
+
+/// Each trial's final attempt among `rows` (a trial id names every
+/// attempt of one planned trial).
+fn final_rows(rows: Vec<TrialRow>) -> Vec<TrialRow> {
+    let mut last: HashMap<String, TrialRow> = HashMap::new();
+    for row in rows {
+        match last.get(&row.trial_id) {
+            Some(kept) if kept.trial_attempt >= row.trial_attempt => {}
+            _ => {
+                last.insert(row.trial_id.clone(), row);
+            }
+        }
+    }
+    last.into_values().collect()
 }
 
 /// The query's filters on a trials row, `true` for none.
@@ -179,40 +236,39 @@ fn searched(run: &RunTables, trials: LazyFrame, text: &str) -> PolarsResult<Lazy
             .contains_literal(lit(text.to_string()))
             .fill_null(lit(false))
     };
-    let in_error = holds(col::ERROR);
-    let Some(spans) = run.spans() else {
-        return Ok(trials.filter(in_error));
-    };
-    let mut spans = spans;
-    let schema = spans.collect_schema()?;
-    let text_columns = [
-        col::NAME,
-        col::TOOL_ARGUMENTS,
-        col::TOOL_RESULT,
-        col::STDOUT,
-        col::STDERR,
-        col::CHECK_OUTPUT,
-        col::ERROR,
-    ];
-    let in_span = text_columns
-        .into_iter()
-        .filter(|name| schema.get(name).is_some_and(|t| t == &DataType::String))
-        .map(holds)
-        .reduce(Expr::or)
-        .unwrap_or(lit(false));
-    let matching = spans
-        .filter(in_span)
-        .select([col(col::TRIAL_ID)])
+    let mut matching = run
+        .trials()
+        .filter(holds(col::ERROR))
+        .select([col(col::TRIAL_ID)]);
+    if let Some(mut spans) = run.spans() {
+        let schema = spans.collect_schema()?;
+        let text_columns = [
+            col::NAME,
+            col::TOOL_ARGUMENTS,
+            col::TOOL_RESULT,
+            col::STDOUT,
+            col::STDERR,
+            col::CHECK_OUTPUT,
+            col::ERROR,
+        ];
+        let in_span = text_columns
+            .into_iter()
+            .filter(|name| schema.get(name).is_some_and(|t| t == &DataType::String))
+            .map(holds)
+            .reduce(Expr::or)
+            .unwrap_or(lit(false));
+        let in_spans = spans.filter(in_span).select([col(col::TRIAL_ID)]);
+        matching = concat([matching, in_spans], UnionArgs::default())?;
+    }
+    let matching = matching
         .unique(None, UniqueKeepStrategy::Any)
-        .with_column(lit(true).alias("searched_span"));
-    let joined = trials
+        .with_column(lit(true).alias("searched"));
+    Ok(trials
         .join(
             matching,
             [col(col::TRIAL_ID)],
             [col(col::TRIAL_ID)],
-            JoinArgs::new(JoinType::Left),
+            JoinArgs::new(JoinType::Inner),
         )
-        .filter(col("searched_span").fill_null(lit(false)).or(in_error))
-        .drop(cols(["searched_span"]));
-    Ok(joined)
+        .drop(cols(["searched"])))
 }

@@ -113,16 +113,17 @@ pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
     analyze(&RunTables::open(run_dir)?, AnalyzeOptions::everything())
 }
 
-/// Each variant's summary (success rate, tokens, cost), and nothing else
-/// of [`analyze`]: what a list of runs shows.
-pub fn summarize(tables: &RunTables) -> Result<Vec<VariantSummary>, AnalysisError> {
+/// Each variant's summary from the trials table alone — success rate,
+/// tokens, cost: what a list of runs shows, without reading the spans. The
+/// counts only spans hold (denied calls, injected faults, rate-limit waits)
+/// are left at 0; [`analyze`] has them.
+pub fn summarize_trials(tables: &RunTables) -> Result<Vec<VariantSummary>, AnalysisError> {
     let table = tables.marked_frame()?;
-    let span_totals = tables.span_sums()?.totals_by_variant();
     summary::variant_summaries(
         &table.lazy(),
         tables.trials_dir(),
         tables.manifest(),
-        span_totals,
+        std::collections::HashMap::new(),
     )
 }
 

@@ -47,7 +47,6 @@ pub(crate) fn trial_rows_of(
 }
 
 /// `ids` as the right side of `is_in`: one list to look each value up in.
-/// `ids` as one list literal, for `is_in`.
 pub(crate) fn id_list(ids: &[String]) -> Expr {
     lit(Series::new("ids".into(), ids)).implode(false)
 }

@@ -10,7 +10,7 @@ use polars::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tack_trace::Manifest;
-use tack_trace::schema::{SPANS_DIR, TRIALS_DIR};
+use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col};
 
 /// The manifest and lazy scans of one run's trials and spans.
 pub struct RunTables {
@@ -170,7 +170,8 @@ fn existing(dir: &Path, files: &[String]) -> Vec<PathBuf> {
 /// aggregates and the cost table group and sum, not the text columns.
 fn marked_columns() -> Vec<Expr> {
     let mut columns = trials::figure_columns();
-    columns.extend([IS_FINAL, IS_SCORED, FILE_PATH].map(col));
+    // Duration: the trials browser sorts by it.
+    columns.extend([col::DURATION_MS, IS_FINAL, IS_SCORED, FILE_PATH].map(col));
     columns
 }
 

@@ -141,7 +141,7 @@ impl Viewer {
         if let Some(summaries) = self.cached(dir).and_then(|o| o.summaries) {
             return Some(summaries);
         }
-        let summaries = Arc::new(tack_analysis::summarize(&tables).ok()?);
+        let summaries = Arc::new(tack_analysis::summarize_trials(&tables).ok()?);
         if let Ok(mut opened) = self.opened.lock()
             && let Some(entry) = opened.get_mut(dir)
             && Arc::ptr_eq(&entry.tables, &tables)
