@@ -7,7 +7,9 @@ viewer's token cookie, as a browser asks them:
           (the run's parts opened, final attempts marked, 50 rows sorted);
   next    its second page;
   filter  a filtered, sorted page: one task, failed trials, by tokens;
-  search  a search over every span's text (tool arguments, output, checks).
+  search  a search over every span's text (tool arguments, output, checks)
+          and every message (the trials' message lists joined to the
+          messages whose content holds it).
 Then DuckDB (Python, a fresh connection) answers the same: each question's
 count and its 50 rows, over final attempts only (the same window tack uses).
 Peak RSS is the viewer's (VmHWM) after all its requests, and the DuckDB
@@ -136,9 +138,15 @@ def duck_side(run):
         f"contains({c}, '{SEARCH}')"
         for c in ["name", "tool_arguments", "stdout", "stderr", "check_output", "error"]
     )
+    messages = f"read_parquet('{run}/messages/*.parquet', union_by_name = true)"
+    trials = f"read_parquet('{run}/trials/*.parquet', union_by_name = true)"
     con.sql(
         f"CREATE TEMP VIEW searched AS SELECT * FROM final WHERE contains(error, '{SEARCH}') "
-        f"OR trial_id IN (SELECT DISTINCT trial_id FROM {spans} WHERE {hit})"
+        f"OR trial_id IN (SELECT DISTINCT trial_id FROM {spans} WHERE {hit}) "
+        f"OR trial_id IN (SELECT DISTINCT t.trial_id FROM "
+        f"(SELECT trial_id, unnest(message_ids) AS message_id FROM {trials}) t "
+        f"JOIN (SELECT message_id FROM {messages} WHERE contains(content, '{SEARCH}')) m "
+        f"USING (message_id))"
     )
     count = con.sql("SELECT count(*) FROM searched").fetchall()[0][0]
     con.sql(f"SELECT {COLUMNS} FROM searched ORDER BY {key} LIMIT 50").fetchall()

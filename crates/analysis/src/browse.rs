@@ -4,13 +4,13 @@
 //! Like every listing, it shows each planned trial's final attempt.
 
 use crate::attempts::IS_FINAL;
-use crate::frame::Frame;
+use crate::frame::{Frame, parquet_files, scan};
 use crate::load::{id_list, trial_rows_of};
 use crate::{AnalysisError, RunTables, TrialRow};
 use polars::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
-use tack_trace::schema::{TRIALS_DIR, col};
+use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
 
 /// The column a browsed row's run id is in.
 const RUN: &str = "run_id_of_row";
@@ -128,7 +128,7 @@ pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, Anal
                 lit(index as u32).alias(RUN),
             ]);
         if let Some(text) = query.search.as_deref().filter(|t| !t.is_empty()) {
-            trials = searched(run, trials, text).map_err(polars_error)?;
+            trials = searched(run, trials, text)?;
         }
         chosen.push(trials);
     }
@@ -228,24 +228,32 @@ fn filters(query: &TrialQuery) -> Expr {
 }
 
 /// `trials` narrowed to those whose error holds `text`, or one of whose
-/// spans does in its text columns.
-fn searched(run: &RunTables, trials: LazyFrame, text: &str) -> PolarsResult<LazyFrame> {
+/// spans does in its text columns, or one of whose messages (the agent's,
+/// the model's, the tools' results) does.
+fn searched(run: &RunTables, trials: LazyFrame, text: &str) -> Result<LazyFrame, AnalysisError> {
+    let polars_error = |table, source| AnalysisError::Polars {
+        dir: run.run_dir().join(table),
+        table,
+        source,
+    };
     let holds = |column: &str| {
         col(column)
             .str()
             .contains_literal(lit(text.to_string()))
             .fill_null(lit(false))
     };
-    let mut matching = run
-        .trials()
-        .filter(holds(col::ERROR))
-        .select([col(col::TRIAL_ID)]);
+    let mut matching = vec![
+        run.trials()
+            .filter(holds(col::ERROR))
+            .select([col(col::TRIAL_ID)]),
+    ];
     if let Some(mut spans) = run.spans() {
-        let schema = spans.collect_schema()?;
+        let schema = spans
+            .collect_schema()
+            .map_err(|e| polars_error(SPANS_DIR, e))?;
         let text_columns = [
             col::NAME,
             col::TOOL_ARGUMENTS,
-            col::TOOL_RESULT,
             col::STDOUT,
             col::STDERR,
             col::CHECK_OUTPUT,
@@ -257,18 +265,63 @@ fn searched(run: &RunTables, trials: LazyFrame, text: &str) -> PolarsResult<Lazy
             .map(holds)
             .reduce(Expr::or)
             .unwrap_or(lit(false));
-        let in_spans = spans.filter(in_span).select([col(col::TRIAL_ID)]);
-        matching = concat([matching, in_spans], UnionArgs::default())?;
+        matching.push(spans.filter(in_span).select([col(col::TRIAL_ID)]));
     }
-    let matching = matching
-        .unique(None, UniqueKeepStrategy::Any)
-        .with_column(lit(true).alias("searched"));
-    Ok(trials
+    if let Some(in_messages) = in_messages(run, holds(col::CONTENT))? {
+        matching.push(in_messages);
+    }
+    let matching = concat(matching, UnionArgs::default())
+        .map_err(|e| polars_error(TRIALS_DIR, e))?
+        .unique(None, UniqueKeepStrategy::Any);
+    Ok(trials.join(
+        matching,
+        [col(col::TRIAL_ID)],
+        [col(col::TRIAL_ID)],
+        JoinArgs::new(JoinType::Inner),
+    ))
+}
+
+/// The ids of the trials one of whose messages satisfies `hit`; `None`
+/// when the run has no messages table. Messages are stored once per run by
+/// content address, and each trial lists the ones it sent and received;
+/// runs before schema version 3 kept them per trial, with its id.
+fn in_messages(run: &RunTables, hit: Expr) -> Result<Option<LazyFrame>, AnalysisError> {
+    let dir = run.run_dir().join(MESSAGES_DIR);
+    let files = parquet_files(&dir)?;
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut messages = scan(&dir, MESSAGES_DIR, &files)?;
+    let schema = messages
+        .collect_schema()
+        .map_err(|source| AnalysisError::Polars {
+            dir: dir.clone(),
+            table: MESSAGES_DIR,
+            source,
+        })?;
+    if schema.get(col::CONTENT) != Some(&DataType::String) {
+        return Ok(None);
+    }
+    let hits = messages.filter(hit);
+    if schema.get(col::TRIAL_ID).is_some() {
+        return Ok(Some(hits.select([col(col::TRIAL_ID)])));
+    }
+    let listed = run
+        .trials()
+        .select([col(col::TRIAL_ID), col(col::MESSAGE_IDS)])
+        .explode(
+            cols([col::MESSAGE_IDS]),
+            ExplodeOptions {
+                empty_as_null: false,
+                keep_nulls: false,
+            },
+        )
         .join(
-            matching,
-            [col(col::TRIAL_ID)],
-            [col(col::TRIAL_ID)],
+            hits.select([col(col::MESSAGE_ID)]),
+            [col(col::MESSAGE_IDS)],
+            [col(col::MESSAGE_ID)],
             JoinArgs::new(JoinType::Inner),
         )
-        .drop(cols(["searched"])))
+        .select([col(col::TRIAL_ID)]);
+    Ok(Some(listed))
 }

@@ -197,6 +197,9 @@ fn markup_from_a_trace_is_shown_as_text_on_every_page() {
         searched.contains("id=\"total\">2<"),
         "both checks printed it: {searched}"
     );
+    // The instruction is in no tool call or output: found in the messages.
+    let instructed = get(&viewer.base, "/trials?q=Fix+value.txt.", Some(&cookie)).body;
+    assert!(instructed.contains("id=\"total\">2<"), "{instructed}");
     pages.extend(links(&trials, "/trial?"));
     let comparison = get(&viewer.base, &pages[4], Some(&cookie)).body;
     pages.extend(links(&comparison, "/compare/task?"));
