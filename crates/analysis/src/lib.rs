@@ -20,6 +20,7 @@ mod counts;
 mod error;
 mod failed;
 mod frame;
+pub mod history;
 mod load;
 pub mod query;
 mod span_sums;

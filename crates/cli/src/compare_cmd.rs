@@ -1,6 +1,7 @@
 //! `tack compare`: is the candidate better than the base, how sure are we,
 //! and what did it cost? Also the loading that `tack gate` shares.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -92,7 +93,7 @@ pub async fn run(args: CompareArgs) -> CommandResult {
             "--effect is a difference in success rate between 0 and 1, e.g. 0.05",
         ));
     }
-    let loaded = load(&args.sides, args.effect).await?;
+    let loaded = load(&args.sides, args.effect, BTreeMap::new()).await?;
     let report = if args.no_report {
         None
     } else {
@@ -139,8 +140,13 @@ fn default_out(loaded: &Loaded) -> PathBuf {
     ))
 }
 
-/// Reads both runs, checks they ran the same tasks, and compares.
-pub async fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, CommandError> {
+/// Reads both runs, checks they ran the same tasks, and compares, leaving
+/// out `left_out`'s tasks (with why) besides those that drifted.
+pub async fn load(
+    sides: &SidesArgs,
+    effect: Option<f64>,
+    left_out: BTreeMap<String, String>,
+) -> Result<Loaded, CommandError> {
     let base_dir = resolve(&sides.base, &sides.traces).await?;
     let candidate_dir = match &sides.candidate {
         Some(candidate) => resolve(candidate, &sides.traces).await?,
@@ -160,11 +166,13 @@ pub async fn load(sides: &SidesArgs, effect: Option<f64>) -> Result<Loaded, Comm
         sides.allow_drift,
     )
     .or_fail(Failure::Usage)?;
+    let mut excluded = pairing.excluded;
+    excluded.extend(left_out);
     let options = CompareOptions {
         bootstrap_reps: sides.reps.max(100),
         seed: sides.seed,
         effect,
-        excluded: pairing.excluded,
+        excluded,
     };
     let comparison = compare(
         Side {

@@ -1,12 +1,14 @@
 //! `tack gate`: a regression verdict a CI job can act on.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use tack_analysis::compare::{GateOptions, gate};
 
 use crate::compare_cmd::{SidesArgs, load};
-use crate::exit::{Classify, CommandResult, Failure, usage};
+use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
 use crate::out::outln;
 
 const AFTER_HELP: &str = "\
@@ -19,11 +21,16 @@ whether it would do worse on tasks like these; with few tasks it needs a large d
 cannot be measured (an unpriced model) is a usage error, never a silent pass. Tasks that changed
 between the runs make it exit 2 unless --allow-drift.
 
+--quarantine FILE leaves out the tasks it lists, one name a line (`#` starts a comment): flaky tasks
+whose identical configurations disagree, as `tack view`'s Tasks page exports them. The verdict
+says how many were left out, and --json lists each under the comparison's `unpaired`.
+
 Exit codes: 0 passed, 1 regression, 2 usage error or drift, 3 tack failed.
 
 Examples:
   tack gate traces/<baseline-run> traces/<pr-run> --max-drop 0.02
-  tack gate baseline pr --max-cost-increase 10% --json";
+  tack gate baseline pr --max-cost-increase 10% --json
+  tack gate baseline pr --quarantine flaky-tasks.txt";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -46,9 +53,29 @@ pub struct GateArgs {
     /// like these?") instead of McNemar on the trial pairs ("did it drop on these tasks?").
     #[arg(long)]
     pub per_task: bool,
+    /// Leave out the tasks this file lists (one a line; `#` comments): a quarantine list.
+    #[arg(long, value_name = "FILE")]
+    pub quarantine: Option<PathBuf>,
     /// Print the verdict and the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The tasks a quarantine file lists, each with the reason it is left out.
+fn quarantined(file: &Path) -> Result<BTreeMap<String, String>, CommandError> {
+    let text = std::fs::read_to_string(file).map_err(|error| {
+        usage(format!(
+            "cannot read the quarantine list {}: {error}; it lists one task name a line",
+            file.display()
+        ))
+    })?;
+    let reason = format!("quarantined by {}", file.display());
+    Ok(text
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or("").trim())
+        .filter(|name| !name.is_empty())
+        .map(|name| (name.to_string(), reason.clone()))
+        .collect())
 }
 
 /// A budget flag's value that is not a fraction; clap names the flag.
@@ -92,7 +119,11 @@ pub async fn run(args: GateArgs) -> CommandResult {
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
         return Err(usage("--alpha is between 0 and 1, e.g. 0.05"));
     }
-    let loaded = load(&args.sides, None).await?;
+    let left_out = match &args.quarantine {
+        Some(file) => quarantined(file)?,
+        None => BTreeMap::new(),
+    };
+    let loaded = load(&args.sides, None, left_out.clone()).await?;
     let options = GateOptions {
         max_drop: args.max_drop,
         alpha: args.alpha,
@@ -118,6 +149,20 @@ pub async fn run(args: GateArgs) -> CommandResult {
         }
         for drift in &loaded.drift {
             outln!("drift: {drift}")?;
+        }
+        if let Some(file) = &args.quarantine {
+            let names: Vec<&str> = left_out.keys().map(String::as_str).collect();
+            outln!(
+                "quarantined: {} task{} left out ({}): {}",
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                file.display(),
+                if names.is_empty() {
+                    "none listed".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )?;
         }
     }
     Ok(if verdict.passed {

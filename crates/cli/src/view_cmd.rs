@@ -29,6 +29,11 @@ Pages:
              a jump to the first failing step
   /compare   any two variants (of one run or two), as `tack compare` computes it, and each
              flipped task's two trials side by side from their first divergence
+  /tasks     the tasks, flakiest first: how often identical configurations (run × variant)
+             disagree on each; exported as a quarantine list that `tack gate --quarantine FILE`
+             leaves out (and says so)
+  /task      one task across every run: passed / trials per run and variant, better or worse
+             than the variant's run before
 
 Everything shown came from an agent or a task and is shown as text: escaped, with a
 Content-Security-Policy that allows no script. The viewer only reads.

@@ -142,6 +142,70 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
     assert!(!flipped.is_empty(), "{comparison}");
     let side_by_side = page(&flipped[0]);
     assert!(side_by_side.contains("candidate"), "{side_by_side}");
+
+    // Tasks: the flaky ones (a variant whose trials of the task disagree),
+    // exported as a quarantine list that tack gate leaves out.
+    let mut flaky: Vec<&str> = Vec::new();
+    for t in trials {
+        let same = |u: &&serde_json::Value| u["task"] == t["task"] && u["variant"] == t["variant"];
+        let mixed = trials
+            .iter()
+            .filter(same)
+            .any(|u| u["outcome"] != t["outcome"]);
+        let task = t["task"].as_str().unwrap();
+        if mixed && !flaky.contains(&task) {
+            flaky.push(task);
+        }
+    }
+    assert!(
+        !flaky.is_empty(),
+        "the demo's sim-stdout is flaky on some task"
+    );
+    let tasks = page("/tasks");
+    assert!(tasks.contains(flaky[0]), "{tasks}");
+    let history = page(&format!("/task?name={}", flaky[0]));
+    assert!(
+        history.contains("sim-stdout") && history.contains(run_id),
+        "{history}"
+    );
+    let export = get(&viewer.base, "/tasks/quarantine.txt", Some(&cookie));
+    assert_eq!(
+        export.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let mut listed: Vec<&str> = export
+        .body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    listed.sort();
+    flaky.sort();
+    assert_eq!(listed, flaky, "{}", export.body);
+    let list = dir.path().join("quarantine.txt");
+    std::fs::write(&list, &export.body).unwrap();
+    let gate = common::tack(&[
+        "gate",
+        dir.path().join("traces").join(run_id).to_str().unwrap(),
+        "--variants",
+        "sim-full,sim-stdout",
+        "--quarantine",
+        list.to_str().unwrap(),
+        "--max-drop",
+        "0.99",
+        "--json",
+    ]);
+    let gate = common::stdout_json(&gate);
+    let unpaired = gate["comparison"]["unpaired"].as_array().unwrap();
+    for task in &flaky {
+        let left = unpaired.iter().find(|u| u["task"] == *task).unwrap();
+        assert!(
+            left["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("quarantined by"),
+            "{left}"
+        );
+    }
     let missing = get(&viewer.base, "/compare?a=nope&b=x%2Fy", Some(&cookie));
     assert_eq!(missing.status, 400);
     assert!(missing.body.contains("RUN/VARIANT") || missing.body.contains("RUN:VARIANT"));
@@ -187,6 +251,8 @@ fn markup_from_a_trace_is_shown_as_text_on_every_page() {
         "/trials?q=%3Cscript%3E".to_string(),
         "/compare".to_string(),
         format!("/compare?a={run_id}%2Foracle&b={run_id}%2Fsim"),
+        "/tasks".to_string(),
+        "/task?name=x-task".to_string(),
         // The error page echoes what it was asked for.
         "/trials?sort=%3Cscript%3Ealert(5)%3C%2Fscript%3E".to_string(),
         "/%3Cscript%3Ealert(6)%3C%2Fscript%3E".to_string(),
@@ -202,6 +268,10 @@ fn markup_from_a_trace_is_shown_as_text_on_every_page() {
     assert!(instructed.contains("id=\"total\">2<"), "{instructed}");
     pages.extend(links(&trials, "/trial?"));
     let comparison = get(&viewer.base, &pages[4], Some(&cookie)).body;
+    assert!(
+        comparison.contains("Difference in success rate"),
+        "{comparison}"
+    );
     pages.extend(links(&comparison, "/compare/task?"));
     assert!(
         pages.len() >= 10,

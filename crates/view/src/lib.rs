@@ -20,6 +20,7 @@ mod params;
 mod runs;
 mod server;
 mod state;
+mod tasks;
 
 pub use auth::access_token;
 pub use error::ViewError;

@@ -23,6 +23,8 @@ const PAGE_SIZE: usize = 50;
 pub(crate) enum Answer {
     Html(StatusCode, String),
     Css(String),
+    /// A plain-text download (the quarantine list).
+    Text(String),
     Redirect(String),
 }
 
@@ -49,6 +51,14 @@ pub(crate) fn page(viewer: &Viewer, path: &str, params: &Params) -> Answer {
         "/trial" => trial_page(viewer, params),
         "/compare" => compare_page(viewer, params),
         "/compare/task" => compare_task_page(viewer, params),
+        "/tasks" => crate::tasks::tasks_page(viewer, params),
+        "/task" => crate::tasks::task_page(viewer, params),
+        "/tasks/quarantine.txt" => {
+            return match crate::tasks::quarantine(viewer, params) {
+                Ok(text) => Answer::Text(text),
+                Err(error) => error_answer(&error),
+            };
+        }
         "/style.css" => return Answer::Css(format!("{}\n{STYLE}", tack_report::STYLE)),
         _ => {
             return Answer::status(
@@ -59,14 +69,18 @@ pub(crate) fn page(viewer: &Viewer, path: &str, params: &Params) -> Answer {
     };
     match made {
         Ok(html) => Answer::Html(StatusCode::OK, html),
-        Err(error) => Answer::status(
-            StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            &error.to_string(),
-        ),
+        Err(error) => error_answer(&error),
     }
 }
 
-fn render(
+fn error_answer(error: &ViewError) -> Answer {
+    Answer::status(
+        StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &error.to_string(),
+    )
+}
+
+pub(crate) fn render(
     viewer: &Viewer,
     template: &'static str,
     ctx: minijinja::Value,
@@ -173,14 +187,20 @@ struct TrialLine {
     url: String,
 }
 
-fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
+/// The runs a page is about (`run=` in its URL, every run without), with
+/// their tables; runs that have recorded nothing yet are named apart.
+pub(crate) struct Chosen {
+    pub all_ids: Vec<String>,
+    pub chosen_ids: Vec<String>,
+    pub runs: Vec<crate::runs::FoundRun>,
+    pub tables: Vec<std::sync::Arc<tack_analysis::RunTables>>,
+    pub unreadable: Vec<String>,
+}
+
+pub(crate) fn chosen(viewer: &Viewer, params: &Params) -> Result<Chosen, ViewError> {
     let all_runs = viewer.runs();
-    let chosen = params.all("run");
-    let runs: Vec<_> = all_runs
-        .iter()
-        .filter(|run| chosen.is_empty() || chosen.contains(&run.manifest.run_id))
-        .collect();
-    if let Some(missing) = chosen
+    let chosen_ids = params.all("run");
+    if let Some(missing) = chosen_ids
         .iter()
         .find(|id| !all_runs.iter().any(|run| &run.manifest.run_id == *id))
     {
@@ -189,6 +209,11 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             roots: viewer.roots_text(),
         });
     }
+    let all_ids = all_runs.iter().map(|r| r.manifest.run_id.clone()).collect();
+    let runs: Vec<_> = all_runs
+        .into_iter()
+        .filter(|run| chosen_ids.is_empty() || chosen_ids.contains(&run.manifest.run_id))
+        .collect();
     let mut tables = Vec::new();
     let mut unreadable = Vec::new();
     for run in &runs {
@@ -199,6 +224,23 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             Err(_) => unreadable.push(run.manifest.run_id.clone()),
         }
     }
+    Ok(Chosen {
+        all_ids,
+        chosen_ids,
+        runs,
+        tables,
+        unreadable,
+    })
+}
+
+fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
+    let Chosen {
+        all_ids,
+        chosen_ids: chosen,
+        runs,
+        tables,
+        unreadable,
+    } = chosen(viewer, params)?;
     let query = trial_query(params)?;
     let table_refs: Vec<&tack_analysis::RunTables> = tables.iter().map(AsRef::as_ref).collect();
     let found = browse(&table_refs, &query).map_err(|source| ViewError::Analysis {
@@ -264,7 +306,6 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             }
         })
         .collect();
-    let all_ids: Vec<String> = all_runs.iter().map(|r| r.manifest.run_id.clone()).collect();
     render(
         viewer,
         "trials.html",
@@ -330,7 +371,7 @@ fn trial_query(params: &Params) -> Result<TrialQuery, ViewError> {
     })
 }
 
-fn required<'a>(params: &'a Params, field: &'static str) -> Result<&'a str, ViewError> {
+pub(crate) fn required<'a>(params: &'a Params, field: &'static str) -> Result<&'a str, ViewError> {
     params.get(field).ok_or_else(|| ViewError::BadQuery {
         field,
         message: format!("missing; the address needs {field}=…"),

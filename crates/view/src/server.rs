@@ -109,6 +109,7 @@ fn respond(answer: Answer) -> Response<Full<Bytes>> {
     let (status, content_type, body, location) = match answer {
         Answer::Html(status, html) => (status, "text/html; charset=utf-8", html, None),
         Answer::Css(css) => (StatusCode::OK, "text/css; charset=utf-8", css, None),
+        Answer::Text(text) => (StatusCode::OK, "text/plain; charset=utf-8", text, None),
         Answer::Redirect(to) => (StatusCode::SEE_OTHER, "text/plain", String::new(), Some(to)),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));

@@ -19,11 +19,13 @@ use crate::runs::{self, FoundRun};
 /// style or script is allowed), its navigation.
 const BASE: &str = include_str!("../templates/base.html");
 
-const TEMPLATES: [(&str, &str); 4] = [
+const TEMPLATES: [(&str, &str); 6] = [
     ("base.html", BASE),
     ("runs.html", include_str!("../templates/runs.html")),
     ("trials.html", include_str!("../templates/trials.html")),
     ("pick.html", include_str!("../templates/pick.html")),
+    ("tasks.html", include_str!("../templates/tasks.html")),
+    ("task.html", include_str!("../templates/task.html")),
 ];
 
 /// The viewer's own rules, after the reports' style sheet.
