@@ -320,15 +320,34 @@ fn a_user_clicks_through_the_viewer_in_chromium() {
     browser.pick("select[name=outcome] option[value=verification_failed]");
     browser.type_into("input[name=q]", "");
     browser.click("#filter");
-    browser.click("a.trial-link");
+    // One whose agent had a tool call fail (the sim sends malformed calls).
+    let broken = trials
+        .iter()
+        .find(|t| t["outcome"] == "verification_failed" && t["tool_errors"].as_u64() > Some(0))
+        .expect("a failed trial with a failed tool call");
+    let id = broken["trial_id"].as_str().unwrap();
+    browser.click(&format!("a.trial-link[href$='id={id}']"));
     assert!(browser.url().contains("/trial?"));
-    browser.click("a[href^='#item-']");
-    let url = browser.url();
-    let anchor = url.split('#').nth(1).expect("the jump went to an anchor");
+    browser.click("#first-failure");
+    let anchor = browser.url().split('#').nth(1).unwrap().to_string();
     let class = browser.attribute(&format!("#{anchor}"), "class");
     assert!(
         class.contains("error"),
         "the first failing step is marked: {class}"
+    );
+    // Often the first failing step is that call: the link leads where we are.
+    let href = browser.attribute("#first-failed-tool-call", "href");
+    let anchor = href.split('#').nth(1).unwrap().to_string();
+    if browser.url().ends_with(&format!("#{anchor}")) {
+        browser.pick("#first-failed-tool-call");
+    } else {
+        browser.click("#first-failed-tool-call");
+    }
+    assert!(browser.url().ends_with(&format!("#{anchor}")));
+    let class = browser.attribute(&format!("#{anchor}"), "class");
+    assert!(
+        class.contains("tool_call") && class.contains("error"),
+        "the first failed tool call: {class}"
     );
 
     // Two variants compared, and a flipped task side by side.

@@ -36,6 +36,8 @@ pub(crate) struct TrialView {
     /// The timeline entry that failed first (a model or tool call that
     /// failed, a denied approval, a failed check): where a reader starts.
     pub first_failure: Option<usize>,
+    /// The first tool call that failed, when one did.
+    pub first_failed_tool_call: Option<usize>,
     pub messages: Vec<MessageView>,
     /// The subagents its `task` calls started, with what each spent.
     pub subagents: Vec<SubagentView>,
@@ -191,6 +193,9 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
     let messages: Vec<MessageView> = trace.messages.iter().map(message_view).collect();
     let timeline = timeline(&trace.spans, &messages);
     let first_failure = timeline.iter().position(Item::failed);
+    let first_failed_tool_call = timeline
+        .iter()
+        .position(|item| matches!(item, Item::ToolCall { .. }) && item.failed());
     TrialView {
         row: t.clone(),
         tokens: format!(
@@ -209,6 +214,7 @@ pub(crate) fn trial_view(trace: &TrialTrace) -> TrialView {
         rate_limit_wait: milliseconds(t.rate_limit_wait_ms),
         timeline,
         first_failure,
+        first_failed_tool_call,
         messages,
         subagents: subagents(&trace.spans),
     }

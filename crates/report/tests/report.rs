@@ -426,7 +426,11 @@ fn trial_page_marks_injected_faults_and_rate_limit_waits() {
     let transport = items[0];
     assert!(transport.starts_with("model_call error\">"), "{transport}");
     // The reader is led to it: the first failing step.
-    assert!(page.contains("<a href=\"#item-0\">Jump to the first failing step</a>"));
+    assert!(
+        page.contains(
+            "<a id=\"first-failure\" href=\"#item-0\">Jump to the first failing step</a>"
+        )
+    );
     assert!(transport.contains(
         "<h3>Model call · step 1 · <span class=\"tag error-kind\">attempt 1 failed</span> · <span class=\"tag fault\" title=\"injected on purpose by the chaos wrapper\">injected fault: transport_error</span></h3>"
     ), "{transport}");
