@@ -54,10 +54,26 @@ static NEXT_CGROUP: AtomicU64 = AtomicU64::new(0);
 
 impl PidsCgroup {
     /// Creates `<base>/tack-<pid>-<n>` with `pids.max = max`.
+    ///
+    /// A process killed before its cgroups were removed leaves them behind,
+    /// and a later process may get its pid: a name taken is removed when
+    /// nothing runs in it any more (rmdir refuses otherwise), else skipped.
     pub(crate) fn create(base: &Path, max: u64) -> std::io::Result<PidsCgroup> {
-        let n = NEXT_CGROUP.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("tack-{}-{n}", std::process::id()));
-        std::fs::create_dir(&dir)?;
+        let mut attempts = 0;
+        let dir = loop {
+            let n = NEXT_CGROUP.fetch_add(1, Ordering::Relaxed);
+            let dir = base.join(format!("tack-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
+                    attempts += 1;
+                    if std::fs::remove_dir(&dir).is_ok() && std::fs::create_dir(&dir).is_ok() {
+                        break dir;
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        };
         let cgroup = PidsCgroup { dir };
         std::fs::write(cgroup.dir.join("pids.max"), max.to_string())?;
         Ok(cgroup)
@@ -214,6 +230,29 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/tack.scope"))
         );
         assert_eq!(pids_base("", "0::/\n"), None);
+    }
+
+    /// A cgroup left by a killed process whose pid this one got: its name
+    /// is taken over, not an error (CI once failed on it).
+    #[test]
+    fn a_stale_cgroup_of_the_same_name_is_taken_over() {
+        let Ok(base) = find_pids_cgroup_base() else {
+            eprintln!("skipped: no pids cgroup can be made here");
+            return;
+        };
+        let next = NEXT_CGROUP.load(Ordering::Relaxed);
+        let stale: Vec<PathBuf> = (next..next + 3)
+            .map(|n| base.join(format!("tack-{}-{n}", std::process::id())))
+            .collect();
+        for dir in &stale {
+            std::fs::create_dir(dir).unwrap();
+        }
+        let made = PidsCgroup::create(&base, 5).unwrap();
+        assert!(made.dir.join("pids.max").exists());
+        drop(made);
+        for dir in &stale {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 
     #[test]
