@@ -220,8 +220,13 @@ pub(crate) fn chosen(viewer: &Viewer, params: &Params) -> Result<Chosen, ViewErr
         match viewer.tables(&run.dir) {
             Ok(opened) => tables.push(opened),
             // A run that has recorded nothing yet (just started) has no
-            // table to read; it is named, not an error.
-            Err(_) => unreadable.push(run.manifest.run_id.clone()),
+            // table to read; it is named, as is a run that cannot be read.
+            Err(error) => unreadable.push(match run.manifest.status {
+                tack_trace::RunStatus::Running => {
+                    format!("{} (running, nothing recorded yet)", run.manifest.run_id)
+                }
+                _ => format!("{} ({error})", run.manifest.run_id),
+            }),
         }
     }
     Ok(Chosen {

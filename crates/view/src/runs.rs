@@ -93,12 +93,36 @@ fn finished_trials(dir: &Path) -> u64 {
         .map(|entries| {
             entries
                 .flatten()
-                .filter(|entry| {
-                    std::fs::read_to_string(entry.path())
-                        .is_ok_and(|text| text.contains("\"type\":\"trial_finished\""))
-                })
+                .filter(|entry| ends_finished(&entry.path()))
                 .count() as u64
         })
         .unwrap_or(0);
     recorded + journaled
+}
+
+/// Whether a trial's journal ends with its `trial_finished` event, the last
+/// line a finished trial writes: only the file's tail is read, so a list
+/// of a running run's journals stays cheap whatever their length.
+fn ends_finished(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 16 * 1024;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let length = file.metadata().map_or(0, |m| m.len());
+    if file
+        .seek(SeekFrom::Start(length.saturating_sub(TAIL)))
+        .is_err()
+    {
+        return false;
+    }
+    let mut tail = Vec::new();
+    if file.read_to_end(&mut tail).is_err() {
+        return false;
+    }
+    let tail = String::from_utf8_lossy(&tail);
+    tail.trim_end()
+        .rsplit('\n')
+        .next()
+        .is_some_and(|last| last.contains("\"type\":\"trial_finished\""))
 }

@@ -71,8 +71,14 @@ async fn answer(
         if !same_token(given, &token) {
             return Ok(respond(forbidden()));
         }
-        // The token leaves the address bar (and the history) at once.
-        let mut response = respond(Answer::Redirect(params.without("token").url(&path)));
+        // The token leaves the address bar (and the history) at once. A
+        // path of `//host/…` would redirect to another site: never.
+        let local = if path.starts_with("//") {
+            "/"
+        } else {
+            path.as_str()
+        };
+        let mut response = respond(Answer::Redirect(params.without("token").url(local)));
         let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
         if let Ok(value) = HeaderValue::from_str(&cookie) {
             response.headers_mut().insert(header::SET_COOKIE, value);
