@@ -14,6 +14,7 @@
 //! the answer sets it as an HTTP-only, same-site cookie.
 
 mod auth;
+mod compare;
 mod error;
 mod pages;
 mod params;
