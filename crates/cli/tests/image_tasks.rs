@@ -501,10 +501,20 @@ fn containers_under(dir: &Path) -> Vec<String> {
 }
 
 /// Engine mode: a task whose image's ENTRYPOINT starts a web server runs
-/// in a container the engine starts; tack waits for its health check, the
+/// in a container the engine starts, held to its `cpus` and `memory_mb`
+/// (the check reads the container's cgroup); tack waits for its health check, the
 /// oracle fetches from the server, and the check finds the server still up
 /// (the same container). `kill -9` leaves the container; the resumed run
 /// removes it, passes, and records that its trial ran in the engine.
+/// The check's test that the container has 1.5 CPUs and 256 MiB (cgroup v2
+/// files, else v1's).
+const LIMITS_HELD: &str = "\
+mem=$(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes)
+test \"$mem\" = 268435456
+cpu=$(cat /sys/fs/cgroup/cpu.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)
+test \"${cpu%% *}\" = 150000
+";
+
 #[test]
 fn an_engine_task_talks_to_its_entrypoint_service_and_leaves_no_container() {
     let Some(python) = python_image() else { return };
@@ -524,6 +534,8 @@ fn an_engine_task_talks_to_its_entrypoint_service_and_leaves_no_container() {
 [environment]
 dockerfile = "environment/Dockerfile"
 mode = "engine"
+cpus = 1.5
+memory_mb = 256
 [environment.healthcheck]
 command = "python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8080/\")'"
 interval_secs = 1.0
@@ -557,7 +569,8 @@ script = "bash /solution/solve.sh"
         &task.join("checks/test.sh"),
         &format!(
             "set -e\ngrep -qx served-by-entrypoint /app/result.txt\n\
-             test \"$({fetch})\" = served-by-entrypoint\necho 1 > /logs/verifier/reward.txt\n"
+             test \"$({fetch})\" = served-by-entrypoint\n\
+             {LIMITS_HELD}echo 1 > /logs/verifier/reward.txt\n"
         ),
     );
 

@@ -47,6 +47,10 @@ pub struct ContainerSpec<'a> {
     pub id_base: u32,
     pub id_count: u32,
     pub binds: &'a [Bind],
+    /// `--cpus`: the CPUs the container may use.
+    pub cpus: Option<f64>,
+    /// `--memory`, in MiB: all the container's processes together.
+    pub memory_mb: Option<u64>,
 }
 
 impl Engine {
@@ -68,6 +72,12 @@ impl Engine {
         ];
         if !spec.network {
             args.extend(["--network".into(), "none".into()]);
+        }
+        if let Some(cpus) = spec.cpus {
+            args.extend(["--cpus".into(), cpus.to_string()]);
+        }
+        if let Some(memory) = spec.memory_mb {
+            args.extend(["--memory".into(), format!("{memory}m")]);
         }
         for bind in spec.binds {
             let mode = if bind.writable { "rw" } else { "ro" };

@@ -82,6 +82,8 @@ impl TrialContainer {
             id_base: IMAGE_ID_BASE,
             id_count: IMAGE_IDS,
             binds: &binds,
+            cpus: task.environment.cpus,
+            memory_mb: task.environment.memory_mb,
         };
         engine
             .start_container(&spec)

@@ -202,6 +202,16 @@ pub struct Environment {
     /// image's entrypoint starts is up), tried until it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
+    /// In engine mode, the CPUs the trial's container may use (the
+    /// engine's `--cpus`, e.g. 1.5). Under tack's sandbox commands are not
+    /// held to a CPU share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// In engine mode, the memory of the trial's container in MiB, all its
+    /// processes together (the engine's `--memory`). Under tack's sandbox,
+    /// `[limits] memory_mb` bounds each process's address space instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
 }
 
 /// Harbor's (and Docker's) health check: `command` is tried every

@@ -188,11 +188,14 @@ fn healthcheck_table(out: &mut String, health: &super::config::Healthcheck) {
 /// What tack does not enforce of the task's settings.
 fn notes(task: &HarborTask) -> Vec<String> {
     let mut notes = Vec::new();
-    if let Some(memory) = task.config.resources.memory_mb {
-        notes.push(format!(
-            "memory_mb = {memory} is not enforced (tack limits a process's address space, \
-             not a container's resident memory; set [limits] memory_mb for that)"
-        ));
+    let resources = &task.config.resources;
+    let engine = engine_reason(task).is_some();
+    if !engine && (resources.cpus.is_some() || resources.memory_mb.is_some()) {
+        notes.push(
+            "cpus and memory_mb hold in engine mode (the container's --cpus and --memory); under \
+             tack's sandbox only [limits] memory_mb, each process's address space, is enforced"
+                .to_string(),
+        );
     }
     write::unenforced_notes(task, &mut notes);
     if !task.config.network.allow_internet {
@@ -241,6 +244,16 @@ fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[Stri
         );
     }
     write_table(&mut out, "env", &task.config.environment_env);
+    let resources = &task.config.resources;
+    if let Some(cpus) = resources.cpus {
+        let _ = writeln!(out, "cpus = {cpus}   # the container's, in engine mode");
+    }
+    if let Some(memory) = resources.memory_mb {
+        let _ = writeln!(
+            out,
+            "memory_mb = {memory}   # the container's, in engine mode"
+        );
+    }
     if let Some(why) = engine {
         let _ = writeln!(
             out,

@@ -513,16 +513,16 @@ fn resource_notes(task: &HarborTask, notes: &mut Vec<String>) {
             "memory_mb = {memory} limits each process's address space here, not the container's resident memory"
         ));
     }
+    if let Some(cpus) = task.config.resources.cpus {
+        notes.push(format!("cpus = {cpus} is not enforced on the host"));
+    }
     unenforced_notes(task, notes);
 }
 
 /// What of the task's settings tack does not carry out, in either mode:
-/// cpus, GPUs, skills, MCP servers, artifacts.
+/// GPUs, skills, MCP servers, artifacts.
 pub(super) fn unenforced_notes(task: &HarborTask, notes: &mut Vec<String>) {
     let resources = &task.config.resources;
-    if let Some(cpus) = resources.cpus {
-        notes.push(format!("cpus = {cpus} is not enforced"));
-    }
     if resources.gpus.is_some_and(|g| g > 0) {
         notes.push("the task asks for GPUs, which tack does not provide".to_string());
     }

@@ -39,6 +39,23 @@ pub(super) fn check_limits(file: &Path, task: &Task) -> Result<(), SuiteError> {
             "must be at least 1, got 0: the agent would be stopped at once; leave it out to use the variant's",
         ));
     }
+    if let Some(cpus) = task.environment.cpus
+        && !(cpus.is_finite() && cpus > 0.0)
+    {
+        return Err(SuiteError::invalid(
+            file,
+            "environment.cpus",
+            format!("must be a number of CPUs above 0 (e.g. 1 or 1.5), got {cpus}"),
+        ));
+    }
+    // The engines refuse less than 6 MiB for a container.
+    if let Some(memory) = task.environment.memory_mb.filter(|mb| *mb < 6) {
+        return Err(SuiteError::invalid(
+            file,
+            "environment.memory_mb",
+            format!("must be at least 6 (MiB; the engines' least), got {memory}"),
+        ));
+    }
     Ok(())
 }
 
