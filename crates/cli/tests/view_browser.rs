@@ -387,6 +387,11 @@ fn a_user_clicks_through_the_viewer_in_chromium() {
                 "done"
             };
             let entry = (state, finished_in(&row));
+            if state == "running" && entry.1 > 0 {
+                // Passes shown as they happen, before any part is written.
+                let live = format!("oracle {n} of {n} passed", n = entry.1);
+                assert!(row.contains(&live), "{row}");
+            }
             if seen.last() != Some(&entry) {
                 seen.push(entry);
             }

@@ -21,6 +21,7 @@ mod fsutil;
 mod manifest;
 mod merge;
 mod parts;
+mod progress;
 mod reader;
 mod recorded;
 mod rows;
@@ -43,6 +44,7 @@ pub use manifest::{
 };
 pub use merge::{MergeError, ShardRun, ShardRuns};
 pub use parts::{PartLimits, adopt_parts};
+pub use progress::{JournaledTrial, journaled_trials};
 pub use reader::{
     count_rows, read_table, read_table_files, read_trial_rows, read_trial_rows_in, table_files,
 };

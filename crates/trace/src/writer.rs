@@ -166,10 +166,11 @@ impl RunWriter {
     }
 }
 
+/// One line of a trial's journal.
 #[derive(Serialize, Deserialize)]
-struct JournalLine {
-    seq: u64,
-    event: Event,
+pub(crate) struct JournalLine {
+    pub seq: u64,
+    pub event: Event,
 }
 
 /// Records one trial: every event is appended to the journal and flushed as it

@@ -523,3 +523,30 @@ fn a_model_call_keeps_the_list_of_messages_it_sent_and_old_journals_their_prefix
     assert_eq!(old.len(), 3);
     assert_eq!(sent_ids(writer.dir(), "old"), [old[..2].to_vec()]);
 }
+
+#[test]
+fn a_running_runs_journals_say_which_trials_finished_and_how() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(root.path(), &manifest()).unwrap();
+    record_finished(&writer, "done");
+    let mut running = writer.trial(started("running")).unwrap();
+    running.record(model_call(1)).unwrap();
+    let mut trials = tack_trace::journaled_trials(writer.dir());
+    trials.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
+    let seen: Vec<(&str, &str, Option<TrialOutcome>)> = trials
+        .iter()
+        .map(|t| (t.trial_id.as_str(), t.variant.as_str(), t.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("done", "v", Some(TrialOutcome::Passed)),
+            ("running", "v", None)
+        ]
+    );
+    // Once its part is written, a trial's journal is gone, and so is it.
+    running.record(finished()).unwrap();
+    running.finish().unwrap();
+    writer.flush().unwrap();
+    assert!(tack_trace::journaled_trials(writer.dir()).is_empty());
+}

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use tack_trace::schema::JOURNAL_DIR;
+use tack_protocol::TrialOutcome;
 use tack_trace::{Manifest, RunStatus};
 
 /// A run found under a root.
@@ -30,7 +30,18 @@ pub struct RunLine {
     /// Trials finished so far: recorded in the run's tables, or still in
     /// its journals (a running run's latest).
     pub finished: u64,
+    /// The trials finished since the run's last part was written, from
+    /// their journals, by variant.
+    pub live: Vec<LiveVariant>,
     pub dir: String,
+}
+
+/// A variant's trials finished but not yet in a part.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveVariant {
+    pub variant: String,
+    pub finished: u64,
+    pub passed: u64,
 }
 
 /// Every run under `roots`, newest first. A root that is itself a run
@@ -71,6 +82,7 @@ impl FoundRun {
             (None, true, RunStatus::Interrupted) => ("interrupted", "interrupted".to_string()),
         };
         let planned = m.variants.len() as u64 * m.tasks.len() as u64 * u64::from(m.trials_per_task);
+        let (finished, live) = finished_trials(&self.dir);
         RunLine {
             id: m.run_id.clone(),
             suite: m.suite.name.clone(),
@@ -79,50 +91,38 @@ impl FoundRun {
             status,
             state,
             planned,
-            finished: finished_trials(&self.dir),
+            finished,
+            live,
             dir: self.dir.display().to_string(),
         }
     }
 }
 
-/// Trials that have finished in `dir`: those recorded in its tables and
-/// those whose end is in a journal not yet compacted into them.
-fn finished_trials(dir: &Path) -> u64 {
+/// Trials finished in `dir`: recorded in its tables, and still only in
+/// their journals, by variant (a running run's latest, with how many of
+/// them passed).
+fn finished_trials(dir: &Path) -> (u64, Vec<LiveVariant>) {
     let recorded = tack_trace::recorded_trials(dir).map_or(0, |ids| ids.len() as u64);
-    let journaled = std::fs::read_dir(dir.join(JOURNAL_DIR))
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|entry| ends_finished(&entry.path()))
-                .count() as u64
-        })
-        .unwrap_or(0);
-    recorded + journaled
-}
-
-/// Whether a trial's journal ends with its `trial_finished` event, the last
-/// line a finished trial writes: only the file's tail is read, so a list
-/// of a running run's journals stays cheap whatever their length.
-fn ends_finished(path: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    const TAIL: u64 = 16 * 1024;
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return false;
-    };
-    let length = file.metadata().map_or(0, |m| m.len());
-    if file
-        .seek(SeekFrom::Start(length.saturating_sub(TAIL)))
-        .is_err()
-    {
-        return false;
+    let mut live: Vec<LiveVariant> = Vec::new();
+    for trial in tack_trace::journaled_trials(dir) {
+        let Some(outcome) = trial.outcome else {
+            continue;
+        };
+        let index = match live.iter().position(|v| v.variant == trial.variant) {
+            Some(index) => index,
+            None => {
+                live.push(LiveVariant {
+                    variant: trial.variant.clone(),
+                    finished: 0,
+                    passed: 0,
+                });
+                live.len() - 1
+            }
+        };
+        live[index].finished += 1;
+        live[index].passed += u64::from(outcome == TrialOutcome::Passed);
     }
-    let mut tail = Vec::new();
-    if file.read_to_end(&mut tail).is_err() {
-        return false;
-    }
-    let tail = String::from_utf8_lossy(&tail);
-    tail.trim_end()
-        .rsplit('\n')
-        .next()
-        .is_some_and(|last| last.contains("\"type\":\"trial_finished\""))
+    live.sort_by(|a, b| a.variant.cmp(&b.variant));
+    let journaled: u64 = live.iter().map(|v| v.finished).sum();
+    (recorded + journaled, live)
 }
