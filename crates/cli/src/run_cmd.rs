@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use tack_protocol::TrialOutcome;
 use tack_report::text::{self, SummaryTrial};
 use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan};
 use tack_store::{Location, RemoteUrl};
@@ -27,7 +28,10 @@ A run that stopped (Ctrl-C, kill -9, a machine restart) continues with `tack run
 traces/<run-id>`: finished trials are kept, trials that were cut off are kept as `cancelled`
 attempts and run again, and the manifest records the resume. The suite, variants, tasks, trials,
 seed and shard default to the run's own; anything that would change the plan exits 2 and names
-the difference.
+the difference. To run finished trials again too — after a provider outage, say — add `--rerun
+infra_error,harness_error` (by how their latest attempt ended), `--rerun-task` or
+`--rerun-variant`: each runs as a new attempt, every attempt stays in the traces, and reports
+count the latest (the manifest's resume records how many were run again).
 
 With --traces s3://BUCKET/PREFIX (or gs://, az://, file://) the run is written to a staging
 directory in tack's cache and uploaded to <URL>/<run-id> when it ends (finished, interrupted or
@@ -89,6 +93,22 @@ pub struct RunArgs {
     /// (s3://BUCKET/PREFIX/<run-id>, uploaded back there): keep its finished trials, run the rest.
     #[arg(long, value_name = "RUN")]
     resume: Option<PathBuf>,
+    /// With --resume: also run again, as new attempts, the finished trials whose latest attempt
+    /// ended so (e.g. infra_error,harness_error,cancelled); every attempt stays in the traces and
+    /// reports count the latest.
+    #[arg(long, value_name = "OUTCOMES", value_delimiter = ',', requires = "resume", value_parser = parse_outcome)]
+    rerun: Vec<TrialOutcome>,
+    /// With --resume: run these tasks' finished trials again (with --rerun, only those it names).
+    #[arg(long, value_name = "TASKS", value_delimiter = ',', requires = "resume")]
+    rerun_task: Vec<String>,
+    /// With --resume: run these variants' finished trials again (with --rerun, only those it names).
+    #[arg(
+        long,
+        value_name = "VARIANTS",
+        value_delimiter = ',',
+        requires = "resume"
+    )]
+    rerun_variant: Vec<String>,
     /// Run a trial again when it ends in infra_error (sandbox setup, workspace I/O, a provider
     /// down through every call retry), up to N times; every attempt is recorded, reports count
     /// the last.
@@ -155,6 +175,11 @@ pub async fn run(args: RunArgs) -> CommandResult {
         shard,
         infra_retries: args.infra_retries,
         resume: resumed.is_some(),
+        rerun: tack_runner::Rerun {
+            outcomes: args.rerun.clone(),
+            tasks: args.rerun_task.clone(),
+            variants: args.rerun_variant.clone(),
+        },
         images: tack_suite::ImageOptions {
             engine: args.engine,
             cache: None,
@@ -286,6 +311,12 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
                 result.kept
             )?;
         }
+        if result.rerun > 0 {
+            outln!(
+                "rerun: {} finished trials ran again as new attempts; their earlier attempts stay in the traces, reports count the latest",
+                result.rerun
+            )?;
+        }
         outln!("traces: {traces}")?;
         match &report {
             Some(index) => outln!("report: {}", index.display()),
@@ -406,4 +437,15 @@ impl ProgressReporter {
             bar.finish_and_clear();
         }
     }
+}
+
+/// An outcome `--rerun` names.
+fn parse_outcome(text: &str) -> Result<TrialOutcome, String> {
+    TrialOutcome::parse(text.trim()).ok_or_else(|| {
+        let known: Vec<&str> = TrialOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        format!(
+            "`{text}` is not an outcome; use one of {}",
+            known.join(", ")
+        )
+    })
 }

@@ -324,3 +324,82 @@ fn a_resume_that_would_change_the_plan_exits_2_and_names_the_difference() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a run's trace directory"));
 }
+
+/// `--rerun verification_failed` on a finished run: those trials run again
+/// as new attempts, every attempt stays in the traces, the report counts
+/// the latest and says how many were run again; the others are kept.
+#[test]
+fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = demo();
+    let first = tack(dir.path())
+        .args([
+            "run",
+            demo.to_str().unwrap(),
+            "-v",
+            "sim-stdout",
+            "-t",
+            TASKS,
+        ])
+        .args(["--trials", "2", "--no-report", "--json"])
+        .output()
+        .unwrap();
+    let first: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let failed: BTreeSet<String> = first["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["outcome"] == "verification_failed")
+        .map(|t| t["trial_id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!failed.is_empty(), "sim-stdout fails some demo trials");
+    let run_dir = run_dir_of(&dir.path().join("traces"));
+
+    let bad = tack(dir.path())
+        .args([
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--rerun",
+            "flaked",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("verification_failed"));
+
+    let again = tack(dir.path())
+        .args(["run", "--resume", run_dir.to_str().unwrap()])
+        .args(["--rerun", "verification_failed", "--no-report", "--json"])
+        .output()
+        .unwrap();
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["run"]["rerun"], failed.len());
+    let rerun: BTreeSet<String> = again["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            assert_eq!(t["attempt"], 1, "{t}");
+            t["trial_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let expected: BTreeSet<String> = failed.iter().map(|id| format!("{id}--attempt1")).collect();
+    assert_eq!(rerun, expected);
+    assert_eq!(
+        manifest(&run_dir)["resumes"][0]["trials_rerun"],
+        failed.len()
+    );
+
+    // Every attempt in the traces; the report counts each planned trial once.
+    let recorded = tack_trace::recorded_trials(&run_dir).unwrap();
+    assert_eq!(recorded.len(), 8 + failed.len());
+    let report = tack(dir.path())
+        .args(["report", run_dir.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let variant = &report["variants"][0];
+    assert_eq!(variant["trials"], 8, "{variant}");
+    assert_eq!(variant["retried_attempts"], failed.len(), "{variant}");
+}

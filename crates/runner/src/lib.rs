@@ -28,7 +28,7 @@ use tokio::sync::Semaphore;
 pub use clock::{new_run_id, rfc3339_now};
 pub use plan::{PlanError, RunPlan, ShardSpec, TrialSpec, plan_identity};
 pub use replay::replay_plan;
-pub use resume::{ResumedRun, new_run_id_for};
+pub use resume::{Rerun, ResumedRun, new_run_id_for};
 pub use scheduler::{ShardError, parse_shard, shard_from_env};
 
 /// What the runner reports as it goes.
@@ -78,6 +78,9 @@ pub struct RunResult {
     /// On `--resume`: the trials that had finished before and were kept
     /// (not in `trials`).
     pub kept: u32,
+    /// On `--resume --rerun`: finished trials run again as new attempts
+    /// (in `trials`).
+    pub rerun: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +186,7 @@ pub async fn run(
         (writer, manifest, planned)
     };
     let kept = manifest.resumes.last().map_or(0, |r| r.trials_kept);
+    let rerun = manifest.resumes.last().map_or(0, |r| r.trials_rerun);
     let total = trials.len();
     progress(Progress::Started {
         run_id: manifest.run_id.clone(),
@@ -214,6 +218,7 @@ pub async fn run(
         trials: summaries,
         interrupted,
         kept,
+        rerun,
     })
 }
 

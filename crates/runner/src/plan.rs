@@ -40,6 +40,9 @@ pub struct RunPlan {
     /// Continue the stopped run `traces_root/run_id` instead of starting
     /// one: its finished trials are kept, the rest run (`tack run --resume`).
     pub resume: bool,
+    /// On a resume, finished trials to run again as new attempts
+    /// (`--rerun`, `--rerun-task`, `--rerun-variant`).
+    pub rerun: crate::Rerun,
     /// How the images of tasks that run in one are made.
     pub images: tack_suite::ImageOptions,
 }

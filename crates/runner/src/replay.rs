@@ -46,6 +46,7 @@ pub fn replay_plan(
         shard: None,
         infra_retries: 0,
         resume: false,
+        rerun: Default::default(),
         images: Default::default(),
         suite,
     };

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use tack_protocol::TrialOutcome;
 use tack_trace::{Manifest, RecordedTrial, Resume, RunStatus, RunWriter};
 
 use crate::{RunError, RunPlan, ShardSpec, TrialSpec, rfc3339_now};
@@ -58,6 +59,32 @@ pub fn new_run_id_for(suite: &str, shard: Option<ShardSpec>) -> String {
     }
 }
 
+/// Finished trials a resume runs again, as new attempts, besides those a
+/// crash cut off: those whose latest attempt ended in one of `outcomes`,
+/// of `tasks` and `variants` (each empty: any). Nothing when all three are
+/// empty. Every attempt stays in the traces; reports count the latest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rerun {
+    pub outcomes: Vec<TrialOutcome>,
+    pub tasks: Vec<String>,
+    pub variants: Vec<String>,
+}
+
+impl Rerun {
+    fn is_empty(&self) -> bool {
+        self.outcomes.is_empty() && self.tasks.is_empty() && self.variants.is_empty()
+    }
+
+    /// Whether a trial of `variant` and `task` whose latest attempt ended
+    /// in `outcome` runs again.
+    fn wants(&self, variant: &str, task: &str, outcome: &str) -> bool {
+        !self.is_empty()
+            && (self.outcomes.is_empty() || self.outcomes.iter().any(|o| o.as_str() == outcome))
+            && (self.tasks.is_empty() || self.tasks.iter().any(|t| t == task))
+            && (self.variants.is_empty() || self.variants.iter().any(|v| v == variant))
+    }
+}
+
 pub(crate) struct Resumed {
     pub writer: RunWriter,
     /// The run's own manifest, with this resume added.
@@ -94,13 +121,14 @@ pub(crate) fn prepare(
     }
     tack_trace::recover_journals(&run_dir)?;
     let recorded = tack_trace::recorded_trials(&run_dir)?;
-    let selection = select(planned, &recorded);
+    let selection = select(planned, &recorded, &plan.rerun);
     manifest.resumes.push(Resume {
         at: rfc3339_now(),
         command_line: plan.command_line.clone(),
         trials_kept: selection.kept,
         trials_interrupted: selection.interrupted,
         trials_to_run: selection.to_run.len() as u32,
+        trials_rerun: selection.rerun,
     });
     manifest.status = RunStatus::Running;
     manifest.finished_at = None;
@@ -116,11 +144,14 @@ struct Selection {
     to_run: Vec<TrialSpec>,
     kept: u32,
     interrupted: u32,
+    /// Finished trials run again because `rerun` asked.
+    rerun: u32,
 }
 
 /// A planned trial is done once any attempt of it ended other than
-/// `cancelled`; otherwise it runs as the attempt after the last recorded.
-fn select(planned: Vec<TrialSpec>, recorded: &[RecordedTrial]) -> Selection {
+/// `cancelled`, unless `rerun` wants it again for how its latest attempt
+/// ended; otherwise it runs as the attempt after the last recorded.
+fn select(planned: Vec<TrialSpec>, recorded: &[RecordedTrial], rerun: &Rerun) -> Selection {
     let mut attempts: HashMap<(&str, &str, u32), Vec<&RecordedTrial>> = HashMap::new();
     for trial in recorded {
         attempts
@@ -133,10 +164,17 @@ fn select(planned: Vec<TrialSpec>, recorded: &[RecordedTrial]) -> Selection {
         to_run: Vec::new(),
         kept: 0,
         interrupted: 0,
+        rerun: 0,
     };
     for spec in planned {
         let key = (spec.variant.as_str(), spec.task.as_str(), spec.trial_index);
         let earlier = attempts.get(&key).map(Vec::as_slice).unwrap_or_default();
+        let latest = earlier.iter().max_by_key(|t| t.attempt);
+        if let Some(latest) = latest.filter(|t| rerun.wants(&t.variant, &t.task, &t.outcome)) {
+            selection.rerun += 1;
+            selection.to_run.push(spec.with_attempt(latest.attempt + 1));
+            continue;
+        }
         if earlier.iter().any(|t| t.outcome != cancelled) {
             selection.kept += 1;
             continue;
@@ -188,7 +226,7 @@ mod tests {
             recorded(3, 0, "cancelled"),
             recorded(3, 1, "cancelled"),
         ];
-        let selection = select((0..5).map(spec).collect(), &recorded);
+        let selection = select((0..5).map(spec).collect(), &recorded, &Rerun::default());
         assert_eq!((selection.kept, selection.interrupted), (2, 2));
         let ids: Vec<&str> = selection
             .to_run
@@ -197,5 +235,44 @@ mod tests {
             .collect();
         assert_eq!(ids, ["v--t--1--attempt1", "v--t--3--attempt2", "v--t--4"]);
         assert_eq!(selection.to_run[1].attempt, 2);
+    }
+
+    #[test]
+    fn a_rerun_runs_finished_trials_again_by_how_their_latest_attempt_ended() {
+        let recorded = [
+            recorded(0, 0, "passed"),
+            recorded(1, 0, "infra_error"),
+            recorded(2, 0, "infra_error"),
+            // Its latest attempt passed: not run again.
+            recorded(2, 1, "passed"),
+            recorded(3, 0, "verification_failed"),
+            recorded(4, 0, "cancelled"),
+        ];
+        let rerun = Rerun {
+            outcomes: vec![TrialOutcome::InfraError, TrialOutcome::Cancelled],
+            ..Rerun::default()
+        };
+        let selection = select((0..5).map(spec).collect(), &recorded, &rerun);
+        let ids: Vec<&str> = selection
+            .to_run
+            .iter()
+            .map(|s| s.trial_id.as_str())
+            .collect();
+        assert_eq!(ids, ["v--t--1--attempt1", "v--t--4--attempt1"]);
+        assert_eq!((selection.kept, selection.rerun), (3, 2));
+        // Narrowed to another task: nothing of task `t` runs again.
+        let elsewhere = Rerun {
+            tasks: vec!["u".to_string()],
+            ..rerun.clone()
+        };
+        let selection = select((0..5).map(spec).collect(), &recorded, &elsewhere);
+        assert_eq!(selection.rerun, 0);
+        // A task alone reruns every finished trial of it.
+        let whole_task = Rerun {
+            tasks: vec!["t".to_string()],
+            ..Rerun::default()
+        };
+        let selection = select((0..5).map(spec).collect(), &recorded, &whole_task);
+        assert_eq!(selection.rerun, 5);
     }
 }

@@ -32,6 +32,7 @@ fn plan(traces: &std::path::Path, variants: &[&str], tasks: &[&str], trials: u32
         shard: None,
         infra_retries: 0,
         resume: false,
+        rerun: Default::default(),
         images: Default::default(),
     }
 }

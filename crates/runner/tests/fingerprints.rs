@@ -68,6 +68,7 @@ async fn run_once(suite: &Path, traces: &Path, run_id: &str) -> Manifest {
         shard: None,
         infra_retries: 0,
         resume: false,
+        rerun: Default::default(),
         images: Default::default(),
     };
     let result = run(plan, Arc::new(|_| {}), CancelFlag::default())

@@ -64,6 +64,9 @@ pub struct Resume {
     pub trials_interrupted: u32,
     /// Trials this resume set out to run.
     pub trials_to_run: u32,
+    /// Of those, finished trials run again as new attempts (`--rerun`).
+    #[serde(default)]
+    pub trials_rerun: u32,
 }
 
 /// One slice of a plan split across machines.
