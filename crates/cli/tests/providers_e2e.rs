@@ -269,3 +269,77 @@ fn a_model_that_keeps_failing_makes_tack_exec_exit_5() {
     assert_eq!(last["event"]["stop_reason"], "provider_unavailable");
     assert_eq!(last["event"]["retries"], 3);
 }
+
+/// A provider outage staged through a whole run leaves its trial in
+/// `infra_error`; `--resume --rerun infra_error` once the provider is back
+/// runs it again as a new attempt, which passes; both attempts stay in the
+/// traces and the report counts the latest.
+#[test]
+fn a_rerun_after_a_provider_outage_runs_the_infra_errors_again() {
+    let options = ServerOptions {
+        port: 0,
+        expected_key: PLANTED_KEY.to_string(),
+        record_to: None,
+    };
+    let script = vec![
+        ScriptedResponse::status(503),
+        ScriptedResponse::status(503),
+        ScriptedResponse::tool_calls(vec![fix_call()]),
+        ScriptedResponse::text("Fixed: missing files now exit 1."),
+    ];
+    let server = MockServer::start_background(Dialect::OpenAi, script, options).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite(dir.path(), &server.base_url());
+    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
+    std::fs::write(
+        suite.join("suite.toml"),
+        format!("{toml}[variants.harness]\nmodel_attempts = 2\n"),
+    )
+    .unwrap();
+    let traces = dir.path().join("traces");
+    let run = |args: &[&str]| -> Value {
+        let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(args)
+            .args(["--json", "--no-report"])
+            .env("TACK_E2E_KEY", PLANTED_KEY)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)))
+    };
+    let first = run(&[
+        "run",
+        suite.to_str().unwrap(),
+        "--traces",
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        first["run"]["trials"][0]["outcome"], "infra_error",
+        "{first}"
+    );
+    let run_dir = first["run"]["run_dir"].as_str().unwrap().to_string();
+
+    // Without --rerun, a resume keeps what finished, infra errors included.
+    let kept = run(&["run", "--resume", &run_dir]);
+    assert_eq!(kept["run"]["trials"].as_array().unwrap().len(), 0, "{kept}");
+
+    let again = run(&["run", "--resume", &run_dir, "--rerun", "infra_error"]);
+    assert_eq!(again["run"]["rerun"], 1, "{again}");
+    assert_eq!(again["run"]["trials"][0]["outcome"], "passed", "{again}");
+    assert_eq!(again["run"]["trials"][0]["attempt"], 1);
+    let mut recorded = tack_trace::recorded_trials(Path::new(&run_dir)).unwrap();
+    recorded.sort_by_key(|t| t.attempt);
+    let outcomes: Vec<&str> = recorded.iter().map(|t| t.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["infra_error", "passed"]);
+    let report = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["report", &run_dir, "--json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let variant = &report["variants"][0];
+    assert_eq!(
+        (&variant["trials"], &variant["passed"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(variant["retried_attempts"], 1, "{variant}");
+}
