@@ -166,15 +166,15 @@ fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retri
     }
 }
 
-#[test]
-fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
+/// A provider that is down for a trial's first attempt — 503 to both of
+/// its call attempts (`model_attempts = 2`) — and then answers with the
+/// task's fix; and the suite that talks to it.
+fn outage(dir: &Path) -> (MockServer, PathBuf) {
     let options = ServerOptions {
         port: 0,
         expected_key: PLANTED_KEY.to_string(),
         record_to: None,
     };
-    // The first attempt meets an outage through both of its call attempts;
-    // the trial's second attempt finds the provider back.
     let script = vec![
         ScriptedResponse::status(503),
         ScriptedResponse::status(503),
@@ -182,14 +182,22 @@ fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
         ScriptedResponse::text("Fixed: missing files now exit 1."),
     ];
     let server = MockServer::start_background(Dialect::OpenAi, script, options).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let suite = suite(dir.path(), &server.base_url());
+    let suite = suite(dir, &server.base_url());
     let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
     std::fs::write(
         suite.join("suite.toml"),
         format!("{toml}[variants.harness]\nmodel_attempts = 2\n"),
     )
     .unwrap();
+    (server, suite)
+}
+
+#[test]
+fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
+    // The first attempt meets the outage; the trial's second attempt finds
+    // the provider back.
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, suite) = outage(dir.path());
     let traces = dir.path().join("traces");
     let output = Command::new(env!("CARGO_BIN_EXE_tack"))
         .args(["run", suite.to_str().unwrap(), "--json", "--no-report"])
@@ -276,26 +284,8 @@ fn a_model_that_keeps_failing_makes_tack_exec_exit_5() {
 /// traces and the report counts the latest.
 #[test]
 fn a_rerun_after_a_provider_outage_runs_the_infra_errors_again() {
-    let options = ServerOptions {
-        port: 0,
-        expected_key: PLANTED_KEY.to_string(),
-        record_to: None,
-    };
-    let script = vec![
-        ScriptedResponse::status(503),
-        ScriptedResponse::status(503),
-        ScriptedResponse::tool_calls(vec![fix_call()]),
-        ScriptedResponse::text("Fixed: missing files now exit 1."),
-    ];
-    let server = MockServer::start_background(Dialect::OpenAi, script, options).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let suite = suite(dir.path(), &server.base_url());
-    let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
-    std::fs::write(
-        suite.join("suite.toml"),
-        format!("{toml}[variants.harness]\nmodel_attempts = 2\n"),
-    )
-    .unwrap();
+    let (_server, suite) = outage(dir.path());
     let traces = dir.path().join("traces");
     let run = |args: &[&str]| -> Value {
         let output = Command::new(env!("CARGO_BIN_EXE_tack"))

@@ -277,13 +277,22 @@ impl Pages {
     }
 }
 
-/// All templates, escaping HTML whatever the template's name, and failing on
-/// undefined variables so a template typo is an error, not a blank cell.
+/// The report's templates (see [`html_environment`]).
 fn environment() -> Result<Environment<'static>, ReportError> {
+    html_environment(&TEMPLATES)
+}
+
+/// `templates` (name, source), escaping HTML whatever a template's name,
+/// and failing on undefined variables so a template typo is an error, not
+/// a blank cell: how every page tack shows is rendered (the reports, and
+/// `tack view`'s own pages).
+pub fn html_environment(
+    templates: &[(&'static str, &'static str)],
+) -> Result<Environment<'static>, ReportError> {
     let mut env = Environment::new();
     env.set_auto_escape_callback(|_| AutoEscape::Html);
     env.set_undefined_behavior(UndefinedBehavior::Strict);
-    for (name, source) in TEMPLATES {
+    for &(name, source) in templates {
         env.add_template(name, source)
             .map_err(|source| ReportError::Template {
                 template: name,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use minijinja::Environment;
 use tack_analysis::{RunTables, VariantSummary};
 use tack_report::Pages;
 
@@ -66,16 +66,11 @@ type Stamp = (Option<SystemTime>, Option<SystemTime>, usize);
 
 impl Viewer {
     pub fn new(options: ViewerOptions) -> Result<Viewer, ViewError> {
-        let mut env = Environment::new();
-        env.set_auto_escape_callback(|_| AutoEscape::Html);
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        for (name, source) in TEMPLATES {
-            env.add_template(name, source)
-                .map_err(|source| ViewError::Template {
-                    template: name,
-                    source,
-                })?;
-        }
+        let env =
+            tack_report::html_environment(&TEMPLATES).map_err(|source| ViewError::Render {
+                what: "the viewer's templates",
+                source,
+            })?;
         let pages = Pages::with_base(BASE).map_err(|source| ViewError::Render {
             what: "the report's templates",
             source,
