@@ -23,6 +23,8 @@ mod agg {
     pub const TAMPERED_TRIALS: &str = "tampered_trials";
     pub const INFRA_ERRORS: &str = "infra_errors";
     pub const RETRIED: &str = "retried_attempts";
+    pub const RERUN_TRIALS: &str = "rerun_trials";
+    pub const RERUN_PASSED: &str = "rerun_passed";
 }
 
 /// One variant's results over its scored trials: the final attempt of each
@@ -45,6 +47,13 @@ pub struct VariantSummary {
     /// Attempts that were run again (after an infra error, or cut off by a
     /// crash): in the traces, counted nowhere else.
     pub retried_attempts: u64,
+    /// Scored trials whose result is from a later attempt than their first
+    /// (`--infra-retries`, a resume, `--rerun`).
+    pub rerun_trials: u64,
+    /// The success rate over the other scored trials, those decided at
+    /// their first attempt; `None` when no trial was run again (or every
+    /// one was).
+    pub success_rate_without_reruns: Option<f64>,
     /// Wilson 95% interval of the success rate.
     pub ci_low: f64,
     pub ci_high: f64,
@@ -98,6 +107,11 @@ pub struct MatrixCell {
     pub infra_errors: u64,
 }
 
+/// A row whose attempt is not its trial's first.
+fn rerun() -> Expr {
+    col(col::TRIAL_ATTEMPT).gt(lit(0u32))
+}
+
 fn passed_expr() -> Expr {
     col(col::OUTCOME).eq(lit(TrialOutcome::Passed.as_str()))
 }
@@ -118,6 +132,9 @@ struct Totals {
     cost_usd: Option<f64>,
     counts: VariantCounts,
     tampered: u64,
+    /// Scored trials whose final attempt is not their first, and how many
+    /// of those passed.
+    rerun: (u64, u64),
 }
 
 fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Totals>, AnalysisError> {
@@ -144,6 +161,14 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
             .cast(DataType::UInt64)
             .sum()
             .alias(agg::TAMPERED_TRIALS),
+        rerun()
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(agg::RERUN_TRIALS),
+        (rerun().and(passed_expr()))
+            .cast(DataType::UInt64)
+            .sum()
+            .alias(agg::RERUN_PASSED),
     ];
     aggregates.extend(counts::sums());
     let lazy = trials
@@ -161,6 +186,8 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
     let cost = frame.i64s(col::COST_USD)?;
     let cost_nulls = frame.u64s(agg::COST_NULLS)?;
     let tampered = frame.u64s(agg::TAMPERED_TRIALS)?;
+    let rerun_trials = frame.u64s(agg::RERUN_TRIALS)?;
+    let rerun_passed = frame.u64s(agg::RERUN_PASSED)?;
     let mut counts = counts::per_group(&frame, &trials)?.into_iter();
     Ok((0..frame.height())
         .map(|i| {
@@ -174,6 +201,7 @@ fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Total
                 cost_usd: (cost_nulls[i] == 0).then(|| usd_of_picodollars(cost[i])),
                 counts: counts.next().unwrap_or_else(VariantCounts::zero),
                 tampered: tampered[i],
+                rerun: (rerun_trials[i], rerun_passed[i]),
             };
             (variant[i].clone(), totals)
         })
@@ -299,6 +327,7 @@ fn summarize(
         cost_usd: None,
         counts: VariantCounts::zero(),
         tampered: 0,
+        rerun: (0, 0),
     });
     let (ci_low, ci_high) = wilson_interval(t.passed, t.trials);
     VariantSummary {
@@ -314,6 +343,9 @@ fn summarize(
         },
         infra_errors,
         retried_attempts,
+        rerun_trials: t.rerun.0,
+        success_rate_without_reruns: (t.rerun.0 > 0 && t.trials > t.rerun.0)
+            .then(|| (t.passed - t.rerun.1) as f64 / (t.trials - t.rerun.0) as f64),
         ci_low,
         ci_high,
         total_tokens: t.total_tokens,

@@ -170,8 +170,18 @@ fn existing(dir: &Path, files: &[String]) -> Vec<PathBuf> {
 /// aggregates and the cost table group and sum, not the text columns.
 fn marked_columns() -> Vec<Expr> {
     let mut columns = trials::figure_columns();
-    // Duration: the trials browser sorts by it.
-    columns.extend([col::DURATION_MS, IS_FINAL, IS_SCORED, FILE_PATH].map(col));
+    // Duration: the trials browser sorts by it; the attempt: a summary
+    // counts the trials decided by a later attempt.
+    columns.extend(
+        [
+            col::DURATION_MS,
+            col::TRIAL_ATTEMPT,
+            IS_FINAL,
+            IS_SCORED,
+            FILE_PATH,
+        ]
+        .map(col),
+    );
     columns
 }
 

@@ -402,4 +402,64 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
     let variant = &report["variants"][0];
     assert_eq!(variant["trials"], 8, "{variant}");
     assert_eq!(variant["retried_attempts"], failed.len(), "{variant}");
+    // With and without the trials decided by a later attempt: the others
+    // all passed at their first.
+    assert_eq!(variant["rerun_trials"], failed.len(), "{variant}");
+    assert_eq!(variant["success_rate_without_reruns"], 1.0, "{variant}");
+    let out = dir.path().join("report");
+    let html = tack(dir.path())
+        .args([
+            "report",
+            run_dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(html.status.success());
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    let note = index
+        .split("id=\"reruns\">")
+        .nth(1)
+        .expect("the re-runs are named");
+    let note = note.split("</p>").next().unwrap();
+    assert!(
+        note.contains(&format!("sim-stdout {} of 8 trials", failed.len()))
+            && note.contains("success rate without them 100.0%"),
+        "{note}"
+    );
+
+    // Compared with a run that re-ran nothing, the candidate says so too.
+    let base = dir.path().join("base");
+    let fresh = tack(dir.path())
+        .args([
+            "run",
+            demo.to_str().unwrap(),
+            "-v",
+            "sim-stdout",
+            "-t",
+            TASKS,
+        ])
+        .args([
+            "--trials",
+            "2",
+            "--no-report",
+            "--traces",
+            base.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(fresh.status.success());
+    let compared = tack(dir.path())
+        .arg("compare")
+        .arg(run_dir_of(&base))
+        .arg(&run_dir)
+        .args(["--variants", "sim-stdout", "--no-report", "--json"])
+        .output()
+        .unwrap();
+    let compared: serde_json::Value = serde_json::from_slice(&compared.stdout).unwrap();
+    let sides = &compared["comparison"];
+    assert_eq!(sides["base"]["rerun_trials"], 0, "{sides}");
+    assert_eq!(sides["candidate"]["rerun_trials"], failed.len(), "{sides}");
+    assert_eq!(sides["candidate"]["success_rate_without_reruns"], 1.0);
 }

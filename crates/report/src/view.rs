@@ -46,6 +46,11 @@ pub(crate) struct SummaryRow {
     pub infra_errors: u64,
     /// Attempts run again, counted nowhere else.
     pub retried_attempts: u64,
+    /// Scored trials decided by a later attempt than their first.
+    pub rerun_trials: u64,
+    /// The success rate of the trials decided at their first attempt, when
+    /// some were run again.
+    pub rate_without_reruns: Option<String>,
     pub rate: String,
     pub ci: String,
     pub tokens_per_success: String,
@@ -187,6 +192,8 @@ fn summary_row(v: &VariantSummary) -> SummaryRow {
         passed: v.passed,
         infra_errors: v.infra_errors,
         retried_attempts: v.retried_attempts,
+        rerun_trials: v.rerun_trials,
+        rate_without_reruns: v.success_rate_without_reruns.map(percent),
         // With no trials there is no rate to show, and 0% would be a claim.
         rate: optional((v.trials > 0).then(|| percent(v.success_rate))),
         ci: optional(

@@ -72,6 +72,11 @@ pub struct SideInfo {
     /// Wilson 95% interval.
     pub ci_low: f64,
     pub ci_high: f64,
+    /// Of `trials`, those decided by a later attempt than their first (an
+    /// infra retry, a resume, `--rerun`), and the success rate of the rest;
+    /// `None` when none was run again (or all were).
+    pub rerun_trials: u64,
+    pub success_rate_without_reruns: Option<f64>,
 }
 
 /// How a task's outcome moved from base to candidate.
@@ -381,6 +386,9 @@ fn side_info<'a>(side: Side<'_>, trials: impl Iterator<Item = &'a TrialRow>) -> 
     let passed_count = trials.iter().filter(|t| passed(t)).count() as u64;
     let total = trials.len() as u64;
     let (ci_low, ci_high) = wilson_interval(passed_count, total);
+    let rerun: Vec<&&TrialRow> = trials.iter().filter(|t| t.trial_attempt > 0).collect();
+    let rerun_trials = rerun.len() as u64;
+    let rerun_passed = rerun.iter().filter(|t| passed(t)).count() as u64;
     let info = side
         .run
         .manifest
@@ -407,6 +415,9 @@ fn side_info<'a>(side: Side<'_>, trials: impl Iterator<Item = &'a TrialRow>) -> 
         },
         ci_low,
         ci_high,
+        rerun_trials,
+        success_rate_without_reruns: (rerun_trials > 0 && total > rerun_trials)
+            .then(|| (passed_count - rerun_passed) as f64 / (total - rerun_trials) as f64),
     }
 }
 

@@ -51,6 +51,17 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
         );
     }
     for (name, s) in [("base", &c.base), ("candidate", &c.candidate)] {
+        if s.rerun_trials > 0 {
+            let without = s
+                .success_rate_without_reruns
+                .map(|r| format!("; without them {:.1}%", r * 100.0))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "note: {} of {name}'s {} trials were decided by a later attempt (run again){without}",
+                s.rerun_trials, s.trials
+            );
+        }
         if s.infra_errors > 0 {
             let _ = writeln!(
                 out,
@@ -175,6 +186,8 @@ mod tests {
             success_rate: passed as f64 / 10.0,
             ci_low: 0.1,
             ci_high: 0.9,
+            rerun_trials: 0,
+            success_rate_without_reruns: None,
         }
     }
 
