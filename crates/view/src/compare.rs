@@ -2,11 +2,12 @@
 //! computes it, and a flipped task's two trials side by side.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use minijinja::context;
 use minijinja::value::Serde;
 use tack_analysis::compare::{CompareOptions, Comparison, Side, compare, pairing};
-use tack_analysis::{AnalyzeOptions, RunAnalysis, load_trial_trace};
+use tack_analysis::{AnalyzeOptions, RunTables, load_trial_trace};
 
 use crate::ViewError;
 use crate::pages::{render, required};
@@ -24,28 +25,42 @@ fn side_of(text: &str) -> Result<(String, String), ViewError> {
         })
 }
 
-/// Both sides analysed and compared, with the pairing's drift notes.
-fn comparison(
-    viewer: &Viewer,
-    a: &str,
-    b: &str,
-) -> Result<(Comparison, Vec<String>, [PathBuf; 2]), ViewError> {
+/// A comparison as the pages show it: what `tack compare` computes, the
+/// pairing's drift notes, and each side's run directory.
+#[derive(Debug)]
+pub(crate) struct Compared {
+    comparison: Comparison,
+    drift: Vec<String>,
+    dirs: [PathBuf; 2],
+}
+
+/// Both sides analysed and compared; kept by the viewer while both runs'
+/// files stay as they were (the flipped tasks' pages ask for it again, and
+/// the bootstrap is the slow part).
+fn comparison(viewer: &Viewer, a: &str, b: &str) -> Result<Arc<Compared>, ViewError> {
     let (base_run, base_variant) = side_of(a)?;
     let (candidate_run, candidate_variant) = side_of(b)?;
-    let analysed = |id: &str| -> Result<(RunAnalysis, PathBuf), ViewError> {
+    let opened = |id: &str| -> Result<(Arc<RunTables>, PathBuf), ViewError> {
         let run = viewer.run(id)?;
-        let tables = viewer.tables(&run.dir)?;
-        let analysis =
-            tack_analysis::analyze(&tables, AnalyzeOptions::everything()).map_err(|source| {
-                ViewError::Analysis {
-                    dir: run.dir.clone(),
-                    source,
-                }
-            })?;
-        Ok((analysis, run.dir))
+        Ok((viewer.tables(&run.dir)?, run.dir))
     };
-    let (base, base_dir) = analysed(&base_run)?;
-    let (candidate, candidate_dir) = analysed(&candidate_run)?;
+    let (base_tables, base_dir) = opened(&base_run)?;
+    let (candidate_tables, candidate_dir) = opened(&candidate_run)?;
+    let key = (a.to_string(), b.to_string());
+    let tables = [base_tables, candidate_tables];
+    if let Some(kept) = viewer.kept_comparison(&key, &tables) {
+        return Ok(kept);
+    }
+    let analysed = |tables: &RunTables, dir: &Path| {
+        tack_analysis::analyze(tables, AnalyzeOptions::everything()).map_err(|source| {
+            ViewError::Analysis {
+                dir: dir.to_path_buf(),
+                source,
+            }
+        })
+    };
+    let base = analysed(&tables[0], &base_dir)?;
+    let candidate = analysed(&tables[1], &candidate_dir)?;
     // Drift is shown, not refused: the viewer is for looking.
     let pairing = pairing(
         &base.manifest,
@@ -69,8 +84,13 @@ fn comparison(
         run: &candidate,
         variant: &candidate_variant,
     };
-    let comparison = compare(base_side, candidate_side, &options)?;
-    Ok((comparison, pairing.drift, [base_dir, candidate_dir]))
+    let compared = Arc::new(Compared {
+        comparison: compare(base_side, candidate_side, &options)?,
+        drift: pairing.drift,
+        dirs: [base_dir, candidate_dir],
+    });
+    viewer.keep_comparison(key, tables, compared.clone());
+    Ok(compared)
 }
 
 pub(crate) fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
@@ -96,8 +116,9 @@ pub(crate) fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, V
             },
         );
     };
-    let (comparison, drift, _) = comparison(viewer, a, b)?;
-    let flipped: Vec<(String, String)> = comparison
+    let compared = comparison(viewer, a, b)?;
+    let flipped: Vec<(String, String)> = compared
+        .comparison
         .flipped()
         .map(|task| {
             let url = link("/compare/task", &[("a", a), ("b", b), ("task", &task.task)]);
@@ -106,7 +127,7 @@ pub(crate) fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, V
         .collect();
     viewer
         .pages
-        .compare(&comparison, &drift, &flipped)
+        .compare(&compared.comparison, &compared.drift, &flipped)
         .map_err(|source| ViewError::Render {
             what: "the comparison",
             source,
@@ -116,14 +137,16 @@ pub(crate) fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, V
 pub(crate) fn compare_task_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
     let (a, b) = (required(params, "a")?, required(params, "b")?);
     let name = required(params, "task")?;
-    let (comparison, _, [base_dir, candidate_dir]) = comparison(viewer, a, b)?;
+    let compared = comparison(viewer, a, b)?;
+    let [base_dir, candidate_dir] = &compared.dirs;
     let not_flipped = || ViewError::BadQuery {
         field: "task",
         message: format!(
             "`{name}` did not flip between these sides; the comparison lists those that did"
         ),
     };
-    let task = comparison
+    let task = compared
+        .comparison
         .flipped()
         .find(|task| task.task == name)
         .ok_or_else(not_flipped)?;
@@ -139,8 +162,8 @@ pub(crate) fn compare_task_page(viewer: &Viewer, params: &Params) -> Result<Stri
             source,
         })
     };
-    let base = load(&base_dir, base_id)?;
-    let candidate = load(&candidate_dir, candidate_id)?;
+    let base = load(base_dir, base_id)?;
+    let candidate = load(candidate_dir, candidate_id)?;
     let back = link("/compare", &[("a", a), ("b", b)]);
     viewer
         .pages

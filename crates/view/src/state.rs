@@ -13,6 +13,7 @@ use tack_analysis::{RunTables, VariantSummary};
 use tack_report::Pages;
 
 use crate::ViewError;
+use crate::compare::Compared;
 use crate::runs::{self, FoundRun};
 
 /// The viewer's frame around every page: its style sheet linked (no inline
@@ -50,7 +51,20 @@ pub struct Viewer {
     pub(crate) env: Environment<'static>,
     pub(crate) pages: Pages,
     opened: Mutex<HashMap<PathBuf, Opened>>,
+    compared: Mutex<Vec<KeptComparison>>,
 }
+
+/// A comparison (its two sides as the URL names them), kept while both
+/// runs' tables are the ones it was computed from.
+#[derive(Debug)]
+struct KeptComparison {
+    sides: (String, String),
+    tables: [Arc<RunTables>; 2],
+    compared: Arc<Compared>,
+}
+
+/// Comparisons kept at most; the oldest goes first.
+const KEPT_COMPARISONS: usize = 16;
 
 /// A run's tables as opened, while its files are as they were then.
 #[derive(Debug, Clone)]
@@ -80,6 +94,7 @@ impl Viewer {
             env,
             pages,
             opened: Mutex::new(HashMap::new()),
+            compared: Mutex::new(Vec::new()),
         })
     }
 
@@ -146,6 +161,39 @@ impl Viewer {
             entry.summaries = Some(summaries.clone());
         }
         Some(summaries)
+    }
+
+    /// The comparison of `sides` if it was made from these `tables`.
+    pub(crate) fn kept_comparison(
+        &self,
+        sides: &(String, String),
+        tables: &[Arc<RunTables>; 2],
+    ) -> Option<Arc<Compared>> {
+        let kept = self.compared.lock().ok()?;
+        kept.iter()
+            .find(|k| {
+                &k.sides == sides && k.tables.iter().zip(tables).all(|(a, b)| Arc::ptr_eq(a, b))
+            })
+            .map(|k| k.compared.clone())
+    }
+
+    pub(crate) fn keep_comparison(
+        &self,
+        sides: (String, String),
+        tables: [Arc<RunTables>; 2],
+        compared: Arc<Compared>,
+    ) {
+        if let Ok(mut kept) = self.compared.lock() {
+            kept.retain(|k| k.sides != sides);
+            if kept.len() >= KEPT_COMPARISONS {
+                kept.remove(0);
+            }
+            kept.push(KeptComparison {
+                sides,
+                tables,
+                compared,
+            });
+        }
     }
 
     fn cached(&self, dir: &Path) -> Option<Opened> {
