@@ -9,7 +9,6 @@ use crate::load::{id_list, trial_rows_of};
 use crate::{AnalysisError, RunTables, TrialRow};
 use polars::prelude::*;
 use serde::Serialize;
-use std::collections::HashMap;
 use tack_trace::schema::{MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
 
 /// The column a browsed row's run id is in.
@@ -176,7 +175,8 @@ pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, Anal
         if wanted.is_empty() {
             continue;
         }
-        for trial in final_rows(trial_rows_of(run, &wanted)?) {
+        // A trial id names one attempt: these are the final ones.
+        for trial in trial_rows_of(run, &wanted)? {
             rows.push((index, trial));
         }
     }
@@ -195,21 +195,6 @@ pub fn browse(runs: &[&RunTables], query: &TrialQuery) -> Result<TrialPage, Anal
         })
         .collect();
     Ok(TrialPage { total, rows })
-}
-
-/// Each trial's final attempt among `rows` (a trial id names every
-/// attempt of one planned trial).
-fn final_rows(rows: Vec<TrialRow>) -> Vec<TrialRow> {
-    let mut last: HashMap<String, TrialRow> = HashMap::new();
-    for row in rows {
-        match last.get(&row.trial_id) {
-            Some(kept) if kept.trial_attempt >= row.trial_attempt => {}
-            _ => {
-                last.insert(row.trial_id.clone(), row);
-            }
-        }
-    }
-    last.into_values().collect()
 }
 
 /// The query's filters on a trials row, `true` for none.

@@ -325,14 +325,10 @@ fn a_resume_that_would_change_the_plan_exits_2_and_names_the_difference() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a run's trace directory"));
 }
 
-/// `--rerun verification_failed` on a finished run: those trials run again
-/// as new attempts, every attempt stays in the traces, the report counts
-/// the latest and says how many were run again; the others are kept.
-#[test]
-fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
-    let dir = tempfile::tempdir().unwrap();
+/// The demo's sim-stdout variant, two trials of [`TASKS`], into `traces`.
+fn sim_stdout_run(dir: &Path, traces: &Path) -> Output {
     let demo = demo();
-    let first = tack(dir.path())
+    tack(dir)
         .args([
             "run",
             demo.to_str().unwrap(),
@@ -341,9 +337,19 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
             "-t",
             TASKS,
         ])
-        .args(["--trials", "2", "--no-report", "--json"])
+        .args(["--trials", "2", "--no-report", "--json", "--traces"])
+        .arg(traces)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `--rerun verification_failed` on a finished run: those trials run again
+/// as new attempts, every attempt stays in the traces, the report counts
+/// the latest and says how many were run again; the others are kept.
+#[test]
+fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = sim_stdout_run(dir.path(), &dir.path().join("traces"));
     let first: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     let failed: BTreeSet<String> = first["run"]["trials"]
         .as_array()
@@ -431,24 +437,7 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
 
     // Compared with a run that re-ran nothing, the candidate says so too.
     let base = dir.path().join("base");
-    let fresh = tack(dir.path())
-        .args([
-            "run",
-            demo.to_str().unwrap(),
-            "-v",
-            "sim-stdout",
-            "-t",
-            TASKS,
-        ])
-        .args([
-            "--trials",
-            "2",
-            "--no-report",
-            "--traces",
-            base.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let fresh = sim_stdout_run(dir.path(), &base);
     assert!(fresh.status.success());
     let compared = tack(dir.path())
         .arg("compare")

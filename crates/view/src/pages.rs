@@ -119,10 +119,13 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
         .runs()
         .iter()
         .map(|run| {
-            let line = run.line();
+            let summaries = viewer.summaries(&run.dir);
+            let recorded = summaries.as_ref().map_or(0, |summaries| {
+                summaries.iter().map(|v| v.trials + v.infra_errors).sum()
+            });
+            let line = run.line(recorded);
             let id = line.id.as_str();
-            let variants = viewer
-                .summaries(&run.dir)
+            let variants = summaries
                 .map(|summaries| {
                     summaries
                         .iter()

@@ -72,7 +72,10 @@ pub fn find(roots: &[PathBuf]) -> Vec<FoundRun> {
 }
 
 impl FoundRun {
-    pub fn line(&self) -> RunLine {
+    /// The runs list's line, with `recorded` the planned trials whose
+    /// final attempt is in the run's tables (from its cached summaries, so
+    /// a reload does not read a big run's trial ids again).
+    pub fn line(&self, recorded: u64) -> RunLine {
         let m = &self.manifest;
         let (state, status) = match (&m.shard, m.merged_from.is_empty(), m.status) {
             (_, _, RunStatus::Running) => ("running", "running".to_string()),
@@ -82,7 +85,7 @@ impl FoundRun {
             (None, true, RunStatus::Interrupted) => ("interrupted", "interrupted".to_string()),
         };
         let planned = m.variants.len() as u64 * m.tasks.len() as u64 * u64::from(m.trials_per_task);
-        let (finished, live) = finished_trials(&self.dir);
+        let (finished, live) = finished_trials(&self.dir, recorded);
         RunLine {
             id: m.run_id.clone(),
             suite: m.suite.name.clone(),
@@ -98,11 +101,10 @@ impl FoundRun {
     }
 }
 
-/// Trials finished in `dir`: recorded in its tables, and still only in
+/// Trials finished in `dir`: `recorded` in its tables, and still only in
 /// their journals, by variant (a running run's latest, with how many of
 /// them passed).
-fn finished_trials(dir: &Path) -> (u64, Vec<LiveVariant>) {
-    let recorded = tack_trace::recorded_trials(dir).map_or(0, |ids| ids.len() as u64);
+fn finished_trials(dir: &Path, recorded: u64) -> (u64, Vec<LiveVariant>) {
     let mut live: Vec<LiveVariant> = Vec::new();
     for trial in tack_trace::journaled_trials(dir) {
         let Some(outcome) = trial.outcome else {
