@@ -167,20 +167,16 @@ fn a_run_against_a_loopback_openai_server_records_provider_tokens_cost_and_retri
 }
 
 /// A provider that is down for a trial's first attempt — 503 to both of
-/// its call attempts (`model_attempts = 2`) — and then answers with the
-/// task's fix; and the suite that talks to it.
-fn outage(dir: &Path) -> (MockServer, PathBuf) {
+/// its call attempts (`model_attempts = 2`) — and then answers with
+/// `then`; and the suite that talks to it.
+fn outage(dir: &Path, then: Vec<ScriptedResponse>) -> (MockServer, PathBuf) {
     let options = ServerOptions {
         port: 0,
         expected_key: PLANTED_KEY.to_string(),
         record_to: None,
     };
-    let script = vec![
-        ScriptedResponse::status(503),
-        ScriptedResponse::status(503),
-        ScriptedResponse::tool_calls(vec![fix_call()]),
-        ScriptedResponse::text("Fixed: missing files now exit 1."),
-    ];
+    let mut script = vec![ScriptedResponse::status(503), ScriptedResponse::status(503)];
+    script.extend(then);
     let server = MockServer::start_background(Dialect::OpenAi, script, options).unwrap();
     let suite = suite(dir, &server.base_url());
     let toml = std::fs::read_to_string(suite.join("suite.toml")).unwrap();
@@ -192,12 +188,20 @@ fn outage(dir: &Path) -> (MockServer, PathBuf) {
     (server, suite)
 }
 
+/// The answers that solve one trial of the task.
+fn solved() -> [ScriptedResponse; 2] {
+    [
+        ScriptedResponse::tool_calls(vec![fix_call()]),
+        ScriptedResponse::text("Fixed: missing files now exit 1."),
+    ]
+}
+
 #[test]
 fn a_provider_outage_is_an_infra_error_and_infra_retries_run_the_trial_again() {
     // The first attempt meets the outage; the trial's second attempt finds
     // the provider back.
     let dir = tempfile::tempdir().unwrap();
-    let (_server, suite) = outage(dir.path());
+    let (_server, suite) = outage(dir.path(), solved().into());
     let traces = dir.path().join("traces");
     let output = Command::new(env!("CARGO_BIN_EXE_tack"))
         .args(["run", suite.to_str().unwrap(), "--json", "--no-report"])
@@ -283,53 +287,125 @@ fn a_model_that_keeps_failing_makes_tack_exec_exit_5() {
 /// runs it again as a new attempt, which passes; both attempts stay in the
 /// traces and the report counts the latest.
 #[test]
-fn a_rerun_after_a_provider_outage_runs_the_infra_errors_again() {
+fn a_run_killed_during_a_provider_outage_resumes_and_reruns_its_infra_errors() {
+    // Trial 0 meets the outage (infra_error); trial 1's first call hangs
+    // and the run is killed there (SIGKILL); trial 2 never started.
     let dir = tempfile::tempdir().unwrap();
-    let (_server, suite) = outage(dir.path());
+    let hang = ScriptedResponse::delayed(60_000, ScriptedResponse::text("too late"));
+    let (server, suite) = outage(dir.path(), vec![hang]);
     let traces = dir.path().join("traces");
-    let run = |args: &[&str]| -> Value {
-        let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+    let tack = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+        command
             .args(args)
             .args(["--json", "--no-report"])
-            .env("TACK_E2E_KEY", PLANTED_KEY)
-            .output()
-            .unwrap();
+            .env("TACK_E2E_KEY", PLANTED_KEY);
+        command
+    };
+    let mut first = tack(&["run", suite.to_str().unwrap(), "--trials", "3", "-j", "1"])
+        .args(["--traces", traces.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.stats().requests < 3 {
+        assert!(std::time::Instant::now() < deadline, "trial 1 never called the model");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    first.kill().unwrap(); // SIGKILL, mid-call
+    first.wait().unwrap();
+    let run_dir = std::fs::read_dir(&traces)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let run_dir = run_dir.to_str().unwrap();
+    let run = |args: &[&str]| -> Value {
+        let output = tack(args).output().unwrap();
         serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)))
     };
-    let first = run(&[
-        "run",
-        suite.to_str().unwrap(),
-        "--traces",
-        traces.to_str().unwrap(),
-    ]);
+
+    // A plain resume runs the cut-off trial and the one never started, and
+    // keeps what finished, the infra error included.
+    for response in solved().into_iter().chain(solved()) {
+        server.push(response);
+    }
+    // One trial at a time: the scripted answers go to the trials in order.
+    let resumed = run(&["run", "--resume", run_dir, "-j", "1"]);
+    // (The plan's order is shuffled by its seed: which trials met the
+    // outage and the kill is read, not assumed.)
+    let ran: BTreeSet<(u64, String)> = resumed["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["attempt"].as_u64().unwrap(), t["outcome"].as_str().unwrap().to_string()))
+        .collect();
     assert_eq!(
-        first["run"]["trials"][0]["outcome"], "infra_error",
-        "{first}"
+        ran,
+        BTreeSet::from([(0, "passed".to_string()), (1, "passed".to_string())]),
+        "{resumed}"
     );
-    let run_dir = first["run"]["run_dir"].as_str().unwrap().to_string();
 
-    // Without --rerun, a resume keeps what finished, infra errors included.
-    let kept = run(&["run", "--resume", &run_dir]);
-    assert_eq!(kept["run"]["trials"].as_array().unwrap().len(), 0, "{kept}");
-
-    let again = run(&["run", "--resume", &run_dir, "--rerun", "infra_error"]);
+    // With the provider back, --rerun infra_error runs trial 0 again.
+    for response in solved() {
+        server.push(response);
+    }
+    let again = run(&["run", "--resume", run_dir, "--rerun", "infra_error"]);
     assert_eq!(again["run"]["rerun"], 1, "{again}");
     assert_eq!(again["run"]["trials"][0]["outcome"], "passed", "{again}");
     assert_eq!(again["run"]["trials"][0]["attempt"], 1);
-    let mut recorded = tack_trace::recorded_trials(Path::new(&run_dir)).unwrap();
-    recorded.sort_by_key(|t| t.attempt);
-    let outcomes: Vec<&str> = recorded.iter().map(|t| t.outcome.as_str()).collect();
-    assert_eq!(outcomes, ["infra_error", "passed"]);
+
+    // Every attempt is in the traces: the outage's trial, the cut-off
+    // one (recovered from its journal) and the one the kill kept from
+    // starting.
+    let mut attempts: std::collections::BTreeMap<u32, Vec<(u32, String)>> = Default::default();
+    for trial in tack_trace::recorded_trials(Path::new(run_dir)).unwrap() {
+        attempts
+            .entry(trial.trial_index)
+            .or_default()
+            .push((trial.attempt, trial.outcome));
+    }
+    let mut histories: Vec<Vec<String>> = attempts
+        .into_values()
+        .map(|mut tries| {
+            tries.sort();
+            tries.into_iter().map(|(_, outcome)| outcome).collect()
+        })
+        .collect();
+    histories.sort();
+    assert_eq!(
+        histories,
+        [
+            vec!["cancelled", "passed"],
+            vec!["infra_error", "passed"],
+            vec!["passed"]
+        ]
+    );
+    // … each trial once in the latest view, and the report gives the
+    // figures with and without the trials a later attempt decided.
     let report = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(["report", &run_dir, "--json"])
+        .args(["report", run_dir, "--json"])
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&report.stdout).unwrap();
     let variant = &report["variants"][0];
     assert_eq!(
         (&variant["trials"], &variant["passed"]),
-        (&json!(1), &json!(1))
+        (&json!(3), &json!(3)),
+        "{variant}"
     );
-    assert_eq!(variant["retried_attempts"], 1, "{variant}");
+    assert_eq!(variant["retried_attempts"], 2, "{variant}");
+    assert_eq!(variant["rerun_trials"], 2, "{variant}");
+    assert_eq!(variant["success_rate_without_reruns"], 1.0, "{variant}");
+    let html = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["report", run_dir, "--out"])
+        .arg(dir.path().join("report"))
+        .output()
+        .unwrap();
+    assert!(html.status.success(), "{}", String::from_utf8_lossy(&html.stderr));
+    let index = std::fs::read_to_string(dir.path().join("report/index.html")).unwrap();
+    assert!(index.contains(r#"id="reruns""#), "the report names the re-run trials");
 }
