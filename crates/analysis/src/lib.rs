@@ -32,7 +32,7 @@ mod trials;
 
 pub use counts::{Counts, VariantCount, VariantCounts};
 pub use error::AnalysisError;
-pub use load::{load_trial_trace, load_trial_traces};
+pub use load::{load_trial_trace, load_trial_traces, load_trials};
 pub use stats::wilson_interval;
 pub use summary::{MatrixCell, MatrixRow, VariantSummary};
 pub use tables::RunTables;

@@ -29,6 +29,17 @@ pub fn load_trial_trace(run_dir: &Path, trial_id: &str) -> Result<TrialTrace, An
         .ok_or_else(not_found)
 }
 
+/// The traces of the trials `ids` (any attempt), in no particular order;
+/// ids the run does not hold are left out. For reading a run's trials a
+/// batch at a time.
+pub fn load_trials(tables: &RunTables, ids: &[String]) -> Result<Vec<TrialTrace>, AnalysisError> {
+    for id in ids {
+        check_trial_id(id)?;
+    }
+    let rows = trial_rows_of(tables, ids)?;
+    load_trial_traces(tables, &rows)
+}
+
 /// The rows of the trials `ids` (any attempt) with nothing from the spans
 /// yet; in no particular order, absent ids left out.
 pub(crate) fn trial_rows_of(

@@ -13,6 +13,7 @@ mod doctor_cmd;
 mod events_cmd;
 mod exec_cmd;
 mod exit;
+mod export_cmd;
 mod gate_cmd;
 mod import_cmd;
 mod import_harbor;
@@ -81,6 +82,9 @@ enum Command {
     /// Turn other tools' evaluation logs (Inspect AI) into tack runs, for report and compare.
     #[command(subcommand)]
     Import(import_cmd::ImportCommand),
+    /// Write a recorded run in another tool's format (Harbor's ATIF trajectories).
+    #[command(subcommand)]
+    Export(export_cmd::ExportCommand),
     /// Record an external agent's model calls: a proxy for OpenAI- and Anthropic-compatible APIs.
     Proxy(proxy_cmd::ProxyArgs),
     /// Run SQL over the trials, spans and messages tables of recorded runs.
@@ -171,6 +175,7 @@ fn main() -> ExitCode {
             Command::Import(command) => import_cmd::run(command),
             Command::Query(args) => query_cmd::run(args),
             Command::View(args) => view_cmd::run(args).await,
+            Command::Export(command) => export_cmd::run(command),
             Command::Compare(args) => compare_cmd::run(args).await,
             Command::Gate(args) => gate_cmd::run(args).await,
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,

@@ -310,7 +310,10 @@ fn a_run_killed_during_a_provider_outage_resumes_and_reruns_its_infra_errors() {
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while server.stats().requests < 3 {
-        assert!(std::time::Instant::now() < deadline, "trial 1 never called the model");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "trial 1 never called the model"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     first.kill().unwrap(); // SIGKILL, mid-call
@@ -341,7 +344,12 @@ fn a_run_killed_during_a_provider_outage_resumes_and_reruns_its_infra_errors() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["attempt"].as_u64().unwrap(), t["outcome"].as_str().unwrap().to_string()))
+        .map(|t| {
+            (
+                t["attempt"].as_u64().unwrap(),
+                t["outcome"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         ran,
@@ -405,7 +413,14 @@ fn a_run_killed_during_a_provider_outage_resumes_and_reruns_its_infra_errors() {
         .arg(dir.path().join("report"))
         .output()
         .unwrap();
-    assert!(html.status.success(), "{}", String::from_utf8_lossy(&html.stderr));
+    assert!(
+        html.status.success(),
+        "{}",
+        String::from_utf8_lossy(&html.stderr)
+    );
     let index = std::fs::read_to_string(dir.path().join("report/index.html")).unwrap();
-    assert!(index.contains(r#"id="reruns""#), "the report names the re-run trials");
+    assert!(
+        index.contains(r#"id="reruns""#),
+        "the report names the re-run trials"
+    );
 }

@@ -21,11 +21,18 @@ use serde_json::Value;
 /// The daemons and clients the test needs, looked up on PATH and in the
 /// sbin directories Debian puts the daemons in.
 const PROGRAMS: [&str; 7] = [
-    "munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol",
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "squeue",
+    "sinfo",
+    "scontrol",
 ];
 
 /// The dependent job docs/scale.md ("Slurm") submits after the array.
-const MERGE_JOB: &str = "tack merge traces/*-shard*of3 --out traces/merged && tack report traces/merged";
+const MERGE_JOB: &str =
+    "tack merge traces/*-shard*of3 --out traces/merged && tack report traces/merged";
 
 fn find(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -135,15 +142,23 @@ impl Cluster {
                 .arg("--force")
                 .arg(format!("--key-file={}", key.display()))
                 .arg(format!("--socket={}", socket.display()))
-                .arg(format!("--pid-file={}", dir.join("munge/munged.pid").display()))
-                .arg(format!("--log-file={}", dir.join("log/munged.log").display()))
+                .arg(format!(
+                    "--pid-file={}",
+                    dir.join("munge/munged.pid").display()
+                ))
+                .arg(format!(
+                    "--log-file={}",
+                    dir.join("log/munged.log").display()
+                ))
                 .arg(format!("--seed-file={}", dir.join("munge/seed").display()))
                 .stdout(log("munged.out"))
                 .stderr(log("munged.err"))
                 .spawn()
                 .unwrap(),
         );
-        wait_for(Duration::from_secs(20), "munged's socket", || socket.exists());
+        wait_for(Duration::from_secs(20), "munged's socket", || {
+            socket.exists()
+        });
         let host = short_hostname();
         let user = user_name();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -217,14 +232,25 @@ impl Cluster {
         let mut files = Vec::new();
         common::files_below(&self.dir.join("log"), &mut files);
         for entry in std::fs::read_dir(submit).unwrap().flatten() {
-            if entry.path().extension().is_some_and(|e| e == "log" || e == "out") {
+            if entry
+                .path()
+                .extension()
+                .is_some_and(|e| e == "log" || e == "out")
+            {
                 files.push(entry.path());
             }
         }
         let mut text = String::new();
         for file in files {
             let body = std::fs::read_to_string(&file).unwrap_or_default();
-            let tail: String = body.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: String = body
+                .chars()
+                .rev()
+                .take(3000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             text += &format!("\n== {}\n{tail}", file.display());
         }
         text
@@ -289,8 +315,11 @@ fn the_slurm_array_template_runs_three_shards_and_the_dependent_job_merges_them(
     // The directory a user submits from: the suite the template names.
     let submit = dir.path().join("submit");
     std::fs::create_dir_all(submit.join("suites")).unwrap();
-    std::os::unix::fs::symlink(common::repo().join("suites/demo"), submit.join("suites/demo"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        common::repo().join("suites/demo"),
+        submit.join("suites/demo"),
+    )
+    .unwrap();
     let template = common::repo().join("deploy/slurm/array.sbatch");
     let array = sbatch(&cluster, &submit, &[template.to_str().unwrap()]);
     let merge = sbatch(
@@ -326,8 +355,7 @@ fn the_slurm_array_template_runs_three_shards_and_the_dependent_job_merges_them(
     // The merged run: every planned trial once, from the three shards.
     let run = submit.join("traces/merged");
     let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["status"], "finished");
     assert_eq!(manifest["merged_from"].as_array().unwrap().len(), 3);
     let planned = manifest["variants"].as_array().unwrap().len()
@@ -345,7 +373,11 @@ fn the_slurm_array_template_runs_three_shards_and_the_dependent_job_merges_them(
         .unwrap();
     let rows = common::stdout_json(&query);
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), planned, "every planned trial is in the merged run");
+    assert_eq!(
+        rows.len(),
+        planned,
+        "every planned trial is in the merged run"
+    );
     assert!(
         rows.iter().all(|row| row["n"] == 1),
         "a trial is in the merged run more than once: {rows:?}"

@@ -1,0 +1,216 @@
+//! `tack export atif` through the binary: a demo run's trials become ATIF
+//! trajectories that match the traces (tokens, tool calls, outcomes) and
+//! that Harbor's own models accept. The models come from PyPI's `harbor`,
+//! which needs Python 3.12 or later: `TACK_HARBOR_PYTHON` names a Python
+//! that imports it (`.ci/run` makes one in a Debian trixie image and sets
+//! `TACK_REQUIRE_HARBOR_PYTHON=1`); elsewhere that part is skipped, saying
+//! so.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Validates every `*.json` in a directory with Harbor's `Trajectory`
+/// model; prints `{"files": n, "invalid": [...]}`.
+const VALIDATE: &str = r#"
+import json, pathlib, sys
+from harbor.models.trajectories import Trajectory
+files = sorted(pathlib.Path(sys.argv[1]).glob("*.json"))
+invalid = []
+for f in files:
+    try:
+        Trajectory.model_validate(json.loads(f.read_text()))
+    except Exception as e:
+        invalid.append(f"{f.name}: {e}")
+print(json.dumps({"files": len(files), "invalid": invalid}))
+"#;
+
+fn harbor_python() -> Option<String> {
+    let required = std::env::var("TACK_REQUIRE_HARBOR_PYTHON").is_ok_and(|v| v == "1");
+    let python = std::env::var("TACK_HARBOR_PYTHON").ok();
+    let works = python.as_ref().is_some_and(|python| {
+        Command::new(python)
+            .args(["-c", "import harbor.models.trajectories"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if works {
+        return python;
+    }
+    assert!(
+        !required,
+        "TACK_REQUIRE_HARBOR_PYTHON=1 but TACK_HARBOR_PYTHON ({python:?}) cannot import harbor; run .ci/run"
+    );
+    eprintln!(
+        "skipped Harbor's validation: set TACK_HARBOR_PYTHON to a Python (3.12+) with `pip install harbor`, as .ci/run does"
+    );
+    None
+}
+
+fn tack(args: &[&str]) -> Value {
+    common::stdout_json(&common::tack(args))
+}
+
+#[test]
+fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    let run = tack(&[
+        "run",
+        "suites/demo",
+        "-v",
+        "oracle,sim-full,sim-strip",
+        "-t",
+        "leap-year-400,median-even,total-missing-file",
+        "--json",
+        "--no-report",
+        "--traces",
+        traces.to_str().unwrap(),
+    ]);
+    let run_dir = run["run"]["run_dir"].as_str().unwrap();
+    let trials: HashMap<String, &Value> = run["run"]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["trial_id"].as_str().unwrap().to_string(), t))
+        .collect();
+
+    let out = dir.path().join("atif");
+    let exported = tack(&[
+        "export",
+        "atif",
+        run_dir,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(exported["type"], "atif_exported");
+    assert_eq!(exported["trajectories"], trials.len());
+
+    // The model calls that answered, by trial: one agent step each.
+    let answered = tack(&[
+        "query",
+        "--json",
+        "SELECT trial_id, count(*) AS n FROM spans WHERE kind = 'model_call' AND status = 'ok' \
+         GROUP BY trial_id",
+        run_dir,
+    ]);
+    let answered: HashMap<&str, u64> = answered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["trial_id"].as_str().unwrap(),
+                row["n"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut unanswered = 0;
+    for (trial_id, trial) in &trials {
+        let path = out.join(format!("{trial_id}.json"));
+        let atif: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        check_trajectory(&atif, trial, answered[trial_id.as_str()]);
+        if trial["outcome"] == "model_error" {
+            // The call that failed is listed, not dropped.
+            let calls = &atif["extra"]["tack"]["unanswered_model_calls"];
+            assert!(!calls.as_array().unwrap().is_empty(), "{trial_id}: {atif}");
+            unanswered += 1;
+        }
+    }
+    assert!(
+        unanswered > 0,
+        "sim-strip overflows its context on some trial"
+    );
+
+    // A second export into the same directory is refused: nothing mixed.
+    let again = common::tack(&["export", "atif", run_dir, "--out", out.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("not empty"), "{stderr}");
+
+    if let Some(python) = harbor_python() {
+        let validated = Command::new(python)
+            .args(["-c", VALIDATE])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            validated.status.success(),
+            "{}",
+            String::from_utf8_lossy(&validated.stderr)
+        );
+        let report: Value = serde_json::from_slice(&validated.stdout).unwrap();
+        assert_eq!(report["files"], trials.len(), "{report}");
+        assert_eq!(report["invalid"], serde_json::json!([]), "{report}");
+    }
+}
+
+/// One trajectory against the trial `tack run --json` reported.
+fn check_trajectory(atif: &Value, trial: &Value, answered: u64) {
+    let id = trial["trial_id"].as_str().unwrap();
+    assert_eq!(atif["schema_version"], "ATIF-v1.6");
+    assert_eq!(atif["session_id"], id);
+    assert_eq!(atif["agent"]["name"], "tack");
+    assert_eq!(
+        atif["agent"]["extra"]["simulated"], true,
+        "the demo's models are built in"
+    );
+    let tack = &atif["extra"]["tack"];
+    for field in ["outcome", "stop_reason", "variant", "task"] {
+        assert_eq!(tack[field], trial[field], "{id}: {field}");
+    }
+    assert!(
+        !tack["checks"].as_array().unwrap().is_empty(),
+        "{id}: its checks"
+    );
+    let steps = atif["steps"].as_array().unwrap();
+    for (index, step) in steps.iter().enumerate() {
+        assert_eq!(step["step_id"], index + 1, "{id}");
+    }
+    let agent: Vec<&Value> = steps.iter().filter(|s| s["source"] == "agent").collect();
+    let sum = |field: &str| -> u64 {
+        agent
+            .iter()
+            .filter_map(|s| s["metrics"][field].as_u64())
+            .sum()
+    };
+    // Every model call that answered is an agent step with its tokens.
+    assert_eq!(sum("prompt_tokens"), trial["usage"]["input_tokens"], "{id}");
+    assert_eq!(
+        sum("completion_tokens"),
+        trial["usage"]["output_tokens"],
+        "{id}"
+    );
+    assert_eq!(
+        atif["final_metrics"]["total_prompt_tokens"],
+        trial["usage"]["input_tokens"]
+    );
+    assert_eq!(agent.len() as u64, answered, "{id}");
+    let calls: usize = agent
+        .iter()
+        .map(|s| s["tool_calls"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(
+        calls,
+        trial["tool_calls"].as_u64().unwrap() as usize,
+        "{id}"
+    );
+    // Every result names a call of its own step, and every call has one.
+    for step in &agent {
+        let ids: Vec<&Value> = step["tool_calls"]
+            .as_array()
+            .map(|calls| calls.iter().map(|c| &c["tool_call_id"]).collect())
+            .unwrap_or_default();
+        let results: Vec<&Value> = step["observation"]["results"]
+            .as_array()
+            .map(|r| r.iter().map(|r| &r["source_call_id"]).collect())
+            .unwrap_or_default();
+        assert_eq!(ids, results, "{id}: {step}");
+    }
+}

@@ -1,0 +1,32 @@
+//! The field's formats, in and out of tack's traces. Today: Harbor's agent
+//! trajectories (ATIF, the Agent Trajectory Interchange Format), one per
+//! trial ([`atif`]).
+
+pub mod atif;
+
+use std::path::PathBuf;
+
+/// Why an export could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum InteropError {
+    #[error(transparent)]
+    Analysis(#[from] tack_analysis::AnalysisError),
+    #[error("cannot read the traces of {run_dir}: {source}")]
+    Trace {
+        run_dir: PathBuf,
+        #[source]
+        source: tack_trace::TraceError,
+    },
+    #[error(
+        "{path} already exists and is not empty; pass another --out or remove it, so that no earlier export is mixed in"
+    )]
+    OutExists { path: PathBuf },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("trial {trial_id}: {message}")]
+    Encode { trial_id: String, message: String },
+}
