@@ -18,6 +18,49 @@ pub enum ImportCommand {
     Harbor(HarborArgs),
     /// Inspect AI logs (.eval or .json): one run per log, samples as tasks, epochs as trials.
     Inspect(InspectArgs),
+    /// Harbor job directories: one run per job, its trials (rewards, trajectories, tokens) as tack trials.
+    HarborJob(HarborJobArgs),
+}
+
+const HARBOR_JOB_HELP: &str = "\
+Each job directory (result.json and a directory per trial, as `harbor run` writes it) becomes a
+run OUT/<run-id>, with
+  variant   <agent>-<model> (`/` as `-`): terminus-2-openai-gpt-5, oracle
+  task      the task's name (its last `/` part); trial index by start time within variant × task
+  checks    one per verifier reward: a reward of 1 or more passes
+  spans     from agent/trajectory.json (ATIF) when the agent wrote one: each agent step a model
+            call (model, tokens, cost) and its tool calls with their results; without one, the
+            trial's token and cost totals as a single model call
+  outcome   the rewards when the verifier ran (a timed-out agent is graded, as Harbor does);
+            else the exception: an agent timeout is `limit`, an environment, Docker or build
+            error `infra_error`, any other `harness_error`
+The run id is <started>-harbor-<job dir>-<job id>. What Harbor kept that a tack run has no
+place for (multi-step results, artifacts, images, reasoning, logprobs, subagent trajectories)
+is counted by kind in the summary and --json (not_carried), never dropped silently. Harbor's
+oracle agent is marked simulated: it runs the reference solution, not a model.
+
+Examples:
+  tack import harbor-job jobs/2026-12-01__10-00-00 --out traces
+  tack compare traces/<tack-run> traces/<harbor-run> --variants sim-full,terminus-2-openai-gpt-5
+
+Exit codes:
+  0  every trial of every job was imported
+  1  some trial directories were skipped (listed, with the reason), the rest imported
+  2  a job could not be read (missing, not a Harbor job, already imported)
+  3  a run could not be written";
+
+#[derive(Debug, Args)]
+#[command(after_help = HARBOR_JOB_HELP)]
+pub struct HarborJobArgs {
+    /// Harbor job directories.
+    #[arg(required = true, value_name = "JOB_DIR")]
+    jobs: Vec<PathBuf>,
+    /// The traces directory: each job's run goes into DIR/<run-id>/.
+    #[arg(long, value_name = "DIR", default_value = "traces")]
+    out: PathBuf,
+    /// Print one JSON object per job on stdout: the run, every trial, skipped trials, not_carried.
+    #[arg(long)]
+    json: bool,
 }
 
 const INSPECT_HELP: &str = "\
@@ -66,7 +109,50 @@ pub fn run(command: ImportCommand) -> CommandResult {
     match command {
         ImportCommand::Harbor(args) => crate::import_harbor::run(args),
         ImportCommand::Inspect(args) => inspect(args),
+        ImportCommand::HarborJob(args) => harbor_job(args),
     }
+}
+
+fn harbor_job(args: HarborJobArgs) -> CommandResult {
+    let command_line: Vec<String> = std::env::args().collect();
+    let (mut unreadable, mut skipped) = (0, 0);
+    for job in &args.jobs {
+        match tack_import::harbor_job::import_job(job, &args.out, &command_line) {
+            Ok(import) => {
+                skipped += import.skipped.len();
+                if args.json {
+                    let mut value = serde_json::to_value(&import).or_fail(Failure::Internal)?;
+                    value["type"] = "harbor_job_imported".into();
+                    outln!("{value}")?;
+                } else {
+                    eprint!("{}", tack_import::harbor_job_summary(&import));
+                }
+            }
+            Err(error) if error.is_input_error() => {
+                unreadable += 1;
+                eprintln!("error: {error}");
+                if args.json {
+                    let line = serde_json::json!({
+                        "type": "harbor_job_import_failed", "job": job, "error": error.to_string(),
+                    });
+                    outln!("{line}")?;
+                }
+            }
+            Err(error) => {
+                return Err(CommandError {
+                    kind: Failure::Internal,
+                    error: error.into(),
+                });
+            }
+        }
+    }
+    Ok(if unreadable > 0 {
+        Failure::Usage.into()
+    } else if skipped > 0 {
+        Failure::Found.into()
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn inspect(args: InspectArgs) -> CommandResult {

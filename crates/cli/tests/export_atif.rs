@@ -30,28 +30,6 @@ for f in files:
 print(json.dumps({"files": len(files), "invalid": invalid}))
 "#;
 
-fn harbor_python() -> Option<String> {
-    let required = std::env::var("TACK_REQUIRE_HARBOR_PYTHON").is_ok_and(|v| v == "1");
-    let python = std::env::var("TACK_HARBOR_PYTHON").ok();
-    let works = python.as_ref().is_some_and(|python| {
-        Command::new(python)
-            .args(["-c", "import harbor.models.trajectories"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if works {
-        return python;
-    }
-    assert!(
-        !required,
-        "TACK_REQUIRE_HARBOR_PYTHON=1 but TACK_HARBOR_PYTHON ({python:?}) cannot import harbor; run .ci/run"
-    );
-    eprintln!(
-        "skipped Harbor's validation: set TACK_HARBOR_PYTHON to a Python (3.12+) with `pip install harbor`, as .ci/run does"
-    );
-    None
-}
-
 fn tack(args: &[&str]) -> Value {
     common::stdout_json(&common::tack(args))
 }
@@ -134,7 +112,7 @@ fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(stderr.contains("not empty"), "{stderr}");
 
-    if let Some(python) = harbor_python() {
+    if let Some(python) = common::harbor_python() {
         let validated = Command::new(python)
             .args(["-c", VALIDATE])
             .arg(&out)

@@ -9,10 +9,11 @@
 //! import is stored exactly as `tack-trace` stores a native run.
 
 pub mod harbor;
+pub mod harbor_job;
 pub mod inspect;
 mod summary;
 
-pub use summary::{harbor_summary, inspect_summary};
+pub use summary::{harbor_job_summary, harbor_summary, inspect_summary};
 
 use std::path::PathBuf;
 
@@ -30,6 +31,10 @@ pub enum ImportError {
         path: PathBuf,
         source: inspect::LogError,
     },
+    #[error(
+        "{path} cannot be read as a Harbor job ({reason}); pass the job directory Harbor wrote (it holds result.json and a directory per trial)"
+    )]
+    NotAHarborJob { path: PathBuf, reason: String },
     #[error("{log} was already imported into {run_dir}; remove that directory to import it again")]
     AlreadyImported { log: PathBuf, run_dir: PathBuf },
     #[error("could not write the run for {log}: {source}")]
@@ -47,6 +52,7 @@ impl ImportError {
             self,
             ImportError::Io { .. }
                 | ImportError::NotALog { .. }
+                | ImportError::NotAHarborJob { .. }
                 | ImportError::AlreadyImported { .. }
         )
     }

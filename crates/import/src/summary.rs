@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::harbor::{SuiteImport, TaskMode};
+use crate::harbor_job::JobImport;
 use crate::inspect::LogImport;
 
 /// The Harbor import, one line per task (and its reasons, installs and
@@ -116,6 +117,52 @@ pub fn inspect_summary(import: &LogImport) -> String {
             "  not imported (no tack counterpart): {}",
             kinds.join(", ")
         );
+    }
+    if let Some(dir) = &import.run_dir {
+        let _ = writeln!(out, "  tack report {}", dir.display());
+    }
+    out
+}
+
+/// One Harbor job's import: its trials by variant, the trial directories
+/// skipped, what had no place in a tack run, and how to report on it.
+pub fn harbor_job_summary(import: &JobImport) -> String {
+    let mut out = String::new();
+    let passed = import
+        .trials
+        .iter()
+        .filter(|t| t.outcome == "passed")
+        .count();
+    let with_trajectory = import.trials.iter().filter(|t| t.trajectory).count();
+    let _ = match &import.run_dir {
+        Some(dir) => writeln!(
+            out,
+            "{}: {} trials ({passed} passed, {with_trajectory} with a trajectory) into {}",
+            import.job_dir.display(),
+            import.trials.len(),
+            dir.display()
+        ),
+        None => writeln!(
+            out,
+            "{}: nothing imported, no run written",
+            import.job_dir.display()
+        ),
+    };
+    for skipped in &import.skipped {
+        let _ = writeln!(
+            out,
+            "  skipped {}: {}",
+            skipped.path.display(),
+            skipped.reason
+        );
+    }
+    if !import.not_carried.is_empty() {
+        let kinds: Vec<String> = import
+            .not_carried
+            .iter()
+            .map(|(kind, count)| format!("{kind} ×{count}"))
+            .collect();
+        let _ = writeln!(out, "  not carried over: {}", kinds.join(", "));
     }
     if let Some(dir) = &import.run_dir {
         let _ = writeln!(out, "  tack report {}", dir.display());

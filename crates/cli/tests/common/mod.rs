@@ -152,3 +152,29 @@ pub fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
         .unwrap();
     (child.wait().unwrap().code(), stderr)
 }
+
+/// A Python (3.12 or later) that imports Harbor's models (PyPI `harbor`):
+/// `TACK_HARBOR_PYTHON`, which `.ci/run` makes (a venv in a Debian trixie
+/// image); or `None`, having said why, to skip. With
+/// `TACK_REQUIRE_HARBOR_PYTHON=1` a missing one fails instead.
+pub fn harbor_python() -> Option<String> {
+    let required = std::env::var("TACK_REQUIRE_HARBOR_PYTHON").is_ok_and(|v| v == "1");
+    let python = std::env::var("TACK_HARBOR_PYTHON").ok();
+    let works = python.as_ref().is_some_and(|python| {
+        Command::new(python)
+            .args(["-c", "import harbor.models.trajectories"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if works {
+        return python;
+    }
+    assert!(
+        !required,
+        "TACK_REQUIRE_HARBOR_PYTHON=1 but TACK_HARBOR_PYTHON ({python:?}) cannot import harbor; run .ci/run"
+    );
+    eprintln!(
+        "skipped Harbor's validation: set TACK_HARBOR_PYTHON to a Python (3.12+) with `pip install harbor`, as .ci/run does"
+    );
+    None
+}
