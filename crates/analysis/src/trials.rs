@@ -48,6 +48,10 @@ pub struct TrialRow {
     pub cost_usd: Option<f64>,
     /// `None` when the checks did not run.
     pub checks_passed: Option<bool>,
+    /// When the trial started (Unix ms). Not in JSON listings, whose shape
+    /// is settled; exports (OTLP) place the trial in time with it.
+    #[serde(skip)]
+    pub started_at_ms: i64,
     pub duration_ms: u64,
     pub error: Option<String>,
 }
@@ -106,6 +110,7 @@ pub(crate) fn row_columns() -> Vec<Expr> {
             col::TRIAL_ATTEMPT,
             col::ENVIRONMENT,
             col::CHECKS_PASSED,
+            col::STARTED_AT_MS,
             col::DURATION_MS,
             col::ERROR,
         ]
@@ -137,6 +142,7 @@ pub(crate) fn trial_rows(
     let total_tokens = frame.u64s(col::TOTAL_TOKENS)?;
     let cost_usd = frame.opt_f64s(col::COST_USD)?;
     let checks_passed = frame.opt_bools(col::CHECKS_PASSED)?;
+    let started_at_ms = frame.i64s(col::STARTED_AT_MS)?;
     let duration_ms = frame.u64s(col::DURATION_MS)?;
     let error = frame.opt_strs(col::ERROR)?;
     Ok((0..frame.height())
@@ -162,6 +168,7 @@ pub(crate) fn trial_rows(
                 total_tokens: total_tokens[i],
                 cost_usd: cost_usd[i],
                 checks_passed: checks_passed[i],
+                started_at_ms: started_at_ms[i],
                 duration_ms: duration_ms[i],
                 error: error[i].clone(),
             }

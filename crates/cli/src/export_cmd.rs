@@ -15,6 +15,68 @@ use crate::out::outln;
 pub enum ExportCommand {
     /// Harbor's agent trajectories (ATIF): one JSON file per trial, as Harbor's own models read them.
     Atif(AtifArgs),
+    /// OpenTelemetry traces to a collector (OTLP over HTTP or gRPC): Phoenix, Langfuse, Jaeger, Honeycomb.
+    Otlp(OtlpArgs),
+}
+
+const OTLP_HELP: &str = "\
+Sends every trial of each run (every attempt) as one trace, named and attributed by the
+OpenTelemetry GenAI semantic conventions:
+  invoke_agent tack    the trial: gen_ai.agent.name, gen_ai.conversation.id (the trial id),
+                       gen_ai.request.model, gen_ai.usage.*_tokens; tack.run_id, tack.variant,
+                       tack.task, tack.trial_index, tack.attempt, tack.outcome, tack.stop_reason,
+                       tack.cost_usd, tack.simulated
+  chat <model>         each model call: gen_ai.operation.name, gen_ai.provider.name,
+                       gen_ai.request.model, gen_ai.response.model, gen_ai.response.finish_reasons,
+                       gen_ai.usage.input_tokens, gen_ai.usage.output_tokens, cache tokens, error.type
+  execute_tool <tool>  each tool call, under the model call that asked for it: gen_ai.tool.name,
+                       gen_ai.tool.call.id, gen_ai.tool.type; tack.exit_code
+  approval <tool>      each approval wait; check <name>: each check, its verdict a
+                       gen_ai.evaluation.result event (score 1 pass, 0 fail, label, explanation)
+Message content (gen_ai.input.messages, gen_ai.output.messages, tool arguments and results) is
+sent only with --content. Phoenix's OpenInference span kinds and token counts ride along.
+Ids are derived from the run and trial ids: exporting a run again gives the same trace ids.
+
+Where to: --endpoint (a base URL; http/protobuf posts to <endpoint>/v1/traces), else
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as written) or OTEL_EXPORTER_OTLP_ENDPOINT; --protocol or
+OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL (http/protobuf, grpc); --header and
+OTEL_EXPORTER_OTLP_(TRACES_)HEADERS (key=value,…); OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT (ms, 10000).
+A collector that is down or does not answer in time costs the spans of that request, counted
+and reported; the export goes on with the next.
+
+Examples:
+  tack export otlp traces/<run-id> --endpoint http://127.0.0.1:6006          # Phoenix
+  tack export otlp traces/<a> traces/<b> --endpoint http://127.0.0.1:4317 --protocol grpc
+  OTEL_EXPORTER_OTLP_ENDPOINT=https://api.honeycomb.io OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=KEY \\
+    tack export otlp traces/<run-id>
+
+Exit codes: 0 every span accepted, 1 some spans dropped (the first error is printed),
+2 bad flags, no endpoint or no such run, 3 the traces could not be read.";
+
+#[derive(Debug, Args)]
+#[command(after_help = OTLP_HELP)]
+pub struct OtlpArgs {
+    /// The runs: traces/<run-id>, or run ids (looked up under --traces).
+    #[arg(required = true, value_name = "RUN")]
+    runs: Vec<String>,
+    /// Where run ids are looked up.
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
+    /// The collector's base URL, e.g. http://127.0.0.1:4318 [default: OTEL_EXPORTER_OTLP_ENDPOINT].
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    /// `http/protobuf` or `grpc` [default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf].
+    #[arg(long)]
+    protocol: Option<String>,
+    /// A header for every request, `key=value` (repeatable), e.g. an API key.
+    #[arg(long = "header", value_name = "KEY=VALUE")]
+    headers: Vec<String>,
+    /// Send message content too: prompts, answers, tool arguments and results.
+    #[arg(long)]
+    content: bool,
+    /// Print one JSON object when done: {"type": "otlp_exported", "target", "trials", "sent"}.
+    #[arg(long)]
+    json: bool,
 }
 
 const ATIF_HELP: &str = "\
@@ -56,10 +118,65 @@ pub struct AtifArgs {
     json: bool,
 }
 
-pub fn run(command: ExportCommand) -> CommandResult {
+pub async fn run(command: ExportCommand) -> CommandResult {
     match command {
         ExportCommand::Atif(args) => atif(args),
+        ExportCommand::Otlp(args) => otlp(args).await,
     }
+}
+
+async fn otlp(args: OtlpArgs) -> CommandResult {
+    let runs = args
+        .runs
+        .iter()
+        .map(|run| crate::show_cmd::resolve_run(run, &args.traces))
+        .collect::<Result<Vec<_>, _>>()?;
+    let target = tack_interop::otlp::Target::new(
+        args.endpoint.as_deref(),
+        args.protocol.as_deref(),
+        &args.headers,
+        |name| std::env::var(name).ok(),
+    )
+    .or_fail(Failure::Usage)?;
+    let exporter = tack_interop::otlp::Exporter::new(target).or_fail(Failure::Internal)?;
+    let show_progress = std::io::stderr().is_terminal() && !args.json;
+    let progress = |done: u64, total: u64| {
+        if show_progress {
+            eprint!("\rtack export otlp: {done}/{total} trials");
+        }
+    };
+    let exported = tack_interop::otlp::export(&runs, &exporter, args.content, progress)
+        .await
+        .or_fail(Failure::Internal)?;
+    if show_progress {
+        eprintln!();
+    }
+    let sent = &exported.sent;
+    if args.json {
+        let mut value = serde_json::to_value(&exported).or_fail(Failure::Internal)?;
+        value["type"] = "otlp_exported".into();
+        outln!("{value}")?;
+    } else {
+        outln!(
+            "sent {} spans of {} trials to {} in {} requests; {} dropped",
+            sent.spans,
+            exported.trials,
+            exported.target.url,
+            sent.requests,
+            sent.dropped_spans
+        )?;
+    }
+    if let Some(error) = &sent.first_error {
+        eprintln!(
+            "tack export otlp: {} spans dropped; first error: {error}",
+            sent.dropped_spans
+        );
+    }
+    Ok(if sent.dropped_spans > 0 {
+        Failure::Found.into()
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn atif(args: AtifArgs) -> CommandResult {

@@ -82,7 +82,7 @@ enum Command {
     /// Turn other tools' evaluation logs (Inspect AI) into tack runs, for report and compare.
     #[command(subcommand)]
     Import(import_cmd::ImportCommand),
-    /// Write a recorded run in another tool's format (Harbor's ATIF trajectories).
+    /// Write recorded runs in the field's formats: Harbor's ATIF trajectories, OpenTelemetry (OTLP).
     #[command(subcommand)]
     Export(export_cmd::ExportCommand),
     /// Record an external agent's model calls: a proxy for OpenAI- and Anthropic-compatible APIs.
@@ -175,7 +175,7 @@ fn main() -> ExitCode {
             Command::Import(command) => import_cmd::run(command),
             Command::Query(args) => query_cmd::run(args),
             Command::View(args) => view_cmd::run(args).await,
-            Command::Export(command) => export_cmd::run(command),
+            Command::Export(command) => export_cmd::run(command).await,
             Command::Compare(args) => compare_cmd::run(args).await,
             Command::Gate(args) => gate_cmd::run(args).await,
             Command::Suite(SuiteCommand::Check(args)) => suite_cmd::check(args).await,

@@ -116,8 +116,8 @@ pub fn export(
 /// One trial as an ATIF trajectory.
 pub fn trajectory(trace: &TrialTrace, run: &RunInfo) -> Result<Value, InteropError> {
     let trial = &trace.trial;
-    let mut steps = Steps::new(&trace.spans);
-    for message in &trace.messages {
+    let mut steps = Steps::new(trace);
+    for (position, message) in trace.messages.iter().enumerate() {
         match message.role.as_str() {
             "assistant" => {
                 let calls = tool_calls(message.tool_calls_json.as_deref()).map_err(|message| {
@@ -126,7 +126,7 @@ pub fn trajectory(trace: &TrialTrace, run: &RunInfo) -> Result<Value, InteropErr
                         message,
                     }
                 })?;
-                steps.agent(&message.content, message.seq, &calls);
+                steps.agent(position, &message.content, message.seq, &calls);
             }
             "tool" => steps.tool_result(message.tool_call_id.as_deref(), &message.content),
             // A user's message, or a system message (the prompt, a
@@ -258,19 +258,25 @@ fn failed_call(span: &SpanRow) -> Value {
     })
 }
 
-/// The steps as they are built: the model calls to match agent steps to,
-/// the tool calls to annotate results with, and where the last agent step
-/// is (its tool calls' results join its observation).
+/// The steps as they are built: the model calls (which answered each
+/// assistant message, and the attempts that failed before), the tool calls
+/// to annotate results with, and where the last agent step is (its tool
+/// calls' results join its observation).
 struct Steps<'a> {
     steps: Vec<Value>,
-    /// Model calls in `seq` order.
+    /// Every model call in `seq` order.
     model_calls: Vec<&'a SpanRow>,
+    /// The call that produced each assistant message, by its position.
+    answered: HashMap<usize, &'a SpanRow>,
+    /// Calls up to this `seq` are accounted for.
+    seen_seq: u64,
     tool_spans: HashMap<&'a str, &'a SpanRow>,
     last_agent: Option<usize>,
 }
 
 impl<'a> Steps<'a> {
-    fn new(spans: &'a [SpanRow]) -> Steps<'a> {
+    fn new(trace: &'a TrialTrace) -> Steps<'a> {
+        let spans = &trace.spans;
         let mut model_calls: Vec<&SpanRow> = spans
             .iter()
             .filter(|span| span.kind == kind::MODEL_CALL)
@@ -284,6 +290,8 @@ impl<'a> Steps<'a> {
         Steps {
             steps: Vec::new(),
             model_calls,
+            answered: crate::answers::answered_by(spans, &trace.messages),
+            seen_seq: 0,
             tool_spans,
             last_agent: None,
         }
@@ -294,21 +302,18 @@ impl<'a> Steps<'a> {
         self.last_agent = None;
     }
 
-    /// An assistant message, added to the conversation at `seq`: the model
-    /// call that answered is the last successful one before it; failed
-    /// attempts since the previous answer go under the step's `extra`.
-    fn agent(&mut self, content: &str, seq: u64, calls: &[Value]) {
-        let before: Vec<&SpanRow> = self
+    /// The assistant message at `position` in the conversation, added at
+    /// `seq`, with the model call that produced it; the attempts that failed
+    /// since the previous answer go under the step's `extra`.
+    fn agent(&mut self, position: usize, content: &str, seq: u64, calls: &[Value]) {
+        let answered = self.answered.get(&position).copied();
+        let failed: Vec<Value> = self
             .model_calls
             .iter()
-            .copied()
-            .filter(|span| span.seq < seq)
+            .filter(|span| span.status != "ok" && span.seq > self.seen_seq && span.seq < seq)
+            .map(|span| failed_call(span))
             .collect();
-        let answered = before
-            .iter()
-            .rev()
-            .find(|span| span.status == "ok")
-            .copied();
+        self.seen_seq = seq;
         let mut step = json!({"source": "agent", "message": content});
         if let Some(call) = answered {
             step["timestamp"] = json!(tack_protocol::time::rfc3339_of_ms(call.started_at_ms));
@@ -329,14 +334,6 @@ impl<'a> Steps<'a> {
                 step["metrics"] = Value::Object(metrics);
             }
         }
-        // The failed attempts this answer came after.
-        let failed: Vec<Value> = before
-            .iter()
-            .rev()
-            .skip_while(|span| span.status == "ok")
-            .take_while(|span| span.status != "ok")
-            .map(|span| failed_call(span))
-            .collect();
         if !failed.is_empty() {
             step["extra"] = json!({"failed_model_calls": failed});
         }
@@ -345,8 +342,6 @@ impl<'a> Steps<'a> {
         }
         self.steps.push(step);
         self.last_agent = Some(self.steps.len() - 1);
-        // Each model call answers once.
-        self.model_calls.retain(|span| span.seq > seq);
     }
 
     /// A tool message: a result in the observation of the agent step that

@@ -1,8 +1,10 @@
-//! The field's formats, in and out of tack's traces. Today: Harbor's agent
+//! The field's formats, written from tack's traces: Harbor's agent
 //! trajectories (ATIF, the Agent Trajectory Interchange Format), one per
-//! trial ([`atif`]).
+//! trial ([`atif`]), and OpenTelemetry traces sent over OTLP ([`otlp`]).
 
+mod answers;
 pub mod atif;
+pub mod otlp;
 
 use std::path::PathBuf;
 
@@ -29,4 +31,6 @@ pub enum InteropError {
     },
     #[error("trial {trial_id}: {message}")]
     Encode { trial_id: String, message: String },
+    #[error("{0}")]
+    Otlp(String),
 }
