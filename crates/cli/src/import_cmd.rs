@@ -2,11 +2,10 @@
 //! report`, `tack compare` and `tack query` read them. One subcommand per
 //! source format.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use tack_import::inspect::LogImport;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::import_harbor::HarborArgs;
@@ -115,62 +114,62 @@ pub fn run(command: ImportCommand) -> CommandResult {
 
 fn harbor_job(args: HarborJobArgs) -> CommandResult {
     let command_line: Vec<String> = std::env::args().collect();
-    let (mut unreadable, mut skipped) = (0, 0);
-    for job in &args.jobs {
-        match tack_import::harbor_job::import_job(job, &args.out, &command_line) {
-            Ok(import) => {
-                skipped += import.skipped.len();
-                if args.json {
-                    let mut value = serde_json::to_value(&import).or_fail(Failure::Internal)?;
-                    value["type"] = "harbor_job_imported".into();
-                    outln!("{value}")?;
-                } else {
-                    eprint!("{}", tack_import::harbor_job_summary(&import));
-                }
-            }
-            Err(error) if error.is_input_error() => {
-                unreadable += 1;
-                eprintln!("error: {error}");
-                if args.json {
-                    let line = serde_json::json!({
-                        "type": "harbor_job_import_failed", "job": job, "error": error.to_string(),
-                    });
-                    outln!("{line}")?;
-                }
-            }
-            Err(error) => {
-                return Err(CommandError {
-                    kind: Failure::Internal,
-                    error: error.into(),
-                });
-            }
-        }
-    }
-    Ok(if unreadable > 0 {
-        Failure::Usage.into()
-    } else if skipped > 0 {
-        Failure::Found.into()
-    } else {
-        ExitCode::SUCCESS
-    })
+    import_each(
+        &args.jobs,
+        args.json,
+        ("harbor_job", "job"),
+        |job| tack_import::harbor_job::import_job(job, &args.out, &command_line),
+        |import| import.skipped.len(),
+        tack_import::harbor_job_summary,
+    )
 }
 
 fn inspect(args: InspectArgs) -> CommandResult {
     let command_line: Vec<String> = std::env::args().collect();
+    import_each(
+        &args.logs,
+        args.json,
+        ("inspect", "log"),
+        |log| tack_import::inspect::import_log(log, &args.out, &command_line),
+        |import| import.skipped.len(),
+        tack_import::inspect_summary,
+    )
+}
+
+/// Imports each source in turn: its account on stderr (or a JSON line
+/// `<kind>_imported` on stdout), an unreadable source said and counted
+/// (`<kind>_import_failed`, naming it under `field`), a failure to write a
+/// run the end. Exit 2 if a source was unreadable, 1 if one skipped some of
+/// its parts, else 0.
+fn import_each<T: serde::Serialize>(
+    sources: &[PathBuf],
+    json: bool,
+    (kind, field): (&str, &str),
+    import: impl Fn(&Path) -> Result<T, tack_import::ImportError>,
+    skipped_in: impl Fn(&T) -> usize,
+    summary: impl Fn(&T) -> String,
+) -> CommandResult {
     let (mut unreadable, mut skipped) = (0, 0);
-    for log in &args.logs {
-        match tack_import::inspect::import_log(log, &args.out, &command_line) {
-            Ok(import) => {
-                skipped += import.skipped.len();
-                print_import(&import, args.json)?;
+    for source in sources {
+        match import(source) {
+            Ok(done) => {
+                skipped += skipped_in(&done);
+                if json {
+                    let mut value = serde_json::to_value(&done).or_fail(Failure::Internal)?;
+                    value["type"] = format!("{kind}_imported").into();
+                    outln!("{value}")?;
+                } else {
+                    eprint!("{}", summary(&done));
+                }
             }
             Err(error) if error.is_input_error() => {
                 unreadable += 1;
                 eprintln!("error: {error}");
-                if args.json {
-                    let line = serde_json::json!({
-                        "type": "inspect_import_failed", "log": log, "error": error.to_string(),
+                if json {
+                    let mut line = serde_json::json!({
+                        "type": format!("{kind}_import_failed"), "error": error.to_string(),
                     });
+                    line[field] = serde_json::json!(source);
                     outln!("{line}")?;
                 }
             }
@@ -189,14 +188,4 @@ fn inspect(args: InspectArgs) -> CommandResult {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn print_import(import: &LogImport, json: bool) -> Result<(), CommandError> {
-    if json {
-        let mut value = serde_json::to_value(import).or_fail(Failure::Internal)?;
-        value["type"] = "inspect_imported".into();
-        return outln!("{value}");
-    }
-    eprint!("{}", tack_import::inspect_summary(import));
-    Ok(())
 }

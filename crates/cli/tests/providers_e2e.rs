@@ -20,26 +20,13 @@ const PLANTED_KEY: &str = "sk-test-PLANTED-key-4242";
 fn suite(dir: &Path, base_url: &str) -> PathBuf {
     let root = dir.join("suite");
     let task = common::repo().join("suites/demo/tasks/total-missing-file");
-    copy(&task, &root.join("tasks/total-missing-file"));
+    common::copy_dir(&task, &root.join("tasks/total-missing-file"));
     let toml = format!(
         "[suite]\nname = \"providers\"\n\n[[variants]]\nname = \"local-openai\"\nmodel = \"openai:gpt-4o-mini\"\n\
          [variants.provider]\nbase_url = \"{base_url}\"\napi_key_env = \"TACK_E2E_KEY\"\nrequests_per_minute = 600\n"
     );
     std::fs::write(root.join("suite.toml"), toml).unwrap();
     root
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// The task's reference fix as a str_replace call, so the scripted model

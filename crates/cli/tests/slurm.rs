@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,14 +64,6 @@ fn programs() -> Option<Vec<PathBuf>> {
         missing.join(", ")
     );
     None
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn short_hostname() -> String {
@@ -192,8 +183,8 @@ impl Cluster {
              MinJobAge=600\n\
              NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN\n\
              PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
-            ctld = free_port(),
-            slurmd = free_port(),
+            ctld = common::free_port(),
+            slurmd = common::free_port(),
             socket = socket.display(),
         );
         std::fs::write(&cluster.conf, conf).unwrap();

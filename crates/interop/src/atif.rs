@@ -65,21 +65,9 @@ pub fn export(
     let run = RunInfo {
         run_id: manifest.run_id.clone(),
         tack_version: manifest.tack_version.clone(),
-        simulated: manifest
-            .variants
-            .iter()
-            .filter(|v| v.simulated)
-            .map(|v| v.name.clone())
-            .collect(),
+        simulated: crate::simulated_variants(manifest),
     };
-    let mut ids: Vec<String> = tack_trace::stored_trial_ids(run_dir)
-        .map_err(|source| InteropError::Trace {
-            run_dir: run_dir.to_path_buf(),
-            source,
-        })?
-        .into_iter()
-        .collect();
-    ids.sort();
+    let ids = crate::trial_ids(run_dir)?;
     let empty = std::fs::read_dir(out_dir).map_or(true, |mut dir| dir.next().is_none());
     if !empty {
         return Err(InteropError::OutExists {

@@ -153,16 +153,39 @@ pub fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
     (child.wait().unwrap().code(), stderr)
 }
 
-/// A Python (3.12 or later) that imports Harbor's models (PyPI `harbor`):
-/// `TACK_HARBOR_PYTHON`, which `.ci/run` makes (a venv in a Debian trixie
-/// image); or `None`, having said why, to skip. With
-/// `TACK_REQUIRE_HARBOR_PYTHON=1` a missing one fails instead.
-pub fn harbor_python() -> Option<String> {
-    let required = std::env::var("TACK_REQUIRE_HARBOR_PYTHON").is_ok_and(|v| v == "1");
-    let python = std::env::var("TACK_HARBOR_PYTHON").ok();
+/// A free port on loopback (bound, then let go) for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Copies a directory tree (a task, say) into `to`.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The Python named by the variable `var` if it can run `imports` (an
+/// import statement); else `None`, having said how to get one (`hint`), to
+/// skip. `.ci/run` makes each such Python and sets `require`=1, which makes
+/// a missing one fail instead.
+pub fn python_with(var: &str, require: &str, imports: &str, hint: &str) -> Option<String> {
+    let required = std::env::var(require).is_ok_and(|v| v == "1");
+    let python = std::env::var(var).ok();
     let works = python.as_ref().is_some_and(|python| {
         Command::new(python)
-            .args(["-c", "import harbor.models.trajectories"])
+            .args(["-c", imports])
             .output()
             .is_ok_and(|o| o.status.success())
     });
@@ -171,10 +194,20 @@ pub fn harbor_python() -> Option<String> {
     }
     assert!(
         !required,
-        "TACK_REQUIRE_HARBOR_PYTHON=1 but TACK_HARBOR_PYTHON ({python:?}) cannot import harbor; run .ci/run"
+        "{require}=1 but {var} ({python:?}) cannot run `{imports}`; run .ci/run"
     );
-    eprintln!(
-        "skipped Harbor's validation: set TACK_HARBOR_PYTHON to a Python (3.12+) with `pip install harbor`, as .ci/run does"
-    );
+    eprintln!("skipped: set {var} to a Python with {hint}, as .ci/run does");
     None
+}
+
+/// A Python (3.12 or later) that imports Harbor's models (PyPI `harbor`):
+/// `TACK_HARBOR_PYTHON`, which `.ci/run` makes (a venv in a Debian trixie
+/// image).
+pub fn harbor_python() -> Option<String> {
+    python_with(
+        "TACK_HARBOR_PYTHON",
+        "TACK_REQUIRE_HARBOR_PYTHON",
+        "import harbor.models.trajectories",
+        "`pip install harbor` (Python 3.12 or later)",
+    )
 }

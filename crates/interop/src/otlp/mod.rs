@@ -6,7 +6,7 @@
 
 pub mod spans;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::{
@@ -374,7 +374,7 @@ pub async fn export(
     let mut plans = Vec::new();
     for run_dir in runs {
         let tables = RunTables::open(run_dir)?;
-        let ids = sorted_ids(run_dir)?;
+        let ids = crate::trial_ids(run_dir)?;
         plans.push((tables, ids));
     }
     let total: u64 = plans.iter().map(|(_, ids)| ids.len() as u64).sum();
@@ -384,12 +384,7 @@ pub async fn export(
         let manifest = tables.manifest();
         let context = RunContext {
             run_id: manifest.run_id.clone(),
-            simulated: manifest
-                .variants
-                .iter()
-                .filter(|v| v.simulated)
-                .map(|v| v.name.clone())
-                .collect(),
+            simulated: crate::simulated_variants(manifest),
             content,
         };
         for batch in ids.chunks(BATCH) {
@@ -409,18 +404,6 @@ pub async fn export(
         trials: total,
         sent,
     })
-}
-
-fn sorted_ids(run_dir: &Path) -> Result<Vec<String>, InteropError> {
-    let mut ids: Vec<String> = tack_trace::stored_trial_ids(run_dir)
-        .map_err(|source| InteropError::Trace {
-            run_dir: run_dir.to_path_buf(),
-            source,
-        })?
-        .into_iter()
-        .collect();
-    ids.sort();
-    Ok(ids)
 }
 
 #[cfg(test)]
