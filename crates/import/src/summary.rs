@@ -107,15 +107,10 @@ pub fn inspect_summary(import: &LogImport) -> String {
         }
     }
     if !import.ignored_events.is_empty() {
-        let kinds: Vec<String> = import
-            .ignored_events
-            .iter()
-            .map(|(kind, count)| format!("{kind} ×{count}"))
-            .collect();
         let _ = writeln!(
             out,
             "  not imported (no tack counterpart): {}",
-            kinds.join(", ")
+            counted(&import.ignored_events)
         );
     }
     if let Some(dir) = &import.run_dir {
@@ -157,17 +152,21 @@ pub fn harbor_job_summary(import: &JobImport) -> String {
         );
     }
     if !import.not_carried.is_empty() {
-        let kinds: Vec<String> = import
-            .not_carried
-            .iter()
-            .map(|(kind, count)| format!("{kind} ×{count}"))
-            .collect();
-        let _ = writeln!(out, "  not carried over: {}", kinds.join(", "));
+        let _ = writeln!(out, "  not carried over: {}", counted(&import.not_carried));
     }
     if let Some(dir) = &import.run_dir {
         let _ = writeln!(out, "  tack report {}", dir.display());
     }
     out
+}
+
+/// `kind ×count, …`: what an import left out, by kind.
+fn counted(kinds: &std::collections::BTreeMap<String, u64>) -> String {
+    let kinds: Vec<String> = kinds
+        .iter()
+        .map(|(kind, count)| format!("{kind} ×{count}"))
+        .collect();
+    kinds.join(", ")
 }
 
 #[cfg(test)]
