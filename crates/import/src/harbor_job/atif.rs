@@ -100,9 +100,11 @@ impl Builder<'_> {
             .and_then(Value::as_str)
             .and_then(parse_rfc3339_ms)
             .unwrap_or(0);
-        let metrics = step.get("metrics").filter(|m| !m.is_null());
-        let number = |field: &str| metrics.and_then(|m| m.get(field)).and_then(Value::as_u64);
-        if metrics.is_some_and(|m| m.get("logprobs").is_some_and(|l| !l.is_null())) {
+        if step
+            .get("metrics")
+            .and_then(|m| m.get("logprobs"))
+            .is_some_and(|l| !l.is_null())
+        {
             not_carried("ATIF logprobs and token ids");
         }
         // A step with `llm_call_count: 0` was the agent's own dispatch, no model call.
@@ -112,38 +114,8 @@ impl Builder<'_> {
             self.step += 1;
             let span_id = self.span();
             parent = Some(span_id);
-            let model = step
-                .get("model_name")
-                .and_then(Value::as_str)
-                .unwrap_or(model);
-            self.events.push(Event::ModelCall(ModelCallRecord {
-                span_id,
-                step: self.step,
-                provider: String::new(),
-                request_model: model.to_string(),
-                response_model: model.to_string(),
-                started_at_ms: at,
-                duration_ms: 0,
-                finish_reason: None,
-                usage: Usage {
-                    input_tokens: number("prompt_tokens").unwrap_or(0),
-                    output_tokens: number("completion_tokens").unwrap_or(0),
-                    cache_read_tokens: number("cached_tokens").unwrap_or(0),
-                    ..Usage::default()
-                },
-                cost_usd: metrics
-                    .and_then(|m| m.get("cost_usd"))
-                    .and_then(Value::as_f64),
-                messages: (0..self.messages).collect(),
-                attempt: 1,
-                retry_wait_ms: 0,
-                rate_limit_wait_ms: 0,
-                fault: None,
-                purpose: None,
-                parent_span_id: None,
-                status: SpanStatus::Ok,
-                error: None,
-            }));
+            let call = model_call(step, model, at, span_id, self.step, self.messages);
+            self.events.push(Event::ModelCall(call));
         }
         let calls: Vec<ToolCall> = step
             .get("tool_calls")
@@ -166,52 +138,117 @@ impl Builder<'_> {
             .map(|r| r.iter().collect())
             .unwrap_or_default();
         for result in results {
-            let (output, media) = content(result.get("content"));
-            if media {
-                not_carried("ATIF images and audio");
-            }
-            if result
-                .get("subagent_trajectory_ref")
-                .is_some_and(|v| !v.is_null())
-            {
-                not_carried("ATIF subagent trajectory references");
-            }
-            let source = result.get("source_call_id").and_then(Value::as_str);
-            let Some(call) = source.and_then(|id| calls.iter().find(|c| c.id == id)) else {
-                self.message(Message::user(output));
-                continue;
-            };
-            let span_id = self.span();
-            self.events.push(Event::ToolCall(ToolCallRecord {
-                span_id,
-                parent_span_id: parent.unwrap_or(0),
-                step: self.step,
-                call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                result: output.clone(),
-                exit_code: None,
-                stdout: None,
-                stderr: None,
-                truncated: false,
-                started_at_ms: at,
-                duration_ms: 0,
-                status: SpanStatus::Ok,
-                error_kind: None,
-                permission: None,
-                permission_rule: None,
-                permission_part: None,
-                sandbox_profile: None,
-                sandbox_denials: Vec::new(),
-                mcp_server: None,
-            }));
-            self.message(Message {
-                role: Role::Tool,
-                content: output,
-                tool_calls: Vec::new(),
-                tool_call_id: Some(call.id.clone()),
-            });
+            self.result(result, &calls, parent.unwrap_or(0), at, not_carried);
         }
+    }
+
+    /// One observation result: a tool call span and a tool message when it
+    /// names one of the step's calls, else what the next call is shown.
+    fn result(
+        &mut self,
+        result: &Value,
+        calls: &[ToolCall],
+        parent: u32,
+        at: i64,
+        not_carried: &mut dyn FnMut(&str),
+    ) {
+        let (output, media) = content(result.get("content"));
+        if media {
+            not_carried("ATIF images and audio");
+        }
+        if result
+            .get("subagent_trajectory_ref")
+            .is_some_and(|v| !v.is_null())
+        {
+            not_carried("ATIF subagent trajectory references");
+        }
+        let source = result.get("source_call_id").and_then(Value::as_str);
+        let Some(call) = source.and_then(|id| calls.iter().find(|c| c.id == id)) else {
+            self.message(Message::user(output));
+            return;
+        };
+        let span_id = self.span();
+        self.events.push(Event::ToolCall(ToolCallRecord {
+            span_id,
+            parent_span_id: parent,
+            step: self.step,
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            result: output.clone(),
+            exit_code: None,
+            stdout: None,
+            stderr: None,
+            truncated: false,
+            started_at_ms: at,
+            duration_ms: 0,
+            status: SpanStatus::Ok,
+            error_kind: None,
+            permission: None,
+            permission_rule: None,
+            permission_part: None,
+            sandbox_profile: None,
+            sandbox_denials: Vec::new(),
+            mcp_server: None,
+        }));
+        self.message(Message {
+            role: Role::Tool,
+            content: output,
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call.id.clone()),
+        });
+    }
+}
+
+/// An agent step's model call: its model, tokens and cost (ATIF's
+/// `prompt_tokens` include cached ones, as tack's input tokens do); it sent
+/// the `sent` messages so far.
+fn model_call(
+    step: &Value,
+    model: &str,
+    at: i64,
+    span_id: u32,
+    number: u32,
+    sent: u32,
+) -> ModelCallRecord {
+    let metrics = step.get("metrics").filter(|m| !m.is_null());
+    let tokens = |field: &str| {
+        metrics
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let model = step
+        .get("model_name")
+        .and_then(Value::as_str)
+        .unwrap_or(model);
+    ModelCallRecord {
+        span_id,
+        step: number,
+        provider: String::new(),
+        request_model: model.to_string(),
+        response_model: model.to_string(),
+        started_at_ms: at,
+        duration_ms: 0,
+        finish_reason: None,
+        usage: Usage {
+            input_tokens: tokens("prompt_tokens"),
+            output_tokens: tokens("completion_tokens"),
+            cache_read_tokens: tokens("cached_tokens"),
+            ..Usage::default()
+        },
+        cost_usd: metrics
+            .and_then(|m| m.get("cost_usd"))
+            .and_then(Value::as_f64),
+        messages: (0..sent).collect(),
+        attempt: 1,
+        retry_wait_ms: 0,
+        rate_limit_wait_ms: 0,
+        fault: None,
+        purpose: None,
+        parent_span_id: None,
+        status: SpanStatus::Ok,
+        error: None,
     }
 }
 

@@ -244,37 +244,9 @@ fn convert(
         environment: None,
     })];
     let mut count = |kind: &str| *not_carried.entry(kind.to_string()).or_default() += 1;
-    let trajectory_path = trial.dir.join("agent/trajectory.json");
-    let trajectory = read_json(&trajectory_path).ok();
-    let mut next_span = 1;
-    match &trajectory {
-        Some(trajectory) => {
-            next_span = atif::events(trajectory, &trial.model, &mut events, &mut count);
-        }
-        None => {
-            if let Some(span) = totals_span(result, &trial.model, trial.started_at_ms) {
-                // No per-call record: one span carries the trial's totals, so
-                // tokens and cost are not lost.
-                count("per-call detail (no agent/trajectory.json; totals kept as one model call)");
-                events.push(Event::ModelCall(span));
-                next_span = 2;
-            }
-        }
-    }
+    let (next_span, trajectory) = agent_events(trial, &mut events, &mut count);
     let rewards = rewards(result);
-    for (name, value) in &rewards {
-        events.push(Event::Check(CheckRecord {
-            span_id: next_span,
-            name: name.clone(),
-            command: "harbor verifier (tests/test.sh)".into(),
-            exit_code: None,
-            passed: *value >= 1.0,
-            output: verifier_output(&trial.dir, name, *value),
-            started_at_ms: finished_at_ms,
-            duration_ms: 0,
-        }));
-        next_span += 1;
-    }
+    events.extend(checks(trial, &rewards, next_span, finished_at_ms));
     for (field, kind) in [
         ("step_results", "multi-step results (step_results)"),
         ("user_agent", "simulated-user agent"),
@@ -307,7 +279,7 @@ fn convert(
             .count() as u32,
         tool_calls: totals.tool_calls,
         usage: totals.usage,
-        trajectory: trajectory.is_some(),
+        trajectory,
     };
     events.push(Event::TrialFinished(TrialFinished {
         outcome,
@@ -321,6 +293,49 @@ fn convert(
         error,
     }));
     (events, summary)
+}
+
+/// The agent's part of the trial: its trajectory's events when it wrote
+/// one, else its totals as one model call. The next free span id, and
+/// whether a trajectory was read.
+fn agent_events(
+    trial: &HarborTrial,
+    events: &mut Vec<Event>,
+    count: &mut dyn FnMut(&str),
+) -> (u32, bool) {
+    if let Ok(trajectory) = read_json(&trial.dir.join("agent/trajectory.json")) {
+        return (atif::events(&trajectory, &trial.model, events, count), true);
+    }
+    match totals_span(&trial.result, &trial.model, trial.started_at_ms) {
+        Some(span) => {
+            // No per-call record: one span carries the trial's totals, so
+            // tokens and cost are not lost.
+            count("per-call detail (no agent/trajectory.json; totals kept as one model call)");
+            events.push(Event::ModelCall(span));
+            (2, false)
+        }
+        None => (1, false),
+    }
+}
+
+/// One check per verifier reward, from span id `first` on.
+fn checks(trial: &HarborTrial, rewards: &BTreeMap<String, f64>, first: u32, at: i64) -> Vec<Event> {
+    rewards
+        .iter()
+        .zip(first..)
+        .map(|((name, value), span_id)| {
+            Event::Check(CheckRecord {
+                span_id,
+                name: name.clone(),
+                command: "harbor verifier (tests/test.sh)".into(),
+                exit_code: None,
+                passed: *value >= 1.0,
+                output: verifier_output(&trial.dir, name, *value),
+                started_at_ms: at,
+                duration_ms: 0,
+            })
+        })
+        .collect()
 }
 
 /// The agent's totals (`agent_result`: tokens including cache, cache, output,

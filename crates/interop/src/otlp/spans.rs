@@ -35,50 +35,10 @@ pub fn trial_spans(trace: &TrialTrace, run: &RunContext) -> Vec<Span> {
     let root_id = id_bytes(&[&run.run_id, &trial.trial_id, "root"], 8);
     let span_id = |id: u32| id_bytes(&[&run.run_id, &trial.trial_id, &id.to_string()], 8);
     let start = nanos(trial.started_at_ms);
-    let mut root = Attributes::default();
-    root.str("gen_ai.operation.name", "invoke_agent");
-    root.str("gen_ai.agent.name", "tack");
-    root.str("gen_ai.conversation.id", &trial.trial_id);
-    root.str("gen_ai.request.model", &trial.model);
-    root.int("gen_ai.usage.input_tokens", trial.input_tokens);
-    root.int("gen_ai.usage.output_tokens", trial.output_tokens);
-    root.str("openinference.span.kind", "AGENT");
-    root.str("tack.run_id", &run.run_id);
-    root.str("tack.trial_id", &trial.trial_id);
-    root.str("tack.variant", &trial.variant);
-    root.str("tack.task", &trial.task);
-    root.int("tack.trial_index", u64::from(trial.trial_index));
-    root.int("tack.attempt", u64::from(trial.trial_attempt));
-    root.str("tack.outcome", &trial.outcome);
-    root.str("tack.stop_reason", &trial.stop_reason);
-    root.bool("tack.simulated", run.simulated.contains(&trial.variant));
-    if let Some(cost) = trial.cost_usd {
-        root.double("tack.cost_usd", cost);
-    }
-    if let Some(passed) = trial.checks_passed {
-        root.bool("tack.checks_passed", passed);
-    }
-    if let Some(environment) = &trial.environment {
-        root.str("tack.environment", environment);
-    }
-    let failed = !matches!(trial.outcome.as_str(), "passed" | "verification_failed");
     let mut spans = vec![Span {
         trace_id: trace_id.clone(),
         span_id: root_id.clone(),
-        name: "invoke_agent tack".into(),
-        kind: span::SpanKind::Internal as i32,
-        start_time_unix_nano: start,
-        end_time_unix_nano: start + trial.duration_ms * 1_000_000,
-        attributes: root.0,
-        status: Some(if failed {
-            error_status(trial.error.as_deref().unwrap_or(&trial.outcome))
-        } else {
-            Status {
-                message: String::new(),
-                code: status::StatusCode::Ok as i32,
-            }
-        }),
-        ..Span::default()
+        ..root_span(trace, run, start)
     }];
     let answers: HashMap<u32, &MessageRow> = answered_by(&trace.spans, &trace.messages)
         .into_iter()
@@ -126,6 +86,56 @@ pub fn trial_spans(trace: &TrialTrace, run: &RunContext) -> Vec<Span> {
         });
     }
     spans
+}
+
+/// The trial's own span (ids left to the caller): the agent's invocation,
+/// its totals and its outcome.
+fn root_span(trace: &TrialTrace, run: &RunContext, start: u64) -> Span {
+    let trial = &trace.trial;
+    let mut root = Attributes::default();
+    root.str("gen_ai.operation.name", "invoke_agent");
+    root.str("gen_ai.agent.name", "tack");
+    root.str("gen_ai.conversation.id", &trial.trial_id);
+    root.str("gen_ai.request.model", &trial.model);
+    root.int("gen_ai.usage.input_tokens", trial.input_tokens);
+    root.int("gen_ai.usage.output_tokens", trial.output_tokens);
+    root.str("openinference.span.kind", "AGENT");
+    root.str("tack.run_id", &run.run_id);
+    root.str("tack.trial_id", &trial.trial_id);
+    root.str("tack.variant", &trial.variant);
+    root.str("tack.task", &trial.task);
+    root.int("tack.trial_index", u64::from(trial.trial_index));
+    root.int("tack.attempt", u64::from(trial.trial_attempt));
+    root.str("tack.outcome", &trial.outcome);
+    root.str("tack.stop_reason", &trial.stop_reason);
+    root.bool("tack.simulated", run.simulated.contains(&trial.variant));
+    if let Some(cost) = trial.cost_usd {
+        root.double("tack.cost_usd", cost);
+    }
+    if let Some(passed) = trial.checks_passed {
+        root.bool("tack.checks_passed", passed);
+    }
+    if let Some(environment) = &trial.environment {
+        root.str("tack.environment", environment);
+    }
+    // A trial the checks judged ran fine, whatever they said.
+    let failed = !matches!(trial.outcome.as_str(), "passed" | "verification_failed");
+    Span {
+        name: "invoke_agent tack".into(),
+        kind: span::SpanKind::Internal as i32,
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + trial.duration_ms * 1_000_000,
+        attributes: root.0,
+        status: Some(if failed {
+            error_status(trial.error.as_deref().unwrap_or(&trial.outcome))
+        } else {
+            Status {
+                message: String::new(),
+                code: status::StatusCode::Ok as i32,
+            }
+        }),
+        ..Span::default()
+    }
 }
 
 type Converted = (String, span::SpanKind, Attributes, Vec<span::Event>);
