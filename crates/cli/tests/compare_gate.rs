@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -135,7 +137,7 @@ fn the_gate_passes_two_seeds_of_one_variant_and_fails_a_worse_one() {
 fn a_task_that_changed_between_runs_is_not_paired() {
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite");
-    copy_dir(&repo().join("suites/demo"), &suite);
+    common::copy_dir(&repo().join("suites/demo"), &suite);
     let only = ["-v", "oracle", "-t", "median-even,leap-year-400"];
     let before = run(dir.path(), &suite, &only);
     let fixture = suite.join("tasks/median-even/fixture/stats.py");
@@ -177,19 +179,6 @@ fn a_task_that_changed_between_runs_is_not_paired() {
         .collect();
     assert_eq!(tasks, ["leap-year-400"]);
     assert!(json["drift"].to_string().contains("median-even"));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// A quick suite for many repetitions: `tasks` one-line shell fixes, each

@@ -383,10 +383,6 @@ fn python_image() -> Option<String> {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    tack_suite::copy_tree(from, to).unwrap();
-}
-
 /// `tack import harbor` builds instead of approximating: a Harbor task
 /// (written for these tests, its build context the task root through
 /// docker-compose) imports as an image task that is sound and passes with
@@ -400,17 +396,17 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
     let dir = tempfile::tempdir().unwrap();
     let fixtures = common::repo().join("crates/cli/tests/fixtures/harbor");
     let sources = dir.path().join("harbor");
-    copy_dir(&fixtures.join("scores"), &sources.join("scores"));
+    common::copy_dir(&fixtures.join("scores"), &sources.join("scores"));
     write(
         &dir.path().join("secret/the-host.txt"),
         "the host's secret\n",
     );
     let linked = sources.join("scores-linked");
-    copy_dir(&fixtures.join("scores"), &linked);
+    common::copy_dir(&fixtures.join("scores"), &linked);
     std::fs::remove_dir_all(linked.join("tests")).unwrap();
     std::os::unix::fs::symlink(dir.path().join("secret"), linked.join("tests")).unwrap();
     let above = sources.join("scores-above");
-    copy_dir(&fixtures.join("scores"), &above);
+    common::copy_dir(&fixtures.join("scores"), &above);
     let dockerfile = above.join("environment/Dockerfile");
     let original = std::fs::read_to_string(&dockerfile).unwrap();
     std::fs::write(

@@ -17,7 +17,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -182,26 +182,6 @@ fn suite(dir: &Path, direct: &str, proxied: &str) -> PathBuf {
     root
 }
 
-/// `tack proxy` in front of `upstream`, recording into `traces`.
-fn start_proxy(upstream: u16, traces: &Path) -> (Killed, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(["proxy", "--json", "--upstream"])
-        .arg(format!("http://127.0.0.1:{upstream}"))
-        .arg("--run")
-        .arg(traces)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let listening: Value = serde_json::from_str(&line).unwrap();
-    let url = listening["url"].as_str().unwrap().to_string();
-    (Killed(child), url)
-}
-
 fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
     common::files_below(dir, &mut files);
@@ -223,7 +203,9 @@ fn a_real_local_model_runs_through_the_provider_and_the_proxy_streamed_and_not()
     let (_server, port) = start_server(&python, dir.path());
     let (relay, wire) = start_relay(port);
     let proxy_traces = dir.path().join("proxy-traces");
-    let (proxy, proxy_url) = start_proxy(relay, &proxy_traces);
+    let (proxy, _stdout, proxy_url, proxy_run) =
+        common::start_proxy(&format!("http://127.0.0.1:{relay}"), &proxy_traces);
+    let proxy = Killed(proxy);
     let suite = suite(
         dir.path(),
         &format!("http://127.0.0.1:{relay}"),
@@ -306,12 +288,6 @@ fn a_real_local_model_runs_through_the_provider_and_the_proxy_streamed_and_not()
         .status();
     let mut proxy = proxy;
     let _ = proxy.0.wait();
-    let proxy_run = std::fs::read_dir(&proxy_traces)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
     let proxied = common::stdout_json(&common::tack(&[
         "query",
         "--json",

@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use arrow_array::{Array, RecordBatch, StringArray, UInt64Array};
 use serde_json::Value;
@@ -80,29 +80,6 @@ fn upstream(dialect: Dialect, usages: &[ScriptedUsage]) -> MockServer {
         ..ServerOptions::default()
     };
     MockServer::start_background(dialect, script, options).unwrap()
-}
-
-/// `tack proxy` on a free port; returns the process, its URL and run dir.
-fn start_proxy(
-    upstream: &MockServer,
-    traces: &Path,
-) -> (Child, BufReader<std::process::ChildStdout>, String, PathBuf) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(["proxy", "--listen", "127.0.0.1:0", "--json", "--upstream"])
-        .arg(format!("http://{}", upstream.addr()))
-        .arg("--run")
-        .arg(traces)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let listening: Value = serde_json::from_str(&line).expect("a proxy_listening line");
-    assert_eq!(listening["type"], "proxy_listening");
-    let url = listening["url"].as_str().unwrap().to_string();
-    let run = PathBuf::from(listening["run"].as_str().unwrap());
-    (child, stdout, url, run)
 }
 
 fn strings(batch: &RecordBatch, column: &str) -> Vec<Option<String>> {
@@ -182,7 +159,8 @@ fn session(
     upstream: &MockServer,
     traces: &Path,
 ) -> (Vec<Value>, PathBuf) {
-    let (mut child, mut stdout, url, run) = start_proxy(upstream, traces);
+    let (mut child, mut stdout, url, run) =
+        common::start_proxy(&format!("http://{}", upstream.addr()), traces);
     let output = Command::new(python)
         .args(["-c", SCRIPT, mode, &url])
         .env("NO_PROXY", "127.0.0.1,localhost")

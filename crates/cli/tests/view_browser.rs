@@ -63,11 +63,7 @@ struct Browser {
 
 impl Browser {
     fn start(chromium: &Path, chromedriver: &Path) -> Browser {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let driver = Command::new(chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

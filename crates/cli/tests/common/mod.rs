@@ -162,18 +162,10 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Copies a directory tree (a task, say) into `to`.
+/// Copies a directory tree (a task, say) into `to`: the suite crate's
+/// copy, modes and links kept.
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    tack_suite::copy_tree(from, to).unwrap();
 }
 
 /// The Python named by the variable `var` if it can run `imports` (an
@@ -210,4 +202,41 @@ pub fn harbor_python() -> Option<String> {
         "import harbor.models.trajectories",
         "`pip install harbor` (Python 3.12 or later)",
     )
+}
+
+/// `tack proxy --json` on a free port in front of `upstream` (an origin URL),
+/// recording into `traces`: the child, its stdout (for the `proxy_finished`
+/// line), the URL it listens on and its run directory.
+pub fn start_proxy(
+    upstream: &str,
+    traces: &std::path::Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+    PathBuf,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--json",
+            "--upstream",
+            upstream,
+        ])
+        .arg("--run")
+        .arg(traces)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let listening: Value = serde_json::from_str(&line).expect("a proxy_listening line");
+    assert_eq!(listening["type"], "proxy_listening");
+    let url = listening["url"].as_str().unwrap().to_string();
+    let run = PathBuf::from(listening["run"].as_str().unwrap());
+    (child, stdout, url, run)
 }

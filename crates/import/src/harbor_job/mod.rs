@@ -247,13 +247,16 @@ fn convert(
     let (next_span, trajectory) = agent_events(trial, &mut events, &mut count);
     let rewards = rewards(result);
     events.extend(checks(trial, &rewards, next_span, finished_at_ms));
-    for (field, kind) in [
-        ("step_results", "multi-step results (step_results)"),
-        ("user_agent", "simulated-user agent"),
-    ] {
-        if result.get(field).is_some_and(|v| !v.is_null()) {
-            count(kind);
-        }
+    if result.get("step_results").is_some_and(|v| !v.is_null()) {
+        count("multi-step results (step_results)");
+    }
+    // A simulated user is set in the trial's config (TrialConfig.user_agent).
+    if result
+        .get("config")
+        .and_then(|c| c.get("user_agent"))
+        .is_some_and(|v| !v.is_null())
+    {
+        count("simulated-user agent");
     }
     if trial.dir.join("artifacts").is_dir() {
         count("collected artifacts (artifacts/)");
