@@ -8,9 +8,7 @@
 
 use serde_json::Value;
 use tack_protocol::time::parse_rfc3339_ms;
-use tack_protocol::{
-    Event, Message, ModelCallRecord, Role, SpanStatus, ToolCall, ToolCallRecord, Usage,
-};
+use tack_protocol::{Event, Message, ModelCallRecord, SpanStatus, ToolCall, ToolCallRecord, Usage};
 
 /// Appends the trajectory's events to `events`; returns the next free span
 /// id. `not_carried` counts what has no tack counterpart, by kind.
@@ -191,12 +189,7 @@ impl Builder<'_> {
             sandbox_denials: Vec::new(),
             mcp_server: None,
         }));
-        self.message(Message {
-            role: Role::Tool,
-            content: output,
-            tool_calls: Vec::new(),
-            tool_call_id: Some(call.id.clone()),
-        });
+        self.message(Message::tool_result(call.id.clone(), output));
     }
 }
 
