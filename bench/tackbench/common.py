@@ -96,9 +96,14 @@ class Server:
         self.base_url = line
         self.steps = steps
 
+    @property
+    def root(self) -> str:
+        """The server's root URL; it also takes OTLP/HTTP exports at
+        `/v1/traces`, as a collector."""
+        return self.base_url.removesuffix("/v1")
+
     def stats(self) -> dict:
-        root = self.base_url.removesuffix("/v1")
-        with urllib.request.urlopen(f"{root}/tack-testkit/stats", timeout=10) as answer:
+        with urllib.request.urlopen(f"{self.root}/tack-testkit/stats", timeout=10) as answer:
             return json.loads(answer.read())
 
     def stop(self) -> None:
@@ -130,6 +135,7 @@ class Timed:
     wall: float  # seconds
     server_busy: float  # seconds of the model server's own work
     requests: int
+    otlp_requests: int  # OTLP exports the server took as a collector
 
 
 def timed(args: list[str], server: Server, **kwargs) -> Timed:
@@ -143,6 +149,7 @@ def timed(args: list[str], server: Server, **kwargs) -> Timed:
         wall=wall,
         server_busy=(after["busy_us"] - before["busy_us"]) / 1e6,
         requests=after["requests"] - before["requests"],
+        otlp_requests=after["otlp_requests"] - before["otlp_requests"],
     )
 
 

@@ -59,6 +59,12 @@ def section_overhead(env: Env, lines: list[str]) -> None:
                      f"{ratio(bare, inspect[2])}")
     strict, off = rows["tack (sandbox strict)"], rows["tack (sandbox off)"]
     lines.append(f"- bash tool, strict / off: {ratio(strict[1], off[1])}")
+    streamed = rows[overhead.OTLP]
+    walls = {name: statistics.median(h.net[n2]) for name, h in
+             ((h.name, h) for h in result.harnesses)}
+    lines.append(f"- `--otlp` (every span streamed to a loopback OTLP/HTTP collector) / without: "
+                 f"per step {ratio(streamed[0], off[0])}, whole run of {n2} steps "
+                 f"{ratio(walls[overhead.OTLP], walls['tack (sandbox off)'])}")
     if overhead.IMAGE_TASK in rows:
         image = rows[overhead.IMAGE_TASK]
         lines.append(f"- bash tool, image task / host task under strict: "

@@ -77,9 +77,11 @@ def only_run(traces: Path) -> Path:
 
 
 def tack_once(env: Env, server: Server, sandbox: str, trials: int = 1,
-              image: str | None = None, engine: bool = False) -> tuple[float, Path]:
+              image: str | None = None, engine: bool = False,
+              otlp: bool = False) -> tuple[float, Path]:
     """One `tack run` of the echo suite (in `image`, if given, in engine
-    mode if `engine`); returns wall less server time and the run directory."""
+    mode if `engine`; streaming its spans to the server, as a collector, if
+    `otlp`); returns wall less server time and the run directory."""
     root = env.scratch(f"tack-{sandbox}")
     suite = write_suite(root / "suite", "echo", [
         Variant(f"bash-{sandbox}", server.base_url, ["bash"], max_steps=server.steps + 5,
@@ -87,11 +89,15 @@ def tack_once(env: Env, server: Server, sandbox: str, trials: int = 1,
     ], image=image, engine=engine)
     args = [env.tack, "run", suite, "--no-report", "--trials", str(trials), "-j", "1",
             "--traces", root / "traces", "--reports", root / "reports"]
+    if otlp:
+        args += ["--otlp", server.root]
     tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key")
     t = timed(args, server, env=tack_env)
     expected = trials * (server.steps + 1)
     if t.requests != expected:
         raise BenchError(f"tack made {t.requests} model calls, expected {expected}")
+    if otlp and t.otlp_requests < 1:
+        raise BenchError("tack run --otlp sent no spans to the server")
     return t.wall - t.server_busy, only_run(root / "traces")
 
 
@@ -119,6 +125,7 @@ class Overhead:
     harnesses: list[Harness]
 
 
+OTLP = "tack (sandbox off, --otlp)"
 IMAGE_TASK = "tack (image task, strict)"
 ENGINE_TASK = "tack (image task, engine mode)"
 
@@ -126,23 +133,26 @@ ENGINE_TASK = "tack (image task, engine mode)"
 def measure(env: Env, n1: int, n2: int, repeats: int) -> Overhead:
     """Interleaves the harnesses run by run, so each sees the same load.
     The image task runs when the engine has `env.image`."""
-    names = ["tack (sandbox off)", "tack (sandbox strict)"]
+    names = ["tack (sandbox off)", OTLP, "tack (sandbox strict)"]
     if env.image:
         names += [IMAGE_TASK, ENGINE_TASK]
     harnesses = {name: Harness(name) for name in names + ["Inspect AI (local sandbox)"]}
-    tack_runs = [("off", None, False, "tack (sandbox off)"),
-                 ("strict", None, False, "tack (sandbox strict)")]
+    # (sandbox, image, engine mode, --otlp, row)
+    tack_runs = [("off", None, False, False, "tack (sandbox off)"),
+                 ("off", None, False, True, OTLP),
+                 ("strict", None, False, False, "tack (sandbox strict)")]
     if env.image:
-        tack_runs += [("strict", env.image, False, IMAGE_TASK),
-                      ("strict", env.image, True, ENGINE_TASK)]
+        tack_runs += [("strict", env.image, False, False, IMAGE_TASK),
+                      ("strict", env.image, True, False, ENGINE_TASK)]
     for n in (n1, n2):
         with Server(env, n, tool="bash", argument="echo step {step}") as server:
             for name in harnesses.values():
                 name.net[n] = []
             for _ in range(repeats):
-                for sandbox, image, engine, name in tack_runs:
+                for sandbox, image, engine, otlp, name in tack_runs:
                     h = harnesses[name]
-                    net, run_dir = tack_once(env, server, sandbox, image=image, engine=engine)
+                    net, run_dir = tack_once(env, server, sandbox, image=image, engine=engine,
+                                             otlp=otlp)
                     h.net[n].append(net)
                     if n == n2:
                         h.tool_ms += tack_tool_ms(run_dir, env.python)

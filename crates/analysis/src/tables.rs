@@ -42,15 +42,30 @@ impl RunTables {
     /// Reads `run_dir/manifest.json` and lists the run's Parquet files. A
     /// run without a finished trial is an error.
     pub fn open(run_dir: &Path) -> Result<RunTables, AnalysisError> {
+        RunTables::open_files(run_dir, None)
+    }
+
+    /// [`RunTables::open`] over the parts named only (file names, alike in
+    /// every table): a few new parts of a running run read without listing
+    /// and scanning the others.
+    pub fn open_parts(run_dir: &Path, parts: &[String]) -> Result<RunTables, AnalysisError> {
+        RunTables::open_files(run_dir, Some(parts))
+    }
+
+    fn open_files(run_dir: &Path, parts: Option<&[String]>) -> Result<RunTables, AnalysisError> {
         let manifest = read_manifest(run_dir)?;
+        let listed = |dir: &Path| match parts {
+            Some(parts) => Ok(existing(dir, parts)),
+            None => parquet_files(dir),
+        };
         let trials_dir = run_dir.join(TRIALS_DIR);
-        let files = parquet_files(&trials_dir)?;
+        let files = listed(&trials_dir)?;
         if files.is_empty() {
             return Err(AnalysisError::NoTrials { dir: trials_dir });
         }
         let trials = trials::scan(&trials_dir, &files, true)?;
         let spans_dir = run_dir.join(SPANS_DIR);
-        let span_files = parquet_files(&spans_dir)?;
+        let span_files = listed(&spans_dir)?;
         let spans = if span_files.is_empty() {
             None
         } else {

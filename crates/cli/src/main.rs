@@ -19,6 +19,7 @@ mod import_cmd;
 mod import_harbor;
 mod mcp_arg;
 mod merge_cmd;
+mod otlp_arg;
 mod out;
 mod permissions_cmd;
 mod profile_arg;

@@ -49,6 +49,7 @@ pub async fn run(args: ReplayArgs) -> CommandResult {
         no_report: false,
         json: args.json,
         upload: None,
+        otlp: None,
     };
     execute(plan, &output).await
 }

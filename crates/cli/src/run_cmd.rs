@@ -118,6 +118,8 @@ pub struct RunArgs {
     /// image` or `dockerfile`) [default: podman if it answers, else docker].
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine)]
     engine: Option<tack_image::EngineKind>,
+    #[command(flatten)]
+    otlp: crate::otlp_arg::OtlpRunArgs,
 }
 
 /// `podman` or `docker`.
@@ -134,6 +136,8 @@ fn shard_of(args: &RunArgs) -> Result<Option<tack_runner::ShardSpec>, tack_runne
 }
 
 pub async fn run(args: RunArgs) -> CommandResult {
+    // A wrong collector URL is found now, before the trials are paid for.
+    let otlp = args.otlp.target()?;
     let (resumed, upload) = resumed_and_upload(&args).await?;
     let shard = match (shard_of(&args).or_fail(Failure::Usage)?, &resumed) {
         (None, Some(resumed)) => resumed.shard,
@@ -184,6 +188,7 @@ pub async fn run(args: RunArgs) -> CommandResult {
             engine: args.engine,
             cache: None,
         },
+        visible_within: otlp.is_some().then_some(crate::otlp_arg::EVERY),
         suite,
     };
     // Check the selection before anything is written.
@@ -193,6 +198,7 @@ pub async fn run(args: RunArgs) -> CommandResult {
         no_report: args.no_report,
         json: args.json,
         upload,
+        otlp: otlp.map(|target| (target, args.otlp.content())),
     };
     execute(plan, &output).await
 }
@@ -248,6 +254,9 @@ pub struct Output {
     /// The URL prefix the run is uploaded under (`<prefix>/<run-id>`) when
     /// it ends, interrupted or not.
     pub upload: Option<RemoteUrl>,
+    /// Stream the trials to this OpenTelemetry collector as they end
+    /// (`--otlp`), with message content or not.
+    pub otlp: Option<(tack_interop::otlp::Target, bool)>,
 }
 
 /// Runs a checked plan, writes its report and prints the outcome.
@@ -255,8 +264,20 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
     stop_on_ctrl_c(cancel.clone());
-    let result = tack_runner::run(plan, progress.callback(), cancel).await;
+    let streamer = match &args.otlp {
+        Some((target, content)) => Some(crate::otlp_arg::start(target.clone(), *content)?),
+        None => None,
+    };
+    let callback = match &streamer {
+        Some(streamer) => crate::otlp_arg::feeding(progress.callback(), streamer.clone()),
+        None => progress.callback(),
+    };
+    let result = tack_runner::run(plan, callback, cancel).await;
     progress.finish();
+    let streamed = match streamer {
+        Some(streamer) => Some(crate::otlp_arg::finish(streamer).await),
+        None => None,
+    };
     let result = match result {
         Err(error) if error.is_usage() => return Err(error).or_fail(Failure::Usage),
         result => result.or_fail(Failure::Internal)?,
@@ -297,7 +318,10 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         })
         .collect();
     if args.json {
-        let out = serde_json::json!({ "run": result, "traces": traces, "report": report });
+        let mut out = serde_json::json!({ "run": result, "traces": traces, "report": report });
+        if let Some(streamed) = &streamed {
+            out["otlp"] = serde_json::to_value(streamed).or_fail(Failure::Internal)?;
+        }
         outln!(
             "{}",
             serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
@@ -322,6 +346,10 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
             Some(index) => outln!("report: {}", index.display()),
             None => outln!("report: run `tack report {traces}`"),
         }?;
+    }
+    // Spans a collector did not take cost the export, not the run.
+    if let Some(streamed) = &streamed {
+        eprintln!("{}", crate::otlp_arg::describe(streamed));
     }
     // A trial in harness_error says nothing about the model: not a success.
     let harness_errors = text::harness_errors(&trials);

@@ -366,3 +366,212 @@ fn a_collector_that_is_not_there_or_never_answers_costs_the_spans_not_the_export
     }
     drop(silent);
 }
+
+/// The spans an export of `run` sends: a root per trial, one per span.
+fn spans_of(run: &str) -> u64 {
+    let count = |table: &str| {
+        query(&format!("SELECT count(*) AS n FROM {table}"), run)[0]["n"]
+            .as_u64()
+            .unwrap()
+    };
+    count("trials") + count("spans")
+}
+
+/// `tack run --otlp` on a demo subset, one trial at a time so the run lasts
+/// a few of the stream's two-second looks; its JSON.
+fn streamed_run(traces: &std::path::Path, endpoint: &str, timeout_ms: &str) -> (Value, Duration) {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "run",
+            "suites/demo",
+            "-v",
+            "sim-full",
+            "-t",
+            "leap-year-400,total-missing-file",
+            "-j",
+            "1",
+            "--json",
+            "--no-report",
+            "--otlp",
+            endpoint,
+            "--traces",
+        ])
+        .arg(traces)
+        .current_dir(common::repo())
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", timeout_ms)
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "spans a collector does not take never fail the run: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let dropped = json["otlp"]["sent"]["dropped_spans"].as_u64().unwrap();
+    assert!(
+        stderr.contains(&format!("{dropped} dropped")),
+        "the stream is accounted for on stderr: {stderr}"
+    );
+    (json, elapsed)
+}
+
+#[test]
+fn a_run_streamed_with_otlp_reaches_phoenix_as_its_export_would() {
+    let Some(python) = phoenix_python() else {
+        return;
+    };
+    let phoenix = Phoenix::start(python);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, _) = streamed_run(&dir.path().join("traces"), &phoenix.url(), "10000");
+    let run = json["run"]["run_dir"].as_str().unwrap().to_string();
+    let otlp = &json["otlp"];
+    let expected = spans_of(&run);
+    assert_eq!(otlp["sent"]["dropped_spans"], 0, "{otlp}");
+    assert_eq!(otlp["sent"]["spans"], expected, "{otlp}");
+    assert_eq!(otlp["trials"], 6, "{otlp}");
+    assert_eq!(otlp["unread_trials"], 0, "{otlp}");
+    let read = phoenix.spans(expected as usize);
+    assert_eq!(
+        read.len() as u64,
+        expected,
+        "Phoenix holds every span streamed"
+    );
+    let run_id = json["run"]["run_id"].as_str().unwrap();
+    let roots = read
+        .iter()
+        .filter(|s| attr(s, "tack.run_id") == run_id)
+        .count();
+    assert_eq!(roots, 6, "a root span per trial");
+
+    // The export of the finished run sends the very same spans (ids come
+    // from the run and the trials): Phoenix, which keeps a span once per
+    // id, holds no more than before.
+    let exported = common::stdout_json(&common::tack(&[
+        "export",
+        "otlp",
+        &run,
+        "--endpoint",
+        &phoenix.url(),
+        "--json",
+    ]));
+    assert_eq!(exported["sent"]["spans"], expected, "{exported}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(phoenix.spans(expected as usize).len() as u64, expected);
+}
+
+#[test]
+fn a_run_streaming_to_a_collector_that_is_down_or_silent_ends_on_time_and_counts_the_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    // The same run without a collector, for its time.
+    let started = Instant::now();
+    common::tack(&[
+        "run",
+        "suites/demo",
+        "-v",
+        "sim-full",
+        "-t",
+        "leap-year-400,total-missing-file",
+        "-j",
+        "1",
+        "--no-report",
+        "--traces",
+        dir.path().join("plain").to_str().unwrap(),
+    ]);
+    let plain = started.elapsed();
+    let closed = common::free_port();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    for (port, what) in [
+        (closed, "could not connect"),
+        (silent_port, "no answer in time"),
+    ] {
+        let traces = dir.path().join(format!("traces-{port}"));
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let (json, elapsed) = streamed_run(&traces, &endpoint, "1000");
+        // One timeout at most at the end: the stream never holds the run.
+        assert!(
+            elapsed < plain + Duration::from_secs(10),
+            "{what}: {elapsed:?} against {plain:?} without --otlp"
+        );
+        let run = json["run"]["run_dir"].as_str().unwrap().to_string();
+        let otlp = &json["otlp"];
+        assert_eq!(otlp["sent"]["spans"], 0, "{what}: {otlp}");
+        assert_eq!(
+            otlp["sent"]["dropped_spans"],
+            spans_of(&run),
+            "{what}: every span counted as dropped: {otlp}"
+        );
+        let error = otlp["sent"]["first_error"].as_str().unwrap();
+        assert!(error.contains(what), "{error}");
+        // The run itself is whole.
+        let trials = query("SELECT outcome FROM trials", &run);
+        assert_eq!(trials.len(), 6);
+    }
+    drop(silent);
+}
+
+/// A suite whose one task takes four seconds a trial (its check sleeps):
+/// long enough for the stream's looks to fall inside the run.
+fn slow_suite(root: &std::path::Path) {
+    let task = root.join("tasks/slow");
+    std::fs::create_dir_all(task.join("fixture")).unwrap();
+    std::fs::write(
+        root.join("suite.toml"),
+        "[suite]\nname = \"slow\"\ntrials = 5\nseed = 1\n\n[[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        "instruction = \"Make file.txt say fixed.\"\n\n[[checks]]\nname = \"slow\"\nrun = \"sleep 4 && grep -q fixed file.txt\"\ntimeout_secs = 60\n\n[solution]\n\n[[solution.edits]]\npath = \"file.txt\"\nold = \"broken\"\nnew = \"fixed\"\n",
+    )
+    .unwrap();
+    std::fs::write(task.join("fixture/file.txt"), "broken\n").unwrap();
+}
+
+#[test]
+fn spans_leave_while_the_run_runs_not_only_at_its_end() {
+    // tack's loopback server is also an OTLP/HTTP collector that counts
+    // what it receives.
+    let collector = tack_testkit::OpenAiServer::start_background(vec![]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    slow_suite(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .arg("run")
+        .arg(dir.path())
+        .args(["-j", "1", "--no-report", "--json", "--otlp"])
+        .arg(format!("http://{}", collector.addr()))
+        .arg("--traces")
+        .arg(dir.path().join("traces"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Five trials of four seconds, one at a time: the first trial's spans
+    // are due about four seconds after it ends, long before the last.
+    let mut during = 0;
+    while child.try_wait().unwrap().is_none() {
+        during = collector.stats().otlp_requests;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!("{}", String::from_utf8_lossy(&output.stderr));
+    });
+    assert!(
+        during >= 1,
+        "no spans arrived while the run ran: {}",
+        json["otlp"]
+    );
+    let run = json["run"]["run_dir"].as_str().unwrap().to_string();
+    assert_eq!(json["otlp"]["trials"], 5, "{}", json["otlp"]);
+    assert_eq!(json["otlp"]["sent"]["spans"], spans_of(&run));
+    assert_eq!(json["otlp"]["sent"]["dropped_spans"], 0);
+    let stats = collector.stats();
+    assert_eq!(stats.otlp_requests, json["otlp"]["sent"]["requests"]);
+    assert!(stats.otlp_requests >= 2, "streamed in batches: {stats:?}");
+    assert_eq!(stats.requests, 0, "the oracle calls no model");
+}

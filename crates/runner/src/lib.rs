@@ -17,6 +17,7 @@ mod trial;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use serde::Serialize;
 use tack_harness::{ModelError, Models};
@@ -193,6 +194,9 @@ pub async fn run(
         run_dir: writer.dir().to_path_buf(),
         total,
     });
+    let publisher = plan
+        .visible_within
+        .map(|every| close_parts_every(writer.clone(), every));
     let context = Arc::new(RunContext {
         hidden: plan.hidden_paths(),
         suite,
@@ -208,7 +212,11 @@ pub async fn run(
         progress,
         cancel,
     )
-    .await?;
+    .await;
+    if let Some(publisher) = publisher {
+        publisher.abort();
+    }
+    let summaries = summaries?;
     let interrupted = summaries.len() < total;
     let run_id = manifest.run_id.clone();
     close(&writer, manifest, interrupted)?;
@@ -219,6 +227,21 @@ pub async fn run(
         interrupted,
         kept,
         rerun,
+    })
+}
+
+/// Closes the run's open part on a timer, so a finished trial is readable
+/// within about `every` even when no later trial finishes to close it.
+fn close_parts_every(writer: RunWriter, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval((every / 2).max(Duration::from_millis(50)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            // A part that cannot be written fails the next trial's append or
+            // the run's close, which report it; a timer has no one to tell.
+            let _ = writer.flush_older_than(every);
+        }
     })
 }
 

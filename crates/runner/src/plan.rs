@@ -45,6 +45,11 @@ pub struct RunPlan {
     pub rerun: crate::Rerun,
     /// How the images of tasks that run in one are made.
     pub images: tack_suite::ImageOptions,
+    /// Make each finished trial readable in the run directory within about
+    /// this long (its part is closed on a timer), for readers of the running
+    /// run such as `tack run --otlp`; `None` leaves it to the trace writer's
+    /// limits (a part closes after 1,000 trials or two minutes).
+    pub visible_within: Option<std::time::Duration>,
 }
 
 /// Slice `index` (1-based) of `count` of a plan's trials.

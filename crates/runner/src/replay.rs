@@ -48,6 +48,7 @@ pub fn replay_plan(
         resume: false,
         rerun: Default::default(),
         images: Default::default(),
+        visible_within: None,
         suite,
     };
     Ok((plan, warning))

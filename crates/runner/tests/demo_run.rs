@@ -34,6 +34,7 @@ fn plan(traces: &std::path::Path, variants: &[&str], tasks: &[&str], trials: u32
         resume: false,
         rerun: Default::default(),
         images: Default::default(),
+        visible_within: None,
     }
 }
 

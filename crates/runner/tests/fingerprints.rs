@@ -70,6 +70,7 @@ async fn run_once(suite: &Path, traces: &Path, run_id: &str) -> Manifest {
         resume: false,
         rerun: Default::default(),
         images: Default::default(),
+        visible_within: None,
     };
     let result = run(plan, Arc::new(|_| {}), CancelFlag::default())
         .await

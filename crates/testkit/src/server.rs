@@ -113,6 +113,10 @@ pub struct ServerStats {
     /// nor the sending of a streamed body. Benchmarks subtract it from a
     /// client's wall time.
     pub busy_us: u64,
+    /// OTLP/HTTP trace exports received at `POST /v1/traces` (not in
+    /// `requests`; their handling is in `busy_us`), and their body bytes.
+    pub otlp_requests: u64,
+    pub otlp_bytes: u64,
 }
 
 pub(crate) struct Shared {
@@ -123,6 +127,8 @@ pub(crate) struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     received: AtomicU64,
     busy_us: AtomicU64,
+    otlp_requests: AtomicU64,
+    otlp_bytes: AtomicU64,
 }
 
 impl Shared {
@@ -135,6 +141,8 @@ impl Shared {
             requests: Mutex::new(Vec::new()),
             received: AtomicU64::new(0),
             busy_us: AtomicU64::new(0),
+            otlp_requests: AtomicU64::new(0),
+            otlp_bytes: AtomicU64::new(0),
         }
     }
 
@@ -164,6 +172,8 @@ impl Shared {
         ServerStats {
             requests: self.received.load(Ordering::SeqCst),
             busy_us: self.busy_us.load(Ordering::SeqCst),
+            otlp_requests: self.otlp_requests.load(Ordering::SeqCst),
+            otlp_bytes: self.otlp_bytes.load(Ordering::SeqCst),
         }
     }
 
@@ -214,6 +224,11 @@ pub(crate) async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 /// The path of the server's counters.
 pub const STATS_PATH: &str = "/tack-testkit/stats";
 
+/// Where an OTLP/HTTP exporter posts traces: the server is also a
+/// collector that accepts them, so a benchmark can stream a run's spans to
+/// the server that answers its model calls.
+pub const OTLP_TRACES_PATH: &str = "/v1/traces";
+
 async fn answer(
     shared: Arc<Shared>,
     reset: Arc<AtomicBool>,
@@ -224,12 +239,49 @@ async fn answer(
         return Ok(json_response(200, &[], Bytes::from(stats)));
     }
     let started = Instant::now();
+    if request.method() == hyper::Method::POST && request.uri().path() == OTLP_TRACES_PATH {
+        let response = otlp_sink(&shared, request).await;
+        let busy_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        shared.busy_us.fetch_add(busy_us, Ordering::SeqCst);
+        return Ok(response);
+    }
     let number = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     let (response, slept) = handle(&shared, &reset, request, number).await;
     let busy = started.elapsed().saturating_sub(slept);
     let busy_us = u64::try_from(busy.as_micros()).unwrap_or(u64::MAX);
     shared.busy_us.fetch_add(busy_us, Ordering::SeqCst);
     Ok(response)
+}
+
+/// Takes an OTLP/HTTP export: counted, and answered as a collector that
+/// kept every span does (an empty `ExportTraceServiceResponse`, which is
+/// zero bytes of protobuf).
+async fn otlp_sink(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
+    let protobuf = request
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/x-protobuf");
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    if !protobuf {
+        let message = "tack-testkit: OTLP exports must be application/x-protobuf";
+        return error(shared.dialect, 415, message, &[]);
+    }
+    shared.otlp_requests.fetch_add(1, Ordering::SeqCst);
+    shared
+        .otlp_bytes
+        .fetch_add(bytes.len() as u64, Ordering::SeqCst);
+    let response = builder(200, "application/x-protobuf");
+    finish(
+        response,
+        Full::new(Bytes::new())
+            .map_err(|never| match never {})
+            .boxed(),
+    )
 }
 
 /// The answer to request `number`, and how long it slept (scripted delays,

@@ -258,6 +258,14 @@ impl PartWriter {
         Ok(())
     }
 
+    /// Closes the open part if it opened at least `age` ago.
+    pub fn flush_older_than(&mut self, age: Duration) -> Result<(), TraceError> {
+        match &self.open {
+            Some(part) if part.opened.elapsed() >= age => self.flush(),
+            _ => Ok(()),
+        }
+    }
+
     /// Closes the open part, if any: its files become visible and the
     /// journals of its trials are removed.
     pub fn flush(&mut self) -> Result<(), TraceError> {

@@ -31,6 +31,44 @@ pub fn read_table(run_dir: &Path, table: &str) -> Result<Vec<RecordBatch>, Trace
         .collect())
 }
 
+/// The ids of the trials in each trials file named (part file names, as
+/// they appear under `trials/`), in the order named.
+pub fn trial_ids_in(
+    run_dir: &Path,
+    names: &[String],
+) -> Result<Vec<(String, Vec<String>)>, TraceError> {
+    let dir = run_dir.join(crate::schema::TRIALS_DIR);
+    names
+        .iter()
+        .map(|name| Ok((name.clone(), trial_ids_of(&dir.join(name))?)))
+        .collect()
+}
+
+/// The `trial_id` column of one trials file.
+pub(crate) fn trial_ids_of(path: &Path) -> Result<Vec<String>, TraceError> {
+    let mut builder = open_parquet(path)?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRIAL_ID]);
+    builder = builder.with_projection(mask);
+    let format = |message: String| TraceError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    let reader = builder.build().map_err(|source| TraceError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut ids = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| format(e.to_string()))?;
+        let column = batch
+            .column_by_name(col::TRIAL_ID)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| format("the trials table has no trial_id column".to_string()))?;
+        ids.extend(column.iter().flatten().map(str::to_string));
+    }
+    Ok(ids)
+}
+
 /// Opens one Parquet file for reading, errors naming it.
 pub(crate) fn open_parquet(
     path: &Path,

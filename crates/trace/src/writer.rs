@@ -12,8 +12,8 @@ use tack_protocol::{
 use crate::compact::{compact, finish_pending};
 use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows, parse_part_name};
 use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
-use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
-use crate::{Manifest, RunStatus, TraceError, read_table_files};
+use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
+use crate::{Manifest, RunStatus, TraceError};
 
 /// Holds the id of the process writing the run, while it runs. It means
 /// nothing on another machine: copies of a run leave it out.
@@ -104,6 +104,13 @@ impl RunWriter {
     /// Makes every finished trial readable: the open part is closed.
     pub fn flush(&self) -> Result<(), TraceError> {
         self.parts().flush()
+    }
+
+    /// Closes the open part if it opened at least `age` ago: called on a
+    /// timer, it bounds how long a finished trial stays invisible to readers
+    /// of the running run when no other trial finishes to close its part.
+    pub fn flush_older_than(&self, age: std::time::Duration) -> Result<(), TraceError> {
+        self.parts().flush_older_than(age)
     }
 
     /// Closes the open part, compacts the run's parts, writes the final
@@ -329,15 +336,8 @@ pub fn stored_trial_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
     if !run_dir.join(TRIALS_DIR).is_dir() {
         return Ok(ids);
     }
-    for (path, batch) in read_table_files(run_dir, TRIALS_DIR, Some(&[col::TRIAL_ID]))? {
-        let column = batch
-            .column_by_name(col::TRIAL_ID)
-            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
-            .ok_or_else(|| TraceError::Format {
-                path,
-                message: "the trials table has no trial_id column".to_string(),
-            })?;
-        ids.extend(column.iter().flatten().map(str::to_string));
+    for path in crate::table_files(run_dir, TRIALS_DIR)? {
+        ids.extend(crate::reader::trial_ids_of(&path)?);
     }
     Ok(ids)
 }

@@ -5,6 +5,7 @@
 //! [`spans`].
 
 pub mod spans;
+mod stream;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use tack_analysis::RunTables;
 
 use crate::InteropError;
 pub use spans::{RunContext, trial_spans};
+pub use stream::{Streamed, Streamer};
 
 /// How OTLP is spoken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -237,11 +239,13 @@ impl Exporter {
     }
 
     /// Sends `spans` in one request; what did not arrive is counted in
-    /// `sent`, never retried forever.
-    pub async fn send(&self, spans: Vec<Span>, sent: &mut Sent) {
+    /// `sent`, never retried forever. False when the request failed (no
+    /// answer, or an error status), not when the collector answered and
+    /// rejected some spans.
+    pub async fn send(&self, spans: Vec<Span>, sent: &mut Sent) -> bool {
         let count = spans.len() as u64;
         if count == 0 {
-            return;
+            return true;
         }
         let request = ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
@@ -263,10 +267,12 @@ impl Exporter {
             Ok(rejected) => {
                 sent.spans += count - rejected.min(count);
                 sent.dropped_spans += rejected.min(count);
+                true
             }
             Err(error) => {
                 sent.dropped_spans += count;
                 sent.first_error.get_or_insert(error);
+                false
             }
         }
     }
@@ -393,6 +399,7 @@ pub async fn export(
                 .iter()
                 .flat_map(|trace| trial_spans(trace, &context))
                 .collect();
+            // A failed request is counted in `sent`; the next one is tried.
             exporter.send(spans, &mut sent).await;
             done += batch.len() as u64;
             progress(done, total);
