@@ -122,19 +122,28 @@ impl Phoenix {
     }
 }
 
-fn demo_run(traces: &std::path::Path, variants: &str) -> String {
-    let run = common::stdout_json(&common::tack(&[
+/// `tack run` of two demo tasks with `variants`, then `more` arguments.
+fn demo_args<'a>(variants: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "run",
         "suites/demo",
         "-v",
         variants,
         "-t",
         "leap-year-400,total-missing-file",
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
+fn demo_run(traces: &std::path::Path, variants: &str) -> String {
+    let more = [
         "--json",
         "--no-report",
         "--traces",
         traces.to_str().unwrap(),
-    ]));
+    ];
+    let run = common::stdout_json(&common::tack(&demo_args(variants, &more)));
     run["run"]["run_dir"].as_str().unwrap().to_string()
 }
 
@@ -381,22 +390,17 @@ fn spans_of(run: &str) -> u64 {
 /// a few of the stream's two-second looks; its JSON.
 fn streamed_run(traces: &std::path::Path, endpoint: &str, timeout_ms: &str) -> (Value, Duration) {
     let started = Instant::now();
+    let more = [
+        "-j",
+        "1",
+        "--json",
+        "--no-report",
+        "--otlp",
+        endpoint,
+        "--traces",
+    ];
     let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args([
-            "run",
-            "suites/demo",
-            "-v",
-            "sim-full",
-            "-t",
-            "leap-year-400,total-missing-file",
-            "-j",
-            "1",
-            "--json",
-            "--no-report",
-            "--otlp",
-            endpoint,
-            "--traces",
-        ])
+        .args(demo_args("sim-full", &more))
         .arg(traces)
         .current_dir(common::repo())
         .env("OTEL_EXPORTER_OTLP_TIMEOUT", timeout_ms)
@@ -467,20 +471,16 @@ fn a_run_streamed_with_otlp_reaches_phoenix_as_its_export_would() {
 fn a_run_streaming_to_a_collector_that_is_down_or_silent_ends_on_time_and_counts_the_spans() {
     let dir = tempfile::tempdir().unwrap();
     // The same run without a collector, for its time.
-    let started = Instant::now();
-    common::tack(&[
-        "run",
-        "suites/demo",
-        "-v",
-        "sim-full",
-        "-t",
-        "leap-year-400,total-missing-file",
+    let plain_traces = dir.path().join("plain");
+    let more = [
         "-j",
         "1",
         "--no-report",
         "--traces",
-        dir.path().join("plain").to_str().unwrap(),
-    ]);
+        plain_traces.to_str().unwrap(),
+    ];
+    let started = Instant::now();
+    assert!(common::tack(&demo_args("sim-full", &more)).status.success());
     let plain = started.elapsed();
     let closed = common::free_port();
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
