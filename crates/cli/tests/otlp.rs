@@ -57,6 +57,12 @@ impl Drop for Phoenix {
 }
 
 impl Phoenix {
+    /// A Phoenix started, or `None` (having said why) where it is not
+    /// installed and not required.
+    fn if_installed() -> Option<Phoenix> {
+        phoenix_python().map(Phoenix::start)
+    }
+
     fn start(python: String) -> Phoenix {
         let dir = tempfile::tempdir().unwrap();
         let (http, grpc) = (common::free_port(), common::free_port());
@@ -158,10 +164,9 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
 
 #[test]
 fn a_run_exported_to_phoenix_reads_back_as_its_traces() {
-    let Some(python) = phoenix_python() else {
+    let Some(phoenix) = Phoenix::if_installed() else {
         return;
     };
-    let phoenix = Phoenix::start(python);
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
     let run = demo_run(&traces, "sim-full,sim-strip");
@@ -425,10 +430,9 @@ fn streamed_run(traces: &std::path::Path, endpoint: &str, timeout_ms: &str) -> (
 
 #[test]
 fn a_run_streamed_with_otlp_reaches_phoenix_as_its_export_would() {
-    let Some(python) = phoenix_python() else {
+    let Some(phoenix) = Phoenix::if_installed() else {
         return;
     };
-    let phoenix = Phoenix::start(python);
     let dir = tempfile::tempdir().unwrap();
     let (json, _) = streamed_run(&dir.path().join("traces"), &phoenix.url(), "10000");
     let run = json["run"]["run_dir"].as_str().unwrap().to_string();

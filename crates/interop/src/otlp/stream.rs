@@ -93,6 +93,7 @@ async fn stream(
         exporter,
         content,
         run_dir: None,
+        context: None,
         index: PartIndex::default(),
         pending: Vec::new(),
         down_until: None,
@@ -105,12 +106,7 @@ async fn stream(
     loop {
         tokio::select! {
             note = inbox.recv() => match note {
-                Some(Note::Run(dir)) => {
-                    if let Err(error) = state.index.skip_existing(&dir) {
-                        state.read_error = Some(error);
-                    }
-                    state.run_dir = Some(dir);
-                }
+                Some(Note::Run(dir)) => state.started(dir),
                 Some(Note::Finished(id)) => state.pending.push(id),
                 None => break,
             },
@@ -129,6 +125,8 @@ struct State {
     exporter: Exporter,
     content: bool,
     run_dir: Option<PathBuf>,
+    /// What every span of the run carries: read once, from its manifest.
+    context: Option<RunContext>,
     index: PartIndex,
     /// Finished trials not yet read back.
     pending: Vec<String>,
@@ -141,11 +139,30 @@ struct State {
 }
 
 impl State {
+    /// The run's directory is made: its manifest says what every span
+    /// carries, and the parts already there hold none of its new trials.
+    fn started(&mut self, run_dir: PathBuf) {
+        match tack_trace::Manifest::read(&run_dir) {
+            Ok(manifest) => {
+                self.context = Some(RunContext {
+                    run_id: manifest.run_id.clone(),
+                    simulated: crate::simulated_variants(&manifest),
+                    content: self.content,
+                })
+            }
+            Err(error) => self.read_error = Some(error.to_string()),
+        }
+        if let Err(error) = self.index.skip_existing(&run_dir) {
+            self.read_error = Some(error);
+        }
+        self.run_dir = Some(run_dir);
+    }
+
     /// Reads the pending trials that are on disk and sends their spans, a
     /// batch of trials per request. At the end (`last`), a collector that
     /// fails gets no second request: the rest is counted as dropped.
     async fn send_ready(&mut self, last: bool) {
-        let Some(run_dir) = self.run_dir.clone() else {
+        let (Some(run_dir), Some(context)) = (self.run_dir.clone(), self.context.clone()) else {
             return;
         };
         if self.pending.is_empty() {
@@ -165,7 +182,7 @@ impl State {
             }
             Err(join) => Err(format!("reading the traces back crashed: {join}")),
         };
-        let (context, traces, unread) = match read {
+        let (traces, unread) = match read {
             Ok(read) => read,
             Err(error) => {
                 // A part renamed under the reader (the run's compaction): the
@@ -175,10 +192,6 @@ impl State {
             }
         };
         self.pending = unread;
-        let context = RunContext {
-            content: self.content,
-            ..context
-        };
         for batch in traces.chunks(BATCH) {
             let spans: Vec<Span> = batch
                 .iter()
@@ -199,11 +212,11 @@ impl State {
     }
 }
 
-/// A read: the run's context, the traces found, the ids not found yet.
-type Read = (RunContext, Vec<TrialTrace>, Vec<String>);
+/// A read: the traces found, the ids not found yet.
+type Read = (Vec<TrialTrace>, Vec<String>);
 
-/// The traces of `ids` that the run directory holds, with the run's
-/// context; the ids not there yet come back. Only parts `index` has not
+/// The traces of `ids` that the run directory holds; the ids not there yet
+/// come back. Only parts `index` has not
 /// seen are listed and read: each look costs the new parts, not the run.
 fn read_trials(
     run_dir: &Path,
@@ -212,16 +225,10 @@ fn read_trials(
     all_announced: bool,
 ) -> Result<Read, String> {
     let text = |e: &dyn std::fmt::Display| e.to_string();
-    let manifest = tack_trace::Manifest::read(run_dir).map_err(|e| text(&e))?;
-    let context = RunContext {
-        run_id: manifest.run_id.clone(),
-        simulated: crate::simulated_variants(&manifest),
-        content: false,
-    };
     index.look(run_dir, &ids, all_announced)?;
     let (parts, located) = index.holding(&ids);
     if located.is_empty() {
-        return Ok((context, Vec::new(), ids));
+        return Ok((Vec::new(), ids));
     }
     let tables = RunTables::open_parts(run_dir, &parts).map_err(|e| text(&e))?;
     let traces = tack_analysis::load_trials(&tables, &located).map_err(|e| text(&e))?;
@@ -232,7 +239,7 @@ fn read_trials(
         .filter(|id| !found.contains(id.as_str()))
         .cloned()
         .collect();
-    Ok((context, traces, unread))
+    Ok((traces, unread))
 }
 
 /// Which part holds each finished trial not yet sent, from the run's parts
