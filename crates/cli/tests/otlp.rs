@@ -153,6 +153,13 @@ fn demo_run(traces: &std::path::Path, variants: &str) -> String {
     run["run"]["run_dir"].as_str().unwrap().to_string()
 }
 
+/// `tack export otlp RUN --endpoint URL --json`, then `more`; its JSON.
+fn export(run: &str, endpoint: &str, more: &[&str]) -> Value {
+    let mut args = vec!["export", "otlp", run, "--endpoint", endpoint, "--json"];
+    args.extend_from_slice(more);
+    common::stdout_json(&common::tack(&args))
+}
+
 fn query(sql: &str, run: &str) -> Vec<Value> {
     let rows = common::stdout_json(&common::tack(&["query", "--json", sql, run]));
     rows.as_array().unwrap().clone()
@@ -171,15 +178,7 @@ fn a_run_exported_to_phoenix_reads_back_as_its_traces() {
     let traces = dir.path().join("traces");
     let run = demo_run(&traces, "sim-full,sim-strip");
 
-    let exported = common::stdout_json(&common::tack(&[
-        "export",
-        "otlp",
-        &run,
-        "--endpoint",
-        &phoenix.url(),
-        "--content",
-        "--json",
-    ]));
+    let exported = export(&run, &phoenix.url(), &["--content"]);
     let sent = exported["sent"]["spans"].as_u64().unwrap() as usize;
     assert_eq!(exported["sent"]["dropped_spans"], 0, "{exported}");
 
@@ -310,16 +309,8 @@ fn a_run_exported_to_phoenix_reads_back_as_its_traces() {
 
     // Over gRPC too: a second run lands beside the first.
     let second = demo_run(&traces, "oracle");
-    let grpc = common::stdout_json(&common::tack(&[
-        "export",
-        "otlp",
-        &second,
-        "--endpoint",
-        &format!("http://127.0.0.1:{}", phoenix.grpc),
-        "--protocol",
-        "grpc",
-        "--json",
-    ]));
+    let grpc_url = format!("http://127.0.0.1:{}", phoenix.grpc);
+    let grpc = export(&second, &grpc_url, &["--protocol", "grpc"]);
     assert_eq!(grpc["sent"]["dropped_spans"], 0, "{grpc}");
     let more = grpc["sent"]["spans"].as_u64().unwrap() as usize;
     let read = phoenix.spans(sent + more);
@@ -458,14 +449,7 @@ fn a_run_streamed_with_otlp_reaches_phoenix_as_its_export_would() {
     // The export of the finished run sends the very same spans (ids come
     // from the run and the trials): Phoenix, which keeps a span once per
     // id, holds no more than before.
-    let exported = common::stdout_json(&common::tack(&[
-        "export",
-        "otlp",
-        &run,
-        "--endpoint",
-        &phoenix.url(),
-        "--json",
-    ]));
+    let exported = export(&run, &phoenix.url(), &[]);
     assert_eq!(exported["sent"]["spans"], expected, "{exported}");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(phoenix.spans(expected as usize).len() as u64, expected);
