@@ -332,19 +332,26 @@ fn a_run_exported_to_phoenix_reads_back_as_its_traces() {
     );
 }
 
+/// Two collectors that take no span, each with the error it causes: a port
+/// where nothing listens, and one (kept open by the listener returned)
+/// that accepts connections and never answers.
+fn dead_collectors() -> (TcpListener, [(u16, &'static str); 2]) {
+    let closed = common::free_port();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let collectors = [
+        (closed, "could not connect"),
+        (silent_port, "no answer in time"),
+    ];
+    (silent, collectors)
+}
+
 #[test]
 fn a_collector_that_is_not_there_or_never_answers_costs_the_spans_not_the_export() {
     let dir = tempfile::tempdir().unwrap();
     let run = demo_run(&dir.path().join("traces"), "sim-full");
-    // Nothing listens on this port.
-    let closed = common::free_port();
-    // This one accepts connections and never answers.
-    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_port = silent.local_addr().unwrap().port();
-    for (port, what) in [
-        (closed, "could not connect"),
-        (silent_port, "no answer in time"),
-    ] {
+    let (silent, collectors) = dead_collectors();
+    for (port, what) in collectors {
         let started = Instant::now();
         let output = Command::new(env!("CARGO_BIN_EXE_tack"))
             .args(["export", "otlp", &run, "--json", "--endpoint"])
@@ -470,13 +477,8 @@ fn a_run_streaming_to_a_collector_that_is_down_or_silent_ends_on_time_and_counts
     let started = Instant::now();
     assert!(common::tack(&demo_args("sim-full", &more)).status.success());
     let plain = started.elapsed();
-    let closed = common::free_port();
-    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_port = silent.local_addr().unwrap().port();
-    for (port, what) in [
-        (closed, "could not connect"),
-        (silent_port, "no answer in time"),
-    ] {
+    let (silent, collectors) = dead_collectors();
+    for (port, what) in collectors {
         let traces = dir.path().join(format!("traces-{port}"));
         let endpoint = format!("http://127.0.0.1:{port}");
         let (json, elapsed) = streamed_run(&traces, &endpoint, "1000");
