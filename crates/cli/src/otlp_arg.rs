@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use tack_interop::otlp::{Exporter, Streamed, Streamer, Target};
+use tack_interop::otlp::{Streamed, Streamer, Target};
 use tack_runner::{Progress, ProgressFn};
 
 use crate::exit::{Classify, CommandError, Failure};
@@ -58,9 +58,8 @@ impl OtlpRunArgs {
 }
 
 /// Starts streaming to `target` (on the current runtime).
-pub fn start(target: Target, content: bool) -> Result<Arc<Streamer>, CommandError> {
-    let exporter = Exporter::new(target).or_fail(Failure::Internal)?;
-    Ok(Arc::new(Streamer::start(exporter, content, EVERY)))
+pub fn start(target: Target, content: bool) -> Arc<Streamer> {
+    Arc::new(Streamer::start(target, content, EVERY))
 }
 
 /// `progress`, telling `streamer` of the run's directory and of each

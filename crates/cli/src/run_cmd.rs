@@ -264,10 +264,10 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
     stop_on_ctrl_c(cancel.clone());
-    let streamer = match &args.otlp {
-        Some((target, content)) => Some(crate::otlp_arg::start(target.clone(), *content)?),
-        None => None,
-    };
+    let streamer = args
+        .otlp
+        .as_ref()
+        .map(|(target, content)| crate::otlp_arg::start(target.clone(), *content));
     let callback = match &streamer {
         Some(streamer) => crate::otlp_arg::feeding(progress.callback(), streamer.clone()),
         None => progress.callback(),

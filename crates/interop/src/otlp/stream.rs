@@ -52,10 +52,11 @@ const FOREVER: Duration = Duration::from_secs(86_400);
 
 impl Streamer {
     /// Starts the sending task on the current Tokio runtime; it looks for
-    /// finished trials every `every`.
-    pub fn start(exporter: Exporter, content: bool, every: Duration) -> Streamer {
+    /// finished trials every `every`. The HTTP client is made on that task,
+    /// beside the run's start rather than before it.
+    pub fn start(target: Target, content: bool, every: Duration) -> Streamer {
         let (notes, inbox) = mpsc::unbounded_channel();
-        let task = tokio::spawn(stream(exporter, content, every, inbox));
+        let task = tokio::spawn(stream(target, content, every, inbox));
         Streamer { notes, task }
     }
 
@@ -84,11 +85,27 @@ impl Streamer {
 /// The sending task: collects finished trial ids, every `every` reads those
 /// now on disk, maps and sends them.
 async fn stream(
-    exporter: Exporter,
+    target: Target,
     content: bool,
     every: Duration,
     mut inbox: mpsc::UnboundedReceiver<Note>,
 ) -> Streamed {
+    let exporter = match Exporter::new(target.clone()) {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            // Nothing can be sent: every trial announced is said unread.
+            let mut unread = 0;
+            while let Some(note) = inbox.recv().await {
+                unread += u64::from(matches!(note, Note::Finished(_)));
+            }
+            return Streamed {
+                target: Some(target),
+                unread_trials: unread,
+                read_error: Some(error.to_string()),
+                ..Streamed::default()
+            };
+        }
+    };
     let mut state = State {
         exporter,
         content,
