@@ -30,21 +30,50 @@ pub(crate) const IS_FINAL: &str = "is_final_attempt";
 /// error, so it counts in success rates.
 pub(crate) const IS_SCORED: &str = "is_scored";
 
-/// `trials` with [`IS_FINAL`] and [`IS_SCORED`]; it must have
-/// `trial_attempt` (see `trials::scan`), `variant`, `task`, `trial_index`
-/// and `outcome`.
-pub(crate) fn mark(trials: LazyFrame) -> PolarsResult<LazyFrame> {
-    let last = col(col::TRIAL_ATTEMPT).max().over([
+/// A column of [`reruns`]: the planned trial's last attempt.
+const LAST_ATTEMPT: &str = "last_attempt";
+
+/// The planned trials that were run more than once, each with its last
+/// attempt: all [`mark`] needs to know about the rest of the run to mark a
+/// row. A row per planned trial run again (a few in a run), not one per
+/// attempt, so the run can be marked a part at a time in bounded memory.
+/// `trials` must have `run_id`, `variant`, `task`, `trial_index` and
+/// `trial_attempt`.
+pub(crate) fn reruns(trials: LazyFrame) -> LazyFrame {
+    trials
+        .filter(col(col::TRIAL_ATTEMPT).gt(lit(0u32)))
+        .group_by(planned_trial())
+        .agg([col(col::TRIAL_ATTEMPT).max().alias(LAST_ATTEMPT)])
+}
+
+/// The columns naming a planned trial (of one run: a query reads several).
+fn planned_trial() -> [Expr; 4] {
+    [
+        col(col::RUN_ID),
         col(col::VARIANT),
         col(col::TASK),
         col(col::TRIAL_INDEX),
-    ])?;
+    ]
+}
+
+/// `trials` (any rows of the run: all, or one part's) with [`IS_FINAL`] and
+/// [`IS_SCORED`], in the same order; `reruns` is the whole run's
+/// [`reruns`]. `trials` must have `trial_attempt` (see `trials::scan`),
+/// `run_id`, `variant`, `task`, `trial_index` and `outcome`.
+pub(crate) fn mark(trials: LazyFrame, reruns: LazyFrame) -> LazyFrame {
+    // A planned trial never run again has one attempt, which is final.
+    let last = col(LAST_ATTEMPT).fill_null(col(col::TRIAL_ATTEMPT));
     let is_final = col(col::TRIAL_ATTEMPT).eq(last);
     let not_infra = col(col::OUTCOME).neq(lit(TrialOutcome::InfraError.as_str()));
-    Ok(trials.with_columns([
-        is_final.clone().alias(IS_FINAL),
-        is_final.and(not_infra).alias(IS_SCORED),
-    ]))
+    let mut args = JoinArgs::new(JoinType::Left);
+    args.maintain_order = MaintainOrderJoin::Left;
+    trials
+        .join(reruns, planned_trial(), planned_trial(), args)
+        .with_columns([
+            is_final.clone().alias(IS_FINAL),
+            is_final.and(not_infra).alias(IS_SCORED),
+        ])
+        .drop(cols([LAST_ATTEMPT]))
 }
 
 /// A final attempt that ended in `infra_error`.

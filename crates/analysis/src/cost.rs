@@ -9,6 +9,7 @@
 
 use crate::attempts::IS_SCORED;
 use crate::frame::Frame;
+use crate::rollup::{FailedRows, RollupNeeds, count_where, weight};
 use crate::{AnalysisError, RunTables};
 use polars::prelude::*;
 use serde::Serialize;
@@ -288,7 +289,12 @@ pub fn cost_report(run_dir: &Path) -> Result<CostReport, AnalysisError> {
 pub fn cost_report_of(tables: &RunTables) -> Result<CostReport, AnalysisError> {
     let manifest = tables.manifest();
     let dir = tables.trials_dir();
-    let trials = tables.marked_frame()?.lazy();
+    // After an analysis of the same tables, its pass is reused.
+    let rollup = tables.rollup(RollupNeeds {
+        spans: true,
+        failed: FailedRows::None,
+    })?;
+    let trials = rollup.cube();
     let simulated: Vec<String> = manifest
         .variants
         .iter()
@@ -298,7 +304,7 @@ pub fn cost_report_of(tables: &RunTables) -> Result<CostReport, AnalysisError> {
     let mut groups = trial_counts(trials.clone(), dir, &simulated)?;
     let mut not_scored = CostRow::empty(NOT_SCORED, "", None, false);
     not_scored.trials = not_scored_attempts(trials, dir)?;
-    for (key, scored, calls) in tables.span_sums()?.calls() {
+    for (key, scored, calls) in rollup.span_sums().calls() {
         if scored {
             let is_sim = simulated.contains(&key.0);
             groups
@@ -349,10 +355,7 @@ fn trial_counts(
     let lazy = trials
         .filter(col(IS_SCORED))
         .group_by([col(col::VARIANT), col(col::MODEL), col(col::TASK)])
-        .agg([
-            len().cast(DataType::UInt64).alias(TRIALS),
-            passed.cast(DataType::UInt64).sum().alias(SUCCESSES),
-        ]);
+        .agg([weight().alias(TRIALS), count_where(passed).alias(SUCCESSES)]);
     let f = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let (variant, model, task) = (
         f.strs(col::VARIANT)?,
@@ -373,11 +376,7 @@ fn trial_counts(
 
 /// Attempts that are not scored: run again, or a final infra error.
 fn not_scored_attempts(trials: LazyFrame, dir: &Path) -> Result<u32, AnalysisError> {
-    let lazy = trials.select([col(IS_SCORED)
-        .not()
-        .cast(DataType::UInt64)
-        .sum()
-        .alias(TRIALS)]);
+    let lazy = trials.select([count_where(col(IS_SCORED).not()).alias(TRIALS)]);
     let f = Frame::collect(lazy, dir, TRIALS_DIR)?;
     Ok(f.u32s(TRIALS)?.first().copied().unwrap_or(0))
 }

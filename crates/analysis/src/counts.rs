@@ -145,7 +145,12 @@ pub(crate) fn added_columns() -> Vec<(&'static str, DataType, Expr)> {
 
 /// The count columns, to select.
 pub(crate) fn columns() -> impl Iterator<Item = Expr> {
-    TRIAL_COUNTS.iter().map(|c| col(c.column))
+    names().map(col)
+}
+
+/// The count columns' names.
+pub(crate) fn names() -> impl Iterator<Item = &'static str> {
+    TRIAL_COUNTS.iter().map(|c| c.column)
 }
 
 /// Name of the aggregate holding a count's sum.

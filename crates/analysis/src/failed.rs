@@ -1,12 +1,11 @@
 //! Which failed trials an analysis lists: all of them, or at a million
 //! trials the first few of each variant and task.
 
-use crate::attempts::IS_FINAL;
 use crate::frame::Frame;
+use crate::rollup::first_per_task;
 use crate::{AnalysisError, FailedLimit};
 use polars::prelude::*;
 use std::path::Path;
-use tack_protocol::TrialOutcome;
 use tack_trace::schema::{TRIALS_DIR, col};
 
 /// The failed trials to list, and how many failed in all.
@@ -15,57 +14,39 @@ pub(crate) struct Failed {
     pub total: u64,
 }
 
-/// Final attempts of `marked` (see [`crate::attempts::mark`]) that did not
-/// pass, limited by `limit`: the first `per_task` of each variant and task
-/// by trial index, then at most `total`, taking every variant and task's
-/// first failure before any one's second, the variants in turn (manifest
-/// order): each variant's first failing task, then each one's second, …
+/// The failed trials of `kept` (the rollup's failed rows: every failed
+/// final attempt, or the first `limit.per_task` of each variant and task)
+/// that `limit` lists, of `total` failed: the first `per_task` of each
+/// variant and task by trial index, then at most `total`, taking every
+/// variant and task's first failure before any one's second, the variants in
+/// turn (manifest order): each variant's first failing task, then each
+/// one's second, …
 pub(crate) fn select(
-    marked: &LazyFrame,
+    kept: Option<LazyFrame>,
+    total: u64,
     dir: &Path,
     limit: Option<FailedLimit>,
     variants: &[String],
     tasks: &[String],
 ) -> Result<Failed, AnalysisError> {
-    let failed = marked
-        .clone()
-        .filter(col(IS_FINAL).and(col(col::OUTCOME).neq(lit(TrialOutcome::Passed.as_str()))))
-        .select([
-            col(col::TRIAL_ID),
-            col(col::VARIANT),
-            col(col::TASK),
-            col(col::TRIAL_INDEX),
-        ]);
-    let count = Frame::collect(
-        failed
-            .clone()
-            .select([len().cast(DataType::UInt64).alias("n")]),
-        dir,
-        TRIALS_DIR,
-    )?;
-    let total = count.u64s("n")?.first().copied().unwrap_or(0);
+    let none = Failed {
+        ids: Vec::new(),
+        total,
+    };
+    let Some(kept) = kept else {
+        return Ok(none);
+    };
     let Some(limit) = limit else {
-        let frame = Frame::collect(failed, dir, TRIALS_DIR)?;
+        let frame = Frame::collect(kept, dir, TRIALS_DIR)?;
         return Ok(Failed {
             ids: frame.strs(col::TRIAL_ID)?,
             total,
         });
     };
-    // Polars' group-wise head(0) yields a row of nulls, not no rows.
     if limit.per_task == 0 || limit.total == 0 {
-        return Ok(Failed {
-            ids: Vec::new(),
-            total,
-        });
+        return Ok(none);
     }
-    let firsts = failed
-        .sort(
-            [col::VARIANT, col::TASK, col::TRIAL_INDEX],
-            SortMultipleOptions::default(),
-        )
-        .group_by_stable([col(col::VARIANT), col(col::TASK)])
-        .head(Some(limit.per_task));
-    let frame = Frame::collect(firsts, dir, TRIALS_DIR)?;
+    let frame = Frame::collect(first_per_task(kept, limit.per_task), dir, TRIALS_DIR)?;
     let ids = frame.strs(col::TRIAL_ID)?;
     let variant = frame.strs(col::VARIANT)?;
     let task = frame.strs(col::TASK)?;

@@ -53,35 +53,19 @@ pub(crate) fn scan(
     table: &'static str,
     files: &[PathBuf],
 ) -> Result<LazyFrame, AnalysisError> {
-    scan_files(dir, table, files, None)
+    scan_as(dir, table, files, &union_schema(files)?, None)
 }
 
-/// Name of the column [`scan_with_file_names`] adds.
+/// Name of the column [`scan_as`] adds when asked: each row's file. The
+/// three tables name their files alike (a part, or one trial's file in runs
+/// before schema version 3), so a trial's row tells which file of the other
+/// tables holds its spans and messages.
 pub(crate) const FILE_PATH: &str = "__file_path";
 
-/// [`scan`], with each row's file as [`FILE_PATH`]. The three tables name
-/// their files alike (a part, or one trial's file in runs before schema
-/// version 3), so a trial's row tells which file of the other tables holds
-/// its spans and messages.
-pub(crate) fn scan_with_file_names(
-    dir: &Path,
-    table: &'static str,
-    files: &[PathBuf],
-) -> Result<LazyFrame, AnalysisError> {
-    scan_files(dir, table, files, Some(FILE_PATH))
-}
-
-fn scan_files(
-    dir: &Path,
-    table: &'static str,
-    files: &[PathBuf],
-    file_paths: Option<&str>,
-) -> Result<LazyFrame, AnalysisError> {
-    let polars_error = |source| AnalysisError::Polars {
-        dir: dir.to_path_buf(),
-        table,
-        source,
-    };
+/// The union of `files`' columns, each file's footer read: what [`scan`]
+/// gives Polars, and what [`scan_as`] takes so a scan of some of the same
+/// files need not read their footers again.
+pub(crate) fn union_schema(files: &[PathBuf]) -> Result<SchemaRef, AnalysisError> {
     let mut schema = Schema::default();
     for file_schema in file_schemas(files)? {
         for (name, dtype) in file_schema.iter() {
@@ -90,6 +74,23 @@ fn scan_files(
             }
         }
     }
+    Ok(Arc::new(schema))
+}
+
+/// [`scan`] of `files` (some of those `schema` was made of), with each
+/// row's file as `file_paths` when named.
+pub(crate) fn scan_as(
+    dir: &Path,
+    table: &'static str,
+    files: &[PathBuf],
+    schema: &SchemaRef,
+    file_paths: Option<&str>,
+) -> Result<LazyFrame, AnalysisError> {
+    let polars_error = |source| AnalysisError::Polars {
+        dir: dir.to_path_buf(),
+        table,
+        source,
+    };
     let paths = files
         .iter()
         .map(|file| PlRefPath::try_from_path(file))
@@ -97,7 +98,7 @@ fn scan_files(
         .map_err(polars_error)?;
     let args = ScanArgsParquet {
         glob: false,
-        schema: Some(Arc::new(schema)),
+        schema: Some(schema.clone()),
         allow_missing_columns: true,
         include_file_paths: file_paths.map(PlSmallStr::from),
         ..ScanArgsParquet::default()

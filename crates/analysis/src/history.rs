@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::attempts::IS_SCORED;
 use crate::frame::Frame;
+use crate::rollup::{RollupNeeds, count_where, weight};
 use crate::{AnalysisError, RunTables};
 use tack_protocol::TrialOutcome;
 use tack_trace::schema::{TRIALS_DIR, col};
@@ -54,7 +55,8 @@ pub struct TaskFlakiness {
 pub fn task_runs(runs: &[&RunTables], task: Option<&str>) -> Result<Vec<TaskRun>, AnalysisError> {
     let mut found = Vec::new();
     for run in runs {
-        let mut lazy = run.marked_frame()?.lazy().filter(col(IS_SCORED));
+        let rollup = run.rollup(RollupNeeds::trials_only())?;
+        let mut lazy = rollup.cube().filter(col(IS_SCORED));
         if let Some(task) = task {
             lazy = lazy.filter(col(col::TASK).eq(lit(task.to_string())));
         }
@@ -62,8 +64,8 @@ pub fn task_runs(runs: &[&RunTables], task: Option<&str>) -> Result<Vec<TaskRun>
         let grouped = lazy
             .group_by([col(col::VARIANT), col(col::TASK)])
             .agg([
-                len().cast(DataType::UInt64).alias("trials"),
-                passed.cast(DataType::UInt64).sum().alias("passed"),
+                weight().alias("trials"),
+                count_where(passed).alias("passed"),
             ])
             .sort([col::VARIANT, col::TASK], SortMultipleOptions::default());
         let frame = Frame::collect(grouped, run.trials_dir(), TRIALS_DIR)?;

@@ -23,6 +23,7 @@ mod frame;
 pub mod history;
 mod load;
 pub mod query;
+mod rollup;
 mod span_sums;
 pub mod stats;
 mod summary;
@@ -41,6 +42,7 @@ pub use trace::{MessageRow, SpanRow, TrialTrace};
 pub use trials::TrialRow;
 
 use serde::Serialize;
+use std::collections::HashSet;
 use std::path::Path;
 
 /// Everything the report shows about a run.
@@ -119,9 +121,9 @@ pub fn analyze_run(run_dir: &Path) -> Result<RunAnalysis, AnalysisError> {
 /// counts only spans hold (denied calls, injected faults, rate-limit waits)
 /// are left at 0; [`analyze`] has them.
 pub fn summarize_trials(tables: &RunTables) -> Result<Vec<VariantSummary>, AnalysisError> {
-    let table = tables.marked_frame()?;
+    let rollup = tables.rollup(rollup::RollupNeeds::trials_only())?;
     summary::variant_summaries(
-        &table.lazy(),
+        &rollup.cube(),
         tables.trials_dir(),
         tables.manifest(),
         std::collections::HashMap::new(),
@@ -130,7 +132,11 @@ pub fn summarize_trials(tables: &RunTables) -> Result<Vec<VariantSummary>, Analy
 
 /// Aggregates an opened run.
 pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysis, AnalysisError> {
-    Ok(analyze_listing(tables, options, false)?.0)
+    let (mut analysis, needs_counts) = analyze_listing(tables, options, false)?;
+    if needs_counts {
+        load::add_span_counts(tables, &mut analysis.failed_trials)?;
+    }
+    Ok(analysis)
 }
 
 /// [`analyze`], with the traces of the failed trials it lists (for their
@@ -141,60 +147,63 @@ pub fn analyze_with_failed_traces(
     tables: &RunTables,
     options: AnalyzeOptions,
 ) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
-    analyze_listing(tables, options, true)
+    let (mut analysis, _) = analyze_listing(tables, options, true)?;
+    let traces = load_trial_traces(tables, &analysis.failed_trials)?;
+    analysis.failed_trials = traces.iter().map(|t| t.trial.clone()).collect();
+    Ok((analysis, traces))
 }
 
+/// The analysis, its failed rows not yet counted from the spans; and whether
+/// they still need counting (they are listed, and not from every trial's
+/// counted rows).
 fn analyze_listing(
     tables: &RunTables,
     options: AnalyzeOptions,
     with_traces: bool,
-) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
+) -> Result<(RunAnalysis, bool), AnalysisError> {
     let manifest = tables.manifest().clone();
     let dir = tables.trials_dir();
-    let table = tables.marked_frame()?;
-    if table.height() == 0 {
+    let rollup = tables.rollup(rollup::RollupNeeds {
+        spans: true,
+        failed: match options.failed {
+            None => rollup::FailedRows::All,
+            Some(limit) => rollup::FailedRows::FirstPerTask(limit.per_task),
+        },
+    })?;
+    if !rollup.has_trials() {
         return Err(AnalysisError::NoTrials {
             dir: dir.to_path_buf(),
         });
     }
-    let marked = table.lazy();
-    let span_totals = tables.span_sums()?.totals_by_variant();
-    let variants = summary::variant_summaries(&marked, dir, &manifest, span_totals)?;
+    let cube = rollup.cube();
+    let span_totals = rollup.span_sums().totals_by_variant();
+    let variants = summary::variant_summaries(&cube, dir, &manifest, span_totals)?;
     let variant_names: Vec<String> = variants.iter().map(|v| v.variant.clone()).collect();
-    let matrix = summary::task_matrix(&marked, dir, &manifest.tasks, &variant_names)?;
+    let matrix = summary::task_matrix(&cube, dir, &manifest.tasks, &variant_names)?;
     let failed = failed::select(
-        &marked,
+        rollup.failed(),
+        rollup.failed_total()?,
         dir,
         options.failed,
         &variant_names,
         &manifest.tasks,
     )?;
-    let (trials, mut failed_trials) = if options.every_trial {
+    let (mut trials, mut failed_trials, needs_counts) = if options.every_trial {
         let all = load::final_trial_rows(tables)?;
-        let listed: std::collections::HashSet<&str> =
-            failed.ids.iter().map(String::as_str).collect();
+        let listed: HashSet<&str> = failed.ids.iter().map(String::as_str).collect();
         let failed_rows = all
             .iter()
             .filter(|t| listed.contains(t.trial_id.as_str()))
             .cloned()
             .collect();
-        (all, failed_rows)
-    } else if with_traces {
-        // Counted below, from the traces.
-        (Vec::new(), load::trial_rows_of(tables, &failed.ids)?)
+        (all, failed_rows, false)
     } else {
-        (Vec::new(), load::counted_trial_rows(tables, &failed.ids)?)
+        // Counted by the caller: from the traces, or from their spans.
+        let rows = load::trial_rows_of(tables, &failed.ids)?;
+        (Vec::new(), rows, !with_traces)
     };
-    let mut trials = trials;
     trials::sort_rows(&mut trials, &variant_names, &manifest.tasks);
     trials::sort_rows(&mut failed_trials, &variant_names, &manifest.tasks);
-    let traces = if with_traces {
-        let traces = load_trial_traces(tables, &failed_trials)?;
-        failed_trials = traces.iter().map(|t| t.trial.clone()).collect();
-        traces
-    } else {
-        Vec::new()
-    };
     let analysis = RunAnalysis {
         manifest,
         variants,
@@ -203,7 +212,7 @@ fn analyze_listing(
         failed_total: failed.total,
         trials,
     };
-    Ok((analysis, traces))
+    Ok((analysis, needs_counts))
 }
 
 fn read_manifest(run_dir: &Path) -> Result<Manifest, AnalysisError> {

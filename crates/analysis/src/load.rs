@@ -113,6 +113,9 @@ pub fn load_trial_traces(
         .collect())
 }
 
+/// Spans files [`spans_of`] reads together.
+const SPAN_FILES_AT_ONCE: usize = 32;
+
 /// The spans of trials `ids`, by trial id in `seq` order, read from
 /// `files` (those that hold them) only.
 fn spans_of(
@@ -120,38 +123,69 @@ fn spans_of(
     ids: &[String],
     files: &[String],
 ) -> Result<HashMap<String, Vec<trace::SpanRow>>, AnalysisError> {
-    let Some(spans) = tables.spans_in(files)? else {
-        return Ok(HashMap::new());
-    };
-    let lazy = spans
-        .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
-        .sort([col::TRIAL_ID, col::SEQ], SortMultipleOptions::default());
-    let frame = Frame::collect(lazy, tables.spans_dir(), SPANS_DIR)?;
-    let trial_ids = frame.strs(col::TRIAL_ID)?;
     let mut out: HashMap<String, Vec<trace::SpanRow>> = HashMap::new();
-    for (trial_id, row) in trial_ids.into_iter().zip(trace::span_rows(&frame)?) {
-        out.entry(trial_id).or_default().push(row);
+    // A few files at a time: each file's columns are decoded whole (tool
+    // output included) before the trials' rows are picked out, so reading
+    // a hundred files at once would hold them all.
+    for files in files.chunks(SPAN_FILES_AT_ONCE) {
+        let Some(spans) = tables.spans_in(files)? else {
+            continue;
+        };
+        let lazy = spans
+            .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
+            .sort([col::TRIAL_ID, col::SEQ], SortMultipleOptions::default());
+        let frame = Frame::collect(lazy, tables.spans_dir(), SPANS_DIR)?;
+        let trial_ids = frame.strs(col::TRIAL_ID)?;
+        for (trial_id, row) in trial_ids.into_iter().zip(trace::span_rows(&frame)?) {
+            out.entry(trial_id).or_default().push(row);
+        }
     }
     Ok(out)
 }
 
 /// The names of the files holding the rows of trials `ids`.
 fn files_of(tables: &RunTables, ids: &[String]) -> Result<Vec<String>, AnalysisError> {
-    // After the aggregates the trials table is in memory; a lone trial
+    let mut files: Vec<String> = file_of_each(tables, ids)?.into_values().collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// The name of the file holding each of trials `ids`' rows, by trial id.
+fn file_of_each(
+    tables: &RunTables,
+    ids: &[String],
+) -> Result<HashMap<String, String>, AnalysisError> {
+    // After an analysis, the failed trials it kept (those it lists among
+    // them) or the trials rows it read know their files; a lone trial
     // (`tack show`) is looked up in the files rather than read whole.
+    if let Some(kept) = tables.kept_failed() {
+        let files = files_in(kept, tables, ids)?;
+        if ids.iter().all(|id| files.contains_key(id)) {
+            return Ok(files);
+        }
+    }
     let trials = match tables.marked_if_read() {
         Some(frame) => frame.lazy(),
         None => tables.trials(),
     };
-    let lazy = trials
+    files_in(trials, tables, ids)
+}
+
+/// The file of each of `rows` that holds one of trials `ids`.
+fn files_in(
+    rows: LazyFrame,
+    tables: &RunTables,
+    ids: &[String],
+) -> Result<HashMap<String, String>, AnalysisError> {
+    let lazy = rows
         .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
-        .select([col(FILE_PATH)])
-        .unique(None, UniqueKeepStrategy::Any);
+        .select([col(col::TRIAL_ID), col(FILE_PATH)]);
     let frame = Frame::collect(lazy, tables.trials_dir(), TRIALS_DIR)?;
     Ok(frame
-        .strs(FILE_PATH)?
-        .iter()
-        .map(|path| file_name(path))
+        .strs(col::TRIAL_ID)?
+        .into_iter()
+        .zip(frame.strs(FILE_PATH)?.iter().map(|path| file_name(path)))
         .collect())
 }
 
@@ -169,21 +203,21 @@ pub(crate) fn final_trial_rows(tables: &RunTables) -> Result<Vec<TrialRow>, Anal
     trials::trial_rows(&frame, &counts)
 }
 
-/// The rows of trials `ids` with their span counts, read from the files
-/// that hold them only.
-pub(crate) fn counted_trial_rows(
+/// `rows`' span counts (denied calls, injected faults, rate-limit waits),
+/// read from the files that hold them only.
+pub(crate) fn add_span_counts(
     tables: &RunTables,
-    ids: &[String],
-) -> Result<Vec<TrialRow>, AnalysisError> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
+    rows: &mut [TrialRow],
+) -> Result<(), AnalysisError> {
+    if rows.is_empty() {
+        return Ok(());
     }
-    let mut rows = trial_rows_of(tables, ids)?;
-    let files = files_of(tables, ids)?;
+    let ids: Vec<String> = rows.iter().map(|r| r.trial_id.clone()).collect();
+    let files = files_of(tables, &ids)?;
     if let Some(spans) = tables.spans_in(&files)? {
-        let spans = spans.filter(col(col::TRIAL_ID).is_in(id_list(ids), false));
+        let spans = spans.filter(col(col::TRIAL_ID).is_in(id_list(&ids), false));
         let counts = trace::span_counts(spans, tables.spans_dir())?;
-        for row in &mut rows {
+        for row in rows {
             if let Some(c) = counts.get(&row.trial_id) {
                 row.denied_calls = c.denied_calls;
                 row.injected_faults = c.injected_faults();
@@ -191,5 +225,5 @@ pub(crate) fn counted_trial_rows(
             }
         }
     }
-    Ok(rows)
+    Ok(())
 }

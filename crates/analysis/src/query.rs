@@ -119,12 +119,8 @@ impl QueryTables {
             let names: Vec<String> = schema.iter_names().map(|n| n.to_string()).collect();
             columns.push((table, names.clone()));
             if table == TRIALS_DIR {
-                let last = crate::attempts::mark(lazy.clone())
-                    .map_err(|source| AnalysisError::Polars {
-                        dir: dir.clone(),
-                        table,
-                        source,
-                    })?
+                let reruns = crate::attempts::reruns(lazy.clone());
+                let last = crate::attempts::mark(lazy.clone(), reruns)
                     .filter(col(crate::attempts::IS_FINAL))
                     .drop(by_name(
                         [crate::attempts::IS_FINAL, crate::attempts::IS_SCORED],

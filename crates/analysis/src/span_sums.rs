@@ -146,6 +146,12 @@ impl SpanSums {
         })
     }
 
+    /// `other`'s groups added: sums of other trials (another batch of
+    /// parts). Groups of the same key stay apart; every reader sums them.
+    pub(crate) fn extend(&mut self, other: SpanSums) {
+        self.groups.extend(other.groups);
+    }
+
     /// Denied calls, injected faults and rate-limit waits per variant, over
     /// its scored trials.
     pub(crate) fn totals_by_variant(&self) -> HashMap<String, SpanTotals> {

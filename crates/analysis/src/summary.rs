@@ -3,7 +3,8 @@
 use crate::AnalysisError;
 use crate::attempts::{IS_FINAL, IS_SCORED, is_final_infra_error};
 use crate::counts::{self, VariantCounts};
-use crate::frame::{Frame, picodollars, usd_of_picodollars};
+use crate::frame::{Frame, usd_of_picodollars};
+use crate::rollup::{COST_KNOWN, PICO, RERUN, count_where, weight};
 use crate::stats::wilson_interval;
 use polars::prelude::*;
 use serde::Serialize;
@@ -107,18 +108,13 @@ pub struct MatrixCell {
     pub infra_errors: u64,
 }
 
-/// A row whose attempt is not its trial's first.
-fn rerun() -> Expr {
-    col(col::TRIAL_ATTEMPT).gt(lit(0u32))
-}
-
 fn passed_expr() -> Expr {
     col(col::OUTCOME).eq(lit(TrialOutcome::Passed.as_str()))
 }
 
-/// Sum of a count column as u64 (Polars keeps narrow integer types on sum).
-fn sum_u64(name: &str) -> Expr {
-    col(name).cast(DataType::UInt64).sum().alias(name)
+/// Sum of a summed cube column.
+fn sum_of(name: &str) -> Expr {
+    col(name).sum().alias(name)
 }
 
 /// The numeric totals per variant, keyed by variant name.
@@ -138,37 +134,28 @@ struct Totals {
 }
 
 fn variant_totals(trials: LazyFrame, dir: &Path) -> Result<HashMap<String, Totals>, AnalysisError> {
+    let passed = count_where(passed_expr());
     let mut aggregates = vec![
-        len().cast(DataType::UInt64).alias(agg::TRIALS),
-        passed_expr()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::PASSED),
-        sum_u64(col::TOTAL_TOKENS),
-        sum_u64(col::INPUT_TOKENS),
-        sum_u64(col::OUTPUT_TOKENS),
-        col(col::TOTAL_TOKENS)
-            .cast(DataType::Float64)
-            .filter(passed_expr())
-            .mean()
+        weight().alias(agg::TRIALS),
+        passed.clone().alias(agg::PASSED),
+        sum_of(col::TOTAL_TOKENS),
+        sum_of(col::INPUT_TOKENS),
+        sum_of(col::OUTPUT_TOKENS),
+        when(passed.clone().gt(lit(0u64)))
+            .then(
+                col(col::TOTAL_TOKENS)
+                    .filter(passed_expr())
+                    .sum()
+                    .cast(DataType::Float64)
+                    / passed.cast(DataType::Float64),
+            )
+            .otherwise(lit(NULL).cast(DataType::Float64))
             .alias(agg::MEAN_TOKENS_SUCCESSFUL),
-        picodollars(col(col::COST_USD)).sum().alias(col::COST_USD),
-        col(col::COST_USD)
-            .null_count()
-            .cast(DataType::UInt64)
-            .alias(agg::COST_NULLS),
-        col(col::TAMPERED)
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::TAMPERED_TRIALS),
-        rerun()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::RERUN_TRIALS),
-        (rerun().and(passed_expr()))
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::RERUN_PASSED),
+        col(PICO).sum().alias(col::COST_USD),
+        count_where(col(COST_KNOWN).not()).alias(agg::COST_NULLS),
+        col(col::TAMPERED).sum().alias(agg::TAMPERED_TRIALS),
+        count_where(col(RERUN)).alias(agg::RERUN_TRIALS),
+        count_where(col(RERUN).and(passed_expr())).alias(agg::RERUN_PASSED),
     ];
     aggregates.extend(counts::sums());
     let lazy = trials
@@ -218,7 +205,7 @@ fn counts_by(
     let lazy = trials
         .filter(col(IS_FINAL))
         .group_by([col(col::VARIANT), col(column)])
-        .agg([len().cast(DataType::UInt64).alias(agg::COUNT)]);
+        .agg([weight().alias(agg::COUNT)]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let variants = frame.strs(col::VARIANT)?;
     let values = frame.strs(column)?;
@@ -236,15 +223,8 @@ fn attempt_counts(
     dir: &Path,
 ) -> Result<HashMap<String, (u64, u64)>, AnalysisError> {
     let lazy = trials.group_by([col(col::VARIANT)]).agg([
-        is_final_infra_error()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::INFRA_ERRORS),
-        col(IS_FINAL)
-            .not()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(agg::RETRIED),
+        count_where(is_final_infra_error()).alias(agg::INFRA_ERRORS),
+        count_where(col(IS_FINAL).not()).alias(agg::RETRIED),
     ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let variants = frame.strs(col::VARIANT)?;
@@ -258,8 +238,8 @@ fn attempt_counts(
 
 /// One summary per variant, in manifest order; variants that appear only in
 /// the trials (not expected) follow, by name. A variant with no finished
-/// trials gets zeros rather than disappearing. `trials` is the trials table
-/// marked by [`crate::attempts::mark`]; `from_spans` has each variant's
+/// trials gets zeros rather than disappearing. `trials` is the run's cube
+/// ([`crate::rollup::Rollup::cube`]); `from_spans` has each variant's
 /// counts from the spans table, over its scored trials.
 pub(crate) fn variant_summaries(
     trials: &LazyFrame,
@@ -378,18 +358,9 @@ pub(crate) fn task_matrix(
         .filter(col(IS_FINAL))
         .group_by([col(col::TASK), col(col::VARIANT)])
         .agg([
-            col(IS_SCORED)
-                .cast(DataType::UInt64)
-                .sum()
-                .alias(agg::TRIALS),
-            passed_expr()
-                .cast(DataType::UInt64)
-                .sum()
-                .alias(agg::PASSED),
-            is_final_infra_error()
-                .cast(DataType::UInt64)
-                .sum()
-                .alias(agg::INFRA_ERRORS),
+            count_where(col(IS_SCORED)).alias(agg::TRIALS),
+            count_where(passed_expr()).alias(agg::PASSED),
+            count_where(is_final_infra_error()).alias(agg::INFRA_ERRORS),
         ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let task_col = frame.strs(col::TASK)?;

@@ -130,11 +130,16 @@ pub(crate) fn check_trial_id(trial_id: &str) -> Result<(), AnalysisError> {
     Ok(())
 }
 
-/// A scan of spans files, with the columns added since the first traces
-/// were written (null in older files).
-pub(crate) fn scan_spans(dir: &Path, files: &[PathBuf]) -> Result<LazyFrame, AnalysisError> {
+/// A scan of spans files whose columns `schema` has (see
+/// [`frame::scan_as`]), with the columns added since the first traces were
+/// written (null in older files).
+pub(crate) fn scan_spans(
+    dir: &Path,
+    files: &[PathBuf],
+    schema: &SchemaRef,
+) -> Result<LazyFrame, AnalysisError> {
     frame::with_columns(
-        frame::scan(dir, SPANS_DIR, files)?,
+        frame::scan_as(dir, SPANS_DIR, files, schema, None)?,
         &added_span_columns(),
         dir,
         SPANS_DIR,

@@ -65,11 +65,18 @@ pub(crate) fn scan(
     files: &[PathBuf],
     file_names: bool,
 ) -> Result<LazyFrame, AnalysisError> {
-    let lazy = if file_names {
-        frame::scan_with_file_names(dir, TRIALS_DIR, files)?
-    } else {
-        frame::scan(dir, TRIALS_DIR, files)?
-    };
+    scan_as(dir, files, &frame::union_schema(files)?, file_names)
+}
+
+/// [`scan`] of files whose columns `schema` has (see [`frame::scan_as`]).
+pub(crate) fn scan_as(
+    dir: &Path,
+    files: &[PathBuf],
+    schema: &SchemaRef,
+    file_names: bool,
+) -> Result<LazyFrame, AnalysisError> {
+    let file_paths = file_names.then_some(frame::FILE_PATH);
+    let lazy = frame::scan_as(dir, TRIALS_DIR, files, schema, file_paths)?;
     let mut added = counts::added_columns();
     added.push((col::TAMPERED, DataType::Boolean, lit(false)));
     added.push((col::TRIAL_ATTEMPT, DataType::UInt32, lit(0u32)));

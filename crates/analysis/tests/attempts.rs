@@ -239,3 +239,125 @@ fn runs_from_before_attempts_read_as_first_attempts() {
     assert!(analysis.trials.iter().all(|t| t.trial_attempt == 0));
     assert_eq!(analysis.final_trials(), fixture::trials().len() as u64);
 }
+
+/// 300 planned trials of the fixture's variants and tasks with assorted
+/// outcomes; every seventh run again after an infra error, every eleventh
+/// ending in one.
+fn many_trials() -> Vec<fixture::Trial> {
+    use tack_protocol::{StopReason, TrialOutcome};
+    let mut trials = Vec::new();
+    for variant in ["baseline", "real", "chaos"] {
+        for task in ["fix-bug", "add-test"] {
+            for index in 0..50u32 {
+                let (outcome, stop) = match index % 4 {
+                    0 | 1 => (TrialOutcome::Passed, StopReason::Completed),
+                    2 => (TrialOutcome::VerificationFailed, StopReason::Completed),
+                    _ => (TrialOutcome::Limit, StopReason::StepLimit),
+                };
+                let attempt = |attempt, outcome, stop| fixture::Trial {
+                    variant,
+                    task,
+                    index,
+                    attempt,
+                    outcome,
+                    stop,
+                    input_tokens: 100 + u64::from(index),
+                    output_tokens: 10 + u64::from(attempt),
+                    cost: (variant != "baseline").then_some(0.001 * f64::from(index + 1)),
+                    error: None,
+                    interventions: index % 3,
+                    feedback_rounds: 0,
+                    tampered: index % 13 == 0,
+                };
+                let infra = (TrialOutcome::InfraError, StopReason::ProviderUnavailable);
+                if index % 11 == 5 {
+                    trials.push(attempt(0, infra.0, infra.1));
+                    trials.push(attempt(1, infra.0, infra.1));
+                } else if index % 7 == 3 {
+                    trials.push(attempt(0, infra.0, infra.1));
+                    trials.push(attempt(1, outcome, stop));
+                } else {
+                    trials.push(attempt(0, outcome, stop));
+                }
+            }
+        }
+    }
+    trials
+}
+
+#[test]
+fn a_run_of_many_parts_adds_up_as_the_same_run_in_one() {
+    let trials = many_trials();
+    let many = tempfile::tempdir().unwrap();
+    fixture::write_trials_with_calls(many.path(), &trials, false);
+    let one = tempfile::tempdir().unwrap();
+    fixture::write_trials_with_calls(one.path(), &trials, true);
+    // The analysis reads 64 parts at a time: the many-part run takes several
+    // batches, and some planned trial has its attempts in two of them.
+    let mut names: Vec<String> = trials.iter().map(|t| t.id()).collect();
+    names.sort();
+    let split = names.windows(2).enumerate().any(|(i, pair)| {
+        (i + 1) % 64 == 0 && pair[1].starts_with(&format!("{}--attempt", pair[0]))
+    });
+    assert!(
+        split,
+        "no rerun straddles a batch boundary: the test no longer tests it"
+    );
+
+    let limit = FailedLimit {
+        per_task: 2,
+        total: 9,
+    };
+    for options in [
+        AnalyzeOptions::everything(),
+        AnalyzeOptions {
+            every_trial: false,
+            failed: Some(limit),
+        },
+    ] {
+        let a = analyze(&RunTables::open(many.path()).unwrap(), options).unwrap();
+        let b = analyze(&RunTables::open(one.path()).unwrap(), options).unwrap();
+        assert_eq!(a, b, "{options:?}");
+    }
+    let a = tack_analysis::cost::cost_report(many.path()).unwrap();
+    let b = tack_analysis::cost::cost_report(one.path()).unwrap();
+    assert_eq!(a.rows, b.rows);
+    assert_eq!((&a.total, &a.not_scored), (&b.total, &b.not_scored));
+
+    // And what it adds up to is what the trials say.
+    let analysis = analyze_run(many.path()).unwrap();
+    assert_eq!(analysis.final_trials(), 300);
+    let reruns = trials.iter().filter(|t| t.attempt > 0).count() as u64;
+    assert_eq!(analysis.retried_attempts(), reruns);
+    let last = |t: &fixture::Trial| {
+        !trials.iter().any(|u| {
+            (u.variant, u.task, u.index) == (t.variant, t.task, t.index) && u.attempt > t.attempt
+        })
+    };
+    let scored: Vec<&fixture::Trial> = trials
+        .iter()
+        .filter(|t| last(t) && t.outcome != tack_protocol::TrialOutcome::InfraError)
+        .collect();
+    for v in &analysis.variants {
+        let mine = scored.iter().filter(|t| t.variant == v.variant);
+        let passed = mine
+            .clone()
+            .filter(|t| t.outcome == tack_protocol::TrialOutcome::Passed)
+            .count() as u64;
+        assert_eq!(
+            (v.trials, v.passed),
+            (mine.count() as u64, passed),
+            "{}",
+            v.variant
+        );
+    }
+    let failed = scored
+        .iter()
+        .filter(|t| t.outcome != tack_protocol::TrialOutcome::Passed)
+        .count() as u64;
+    let final_infra = trials
+        .iter()
+        .filter(|t| last(t) && t.outcome == tack_protocol::TrialOutcome::InfraError)
+        .count() as u64;
+    assert_eq!(analysis.failed_total, failed + final_infra);
+}
