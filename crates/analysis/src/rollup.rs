@@ -14,8 +14,8 @@
 use crate::attempts::{self, IS_FINAL, IS_SCORED};
 use crate::frame::{FILE_PATH, Frame, picodollars};
 use crate::span_sums::SpanSums;
-use crate::tables::RunTables;
-use crate::{AnalysisError, counts, trials};
+use crate::tables::{RunTables, marked_columns};
+use crate::{AnalysisError, counts};
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
 use tack_protocol::TrialOutcome;
@@ -26,9 +26,9 @@ use tack_trace::schema::{TRIALS_DIR, col};
 /// once (a batch of 64 parts held about 70 MB more at a million trials)
 /// for little speed.
 const BATCH_FILES: usize = 16;
-/// Cube rows gathered from batches before they are summed into one row per
-/// combination again.
-const CUBE_ROWS_HELD: usize = 100_000;
+/// Rows gathered from batches (cube rows, failed trials) before they are
+/// reduced again.
+const ROWS_HELD: usize = 100_000;
 
 /// The cube's column counting the trials a row stands for.
 pub(crate) const WEIGHT: &str = "rolled_up_trials";
@@ -107,8 +107,12 @@ impl Rollup {
     pub(crate) fn of(tables: &RunTables, needs: RollupNeeds) -> Result<Rollup, AnalysisError> {
         let dir = tables.trials_dir();
         let reruns = tables.reruns()?.lazy();
-        let mut cubes = Held::default();
-        let mut failed = Vec::new();
+        let mut cubes = Held::new(resum);
+        // Each batch's first failures, of which the run's are the first.
+        let mut failed = Held::new(|rows| match needs.failed {
+            FailedRows::FirstPerTask(n) if n > 0 => first_per_task(rows, n),
+            _ => rows,
+        });
         let mut span_sums = SpanSums::default();
         for batch in tables.part_batches(BATCH_FILES) {
             let batch = batch?;
@@ -119,7 +123,7 @@ impl Rollup {
                 dir,
             )?;
             if let Some(rows) = failed_rows(marked.lazy(), needs.failed) {
-                failed.push(Frame::collect(rows, dir, TRIALS_DIR)?);
+                failed.push(Frame::collect(rows, dir, TRIALS_DIR)?, dir)?;
             }
             if needs.spans
                 && let Some(spans) = batch.spans
@@ -129,12 +133,10 @@ impl Rollup {
         }
         let failed = match needs.failed {
             FailedRows::None => None,
-            asked => {
-                // Each batch's first failures, of which the run's are the first.
-                let kept = concat_frames(&failed, dir)?.unwrap_or_else(empty_failed);
-                let rows = failed_rows_of(kept, asked).unwrap_or_else(empty_failed);
-                Some(Frame::collect(rows, dir, TRIALS_DIR)?)
-            }
+            _ => Some(match failed.finish(dir)? {
+                Some(rows) => rows,
+                None => Frame::collect(empty_failed(), dir, TRIALS_DIR)?,
+            }),
         };
         let cube = cubes.finish(dir)?.ok_or_else(|| AnalysisError::NoTrials {
             dir: dir.to_path_buf(),
@@ -256,27 +258,37 @@ fn resum(cube: LazyFrame) -> LazyFrame {
     cube.group_by(KEYS.map(col)).agg(sums)
 }
 
-/// Cube rows from the batches read so far, summed again when they grow.
-#[derive(Default)]
-struct Held {
+/// Rows from the batches read so far (a cube's, or failed trials'),
+/// reduced again by `reduce` when they grow: a cube summed into a row per
+/// combination, failed trials cut to the first of each variant and task.
+struct Held<F: Fn(LazyFrame) -> LazyFrame> {
     frames: Vec<Frame>,
     rows: usize,
+    reduce: F,
 }
 
-impl Held {
-    fn push(&mut self, cube: Frame, dir: &Path) -> Result<(), AnalysisError> {
-        self.rows += cube.height();
-        self.frames.push(cube);
-        if self.rows > CUBE_ROWS_HELD
-            && let Some(merged) = self.finish(dir)?
+impl<F: Fn(LazyFrame) -> LazyFrame> Held<F> {
+    fn new(reduce: F) -> Held<F> {
+        Held {
+            frames: Vec::new(),
+            rows: 0,
+            reduce,
+        }
+    }
+
+    fn push(&mut self, rows: Frame, dir: &Path) -> Result<(), AnalysisError> {
+        self.rows += rows.height();
+        self.frames.push(rows);
+        if self.rows > ROWS_HELD
+            && let Some(reduced) = self.finish(dir)?
         {
-            self.rows = merged.height();
-            self.frames = vec![merged];
+            self.rows = reduced.height();
+            self.frames = vec![reduced];
         }
         Ok(())
     }
 
-    /// `None` before the first batch.
+    /// Everything held, reduced; `None` before the first batch.
     fn finish(&mut self, dir: &Path) -> Result<Option<Frame>, AnalysisError> {
         let mut frames = std::mem::take(&mut self.frames);
         if frames.len() <= 1 {
@@ -285,16 +297,8 @@ impl Held {
         let Some(all) = concat_frames(&frames, dir)? else {
             return Ok(None);
         };
-        Frame::collect(resum(all), dir, TRIALS_DIR).map(Some)
+        Frame::collect((self.reduce)(all), dir, TRIALS_DIR).map(Some)
     }
-}
-
-/// The trials columns a batch is read with: what the cube, the failed
-/// listing and the spans' join need.
-fn marked_columns() -> Vec<Expr> {
-    let mut columns = trials::figure_columns();
-    columns.extend([col::TRIAL_ATTEMPT, IS_FINAL, IS_SCORED, FILE_PATH].map(col));
-    columns
 }
 
 /// The failed final attempts of `marked` that `rows` asks for.

@@ -260,9 +260,10 @@ fn existing(dir: &Path, files: &[String]) -> Vec<PathBuf> {
     paths
 }
 
-/// The trials columns [`RunTables::marked_frame`] keeps: what the
-/// aggregates and the cost table group and sum, not the text columns.
-fn marked_columns() -> Vec<Expr> {
+/// The trials columns [`RunTables::marked_frame`] and the rollup's batches
+/// keep: what the aggregates group and sum, the failed listing picks by and
+/// the spans join on, not the text columns.
+pub(crate) fn marked_columns() -> Vec<Expr> {
     let mut columns = trials::figure_columns();
     // Duration: the trials browser sorts by it; the attempt: a summary
     // counts the trials decided by a later attempt.
