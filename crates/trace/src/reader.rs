@@ -4,8 +4,10 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::file::metadata::RowGroupMetaData;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+};
+use parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
 
 use crate::TraceError;
 use crate::schema::col;
@@ -67,6 +69,72 @@ pub(crate) fn trial_ids_of(path: &Path) -> Result<Vec<String>, TraceError> {
         ids.extend(column.iter().flatten().map(str::to_string));
     }
     Ok(ids)
+}
+
+/// The rows of `path` (of `row_groups` only, when given) whose text column
+/// `key` holds a value `wanted` accepts, with `columns` (every one when
+/// `None`; they must include `key` for the caller to see it). Read in two
+/// passes: `key` alone, then the rows found only, the pages of the other
+/// columns that hold none of them skipped by the file's offset index rather
+/// than decompressed — tool output and message text are most of a file's
+/// bytes, and a reader of a few trials needs few of its rows.
+pub(crate) fn read_rows_where(
+    path: &Path,
+    key: &str,
+    row_groups: Option<Vec<usize>>,
+    columns: Option<&[&str]>,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<RecordBatch>, TraceError> {
+    let parquet_error = |source| TraceError::Parquet {
+        path: path.to_path_buf(),
+        source,
+    };
+    let format = |message: String| TraceError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut builder = open_parquet(path)?;
+    if let Some(groups) = &row_groups {
+        builder = builder.with_row_groups(groups.clone());
+    }
+    let key_only = ProjectionMask::columns(builder.parquet_schema(), [key]);
+    let mut keep = Vec::new();
+    for batch in builder
+        .with_projection(key_only)
+        .build()
+        .map_err(parquet_error)?
+    {
+        let batch = batch.map_err(|e| format(e.to_string()))?;
+        let keys = batch
+            .column_by_name(key)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| format(format!("the table has no text column {key}")))?;
+        keep.push(
+            (0..batch.num_rows())
+                .map(|i| Some(keys.is_valid(i) && wanted(keys.value(i))))
+                .collect::<BooleanArray>(),
+        );
+    }
+    if keep.iter().all(|mask| mask.true_count() == 0) {
+        return Ok(Vec::new());
+    }
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+        .map_err(parquet_error)?;
+    if let Some(groups) = row_groups {
+        builder = builder.with_row_groups(groups);
+    }
+    if let Some(columns) = columns {
+        let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+        builder = builder.with_projection(mask);
+    }
+    builder
+        .with_row_selection(RowSelection::from_filters(&keep))
+        .build()
+        .map_err(parquet_error)?
+        .map(|batch| batch.map_err(|e| format(e.to_string())))
+        .collect()
 }
 
 /// Opens one Parquet file for reading, errors naming it.
@@ -155,22 +223,17 @@ pub fn read_trial_rows_in(
         }
     };
     for path in files {
-        let parquet_error = |source| TraceError::Parquet {
-            path: path.clone(),
-            source,
-        };
-        let format = |message: String| TraceError::Format {
-            path: path.clone(),
-            message,
-        };
-        let mut builder = open_parquet(&path)?;
+        let builder = open_parquet(&path)?;
         let id_column = builder
             .parquet_schema()
             .columns()
             .iter()
             .position(|c| c.path().string() == col::TRIAL_ID);
         let Some(id_column) = id_column else {
-            return Err(format("the table has no trial_id column".to_string()));
+            return Err(TraceError::Format {
+                path: path.clone(),
+                message: "the table has no trial_id column".to_string(),
+            });
         };
         let groups: Vec<usize> = builder
             .metadata()
@@ -183,27 +246,10 @@ pub fn read_trial_rows_in(
         if groups.is_empty() {
             continue;
         }
-        builder = builder.with_row_groups(groups);
-        if let Some(columns) = columns {
-            let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-            builder = builder.with_projection(mask);
-        }
-        for batch in builder.build().map_err(parquet_error)? {
-            let batch = batch.map_err(|e| format(e.to_string()))?;
-            let ids = batch
-                .column_by_name(col::TRIAL_ID)
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                .ok_or_else(|| format("trial_id is not text".to_string()))?;
-            let keep: BooleanArray = (0..batch.num_rows())
-                .map(|i| Some(trial_ids.contains(ids.value(i))))
-                .collect();
-            if keep.true_count() == 0 {
-                continue;
-            }
-            let rows = arrow_select::filter::filter_record_batch(&batch, &keep)
-                .map_err(|e| format(e.to_string()))?;
-            batches.push((path.clone(), rows));
-        }
+        let rows = read_rows_where(&path, col::TRIAL_ID, Some(groups), columns, |id| {
+            trial_ids.contains(id)
+        })?;
+        batches.extend(rows.into_iter().map(|batch| (path.clone(), batch)));
     }
     Ok(batches)
 }

@@ -12,11 +12,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::RowSelection;
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{open_parquet, read_trial_rows, read_trial_rows_in, table_files};
+use crate::reader::{read_rows_where, read_trial_rows, read_trial_rows_in, table_files};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TableError, TraceError, read_table};
@@ -152,41 +150,9 @@ fn find_messages(
         if needed.is_empty() {
             break;
         }
-        let parquet_error = |source| TraceError::Parquet {
-            path: path.clone(),
-            source,
-        };
         let table = TraceError::table(&path);
-        let read = |error| TraceError::Read {
-            path: path.clone(),
-            error,
-        };
-        let builder = open_parquet(&path)?;
-        let ids_only = ProjectionMask::columns(builder.parquet_schema(), [col::MESSAGE_ID]);
-        let mut keep = Vec::new();
-        for batch in builder
-            .with_projection(ids_only)
-            .build()
-            .map_err(parquet_error)?
-        {
-            let batch = batch.map_err(read)?;
-            let ids = strings(&batch, col::MESSAGE_ID).map_err(&table)?;
-            keep.push(
-                (0..batch.num_rows())
-                    .map(|i| Some(needed.contains(ids.value(i))))
-                    .collect::<arrow_array::BooleanArray>(),
-            );
-        }
-        if keep.iter().all(|mask| mask.true_count() == 0) {
-            continue;
-        }
-        let selection = RowSelection::from_filters(&keep);
-        let reader = open_parquet(&path)?
-            .with_row_selection(selection)
-            .build()
-            .map_err(parquet_error)?;
-        for batch in reader {
-            let batch = batch.map_err(read)?;
+        let rows = read_rows_where(&path, col::MESSAGE_ID, None, None, |id| needed.contains(id))?;
+        for batch in rows {
             let ids = strings(&batch, col::MESSAGE_ID).map_err(&table)?;
             for i in 0..batch.num_rows() {
                 let id = ids.value(i);
