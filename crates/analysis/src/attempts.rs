@@ -37,8 +37,7 @@ const LAST_ATTEMPT: &str = "last_attempt";
 /// attempt: all [`mark`] needs to know about the rest of the run to mark a
 /// row. A row per planned trial run again (a few in a run), not one per
 /// attempt, so the run can be marked a part at a time in bounded memory.
-/// `trials` must have `run_id`, `variant`, `task`, `trial_index` and
-/// `trial_attempt`.
+/// `trials` must have `variant`, `task`, `trial_index` and `trial_attempt`.
 pub(crate) fn reruns(trials: LazyFrame) -> LazyFrame {
     trials
         .filter(col(col::TRIAL_ATTEMPT).gt(lit(0u32)))
@@ -46,20 +45,16 @@ pub(crate) fn reruns(trials: LazyFrame) -> LazyFrame {
         .agg([col(col::TRIAL_ATTEMPT).max().alias(LAST_ATTEMPT)])
 }
 
-/// The columns naming a planned trial (of one run: a query reads several).
-fn planned_trial() -> [Expr; 4] {
-    [
-        col(col::RUN_ID),
-        col(col::VARIANT),
-        col(col::TASK),
-        col(col::TRIAL_INDEX),
-    ]
+/// The columns naming a planned trial. Not its run: the rows of a merged
+/// run keep their shard's run id, and a merged run can be resumed.
+fn planned_trial() -> [Expr; 3] {
+    [col(col::VARIANT), col(col::TASK), col(col::TRIAL_INDEX)]
 }
 
 /// `trials` (any rows of the run: all, or one part's) with [`IS_FINAL`] and
 /// [`IS_SCORED`], in the same order; `reruns` is the whole run's
 /// [`reruns`]. `trials` must have `trial_attempt` (see `trials::scan`),
-/// `run_id`, `variant`, `task`, `trial_index` and `outcome`.
+/// `variant`, `task`, `trial_index` and `outcome`.
 pub(crate) fn mark(trials: LazyFrame, reruns: LazyFrame) -> LazyFrame {
     // A planned trial never run again has one attempt, which is final.
     let last = col(LAST_ATTEMPT).fill_null(col(col::TRIAL_ATTEMPT));
@@ -79,4 +74,33 @@ pub(crate) fn mark(trials: LazyFrame, reruns: LazyFrame) -> LazyFrame {
 /// A final attempt that ended in `infra_error`.
 pub(crate) fn is_final_infra_error() -> Expr {
     col(IS_FINAL).and(col(IS_SCORED).not())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A merged run's rows keep their shard's run id; an attempt written
+    /// when the merged run is resumed carries the merged run's.
+    #[test]
+    fn the_last_attempt_is_final_whatever_run_id_its_rows_carry() {
+        let trials = df!(
+            col::RUN_ID => ["shard-1", "shard-2", "merged"],
+            col::VARIANT => ["v", "v", "v"],
+            col::TASK => ["t", "t", "t"],
+            col::TRIAL_INDEX => [0u32, 1, 0],
+            col::TRIAL_ATTEMPT => [0u32, 0, 1],
+            col::OUTCOME => ["infra_error", "passed", "passed"],
+        )
+        .unwrap()
+        .lazy();
+        let marked = crate::frame::Frame::collect(
+            mark(trials.clone(), reruns(trials)),
+            std::path::Path::new("trials"),
+            "trials",
+        )
+        .unwrap();
+        assert_eq!(marked.bools(IS_FINAL).unwrap(), [false, true, true]);
+        assert_eq!(marked.bools(IS_SCORED).unwrap(), [false, true, true]);
+    }
 }
