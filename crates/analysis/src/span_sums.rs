@@ -37,6 +37,18 @@ struct Group {
     known_pico: i64,
 }
 
+impl Group {
+    fn add(&mut self, other: &Group) {
+        self.denied_calls += other.denied_calls;
+        self.injected_faults += other.injected_faults;
+        self.rate_limit_wait_ms = self
+            .rate_limit_wait_ms
+            .saturating_add(other.rate_limit_wait_ms);
+        self.calls.add(&other.calls);
+        self.known_pico = self.known_pico.saturating_add(other.known_pico);
+    }
+}
+
 const CALLS: &str = "calls";
 const PICO: &str = "known_picodollars";
 const UNKNOWN: &str = "unknown_cost_calls";
@@ -147,9 +159,24 @@ impl SpanSums {
     }
 
     /// `other`'s groups added: sums of other trials (another batch of
-    /// parts). Groups of the same key stay apart; every reader sums them.
+    /// parts). A group both have is summed into one, so a run read in many
+    /// batches holds a group per variant, model, task, scoring and fault
+    /// kind, not one per batch.
     pub(crate) fn extend(&mut self, other: SpanSums) {
-        self.groups.extend(other.groups);
+        let id = |g: &Group| (g.key.clone(), g.scored, g.fault.clone());
+        let mut at: HashMap<_, usize> = (self.groups.iter().map(id))
+            .enumerate()
+            .map(|(i, id)| (id, i))
+            .collect();
+        for g in other.groups {
+            match at.get(&id(&g)).and_then(|&i| self.groups.get_mut(i)) {
+                Some(same) => same.add(&g),
+                None => {
+                    at.insert(id(&g), self.groups.len());
+                    self.groups.push(g);
+                }
+            }
+        }
     }
 
     /// Denied calls, injected faults and rate-limit waits per variant, over

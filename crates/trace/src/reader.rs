@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
 
@@ -71,17 +71,18 @@ pub(crate) fn trial_ids_of(path: &Path) -> Result<Vec<String>, TraceError> {
     Ok(ids)
 }
 
-/// The rows of `path` (of `row_groups` only, when given) whose text column
-/// `key` holds a value `wanted` accepts, with `columns` (every one when
-/// `None`; they must include `key` for the caller to see it). Read in two
-/// passes: `key` alone, then the rows found only, the pages of the other
-/// columns that hold none of them skipped by the file's offset index rather
-/// than decompressed — tool output and message text are most of a file's
-/// bytes, and a reader of a few trials needs few of its rows.
+/// The rows of `path` whose text column `key` holds a value `wanted`
+/// accepts, with `columns` (every one when `None`; they must include `key`
+/// for the caller to see it), from the row groups `may_hold` (given a row
+/// group and `key`'s column index) does not rule out. Read in two passes over
+/// one parse of the footer: `key` alone, then the rows found only, the pages
+/// of the other columns that hold none of them skipped by the file's offset
+/// index rather than decompressed — tool output and message text are most of
+/// a file's bytes, and a reader of a few trials needs few of its rows.
 pub(crate) fn read_rows_where(
     path: &Path,
     key: &str,
-    row_groups: Option<Vec<usize>>,
+    may_hold: impl Fn(&RowGroupMetaData, usize) -> bool,
     columns: Option<&[&str]>,
     wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<RecordBatch>, TraceError> {
@@ -93,13 +94,31 @@ pub(crate) fn read_rows_where(
         path: path.to_path_buf(),
         message,
     };
-    let mut builder = open_parquet(path)?;
-    if let Some(groups) = &row_groups {
-        builder = builder.with_row_groups(groups.clone());
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let metadata = ArrowReaderMetadata::load(&file, options).map_err(parquet_error)?;
+    let builder = || -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
+        let file = file.try_clone().map_err(|e| TraceError::io(path, e))?;
+        Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+            file,
+            metadata.clone(),
+        ))
+    };
+    let schema = metadata.parquet_schema();
+    let Some(key_column) = (schema.columns().iter()).position(|c| c.path().string() == key) else {
+        return Err(format(format!("the table has no {key} column")));
+    };
+    let groups: Vec<usize> = (metadata.metadata().row_groups().iter().enumerate())
+        .filter(|(_, group)| may_hold(group, key_column))
+        .map(|(i, _)| i)
+        .collect();
+    if groups.is_empty() {
+        return Ok(Vec::new());
     }
-    let key_only = ProjectionMask::columns(builder.parquet_schema(), [key]);
+    let key_only = ProjectionMask::leaves(schema, [key_column]);
     let mut keep = Vec::new();
-    for batch in builder
+    for batch in builder()?
+        .with_row_groups(groups.clone())
         .with_projection(key_only)
         .build()
         .map_err(parquet_error)?
@@ -108,7 +127,7 @@ pub(crate) fn read_rows_where(
         let keys = batch
             .column_by_name(key)
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| format(format!("the table has no text column {key}")))?;
+            .ok_or_else(|| format(format!("{key} is not text")))?;
         keep.push(
             (0..batch.num_rows())
                 .map(|i| Some(keys.is_valid(i) && wanted(keys.value(i))))
@@ -118,19 +137,11 @@ pub(crate) fn read_rows_where(
     if keep.iter().all(|mask| mask.true_count() == 0) {
         return Ok(Vec::new());
     }
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
-        .map_err(parquet_error)?;
-    if let Some(groups) = row_groups {
-        builder = builder.with_row_groups(groups);
-    }
+    let mut rows = builder()?.with_row_groups(groups);
     if let Some(columns) = columns {
-        let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-        builder = builder.with_projection(mask);
+        rows = rows.with_projection(ProjectionMask::columns(schema, columns.iter().copied()));
     }
-    builder
-        .with_row_selection(RowSelection::from_filters(&keep))
+    rows.with_row_selection(RowSelection::from_filters(&keep))
         .build()
         .map_err(parquet_error)?
         .map(|batch| batch.map_err(|e| format(e.to_string())))
@@ -223,32 +234,13 @@ pub fn read_trial_rows_in(
         }
     };
     for path in files {
-        let builder = open_parquet(&path)?;
-        let id_column = builder
-            .parquet_schema()
-            .columns()
-            .iter()
-            .position(|c| c.path().string() == col::TRIAL_ID);
-        let Some(id_column) = id_column else {
-            return Err(TraceError::Format {
-                path: path.clone(),
-                message: "the table has no trial_id column".to_string(),
-            });
-        };
-        let groups: Vec<usize> = builder
-            .metadata()
-            .row_groups()
-            .iter()
-            .enumerate()
-            .filter(|(_, group)| may_hold(group, id_column, trial_ids))
-            .map(|(i, _)| i)
-            .collect();
-        if groups.is_empty() {
-            continue;
-        }
-        let rows = read_rows_where(&path, col::TRIAL_ID, Some(groups), columns, |id| {
-            trial_ids.contains(id)
-        })?;
+        let rows = read_rows_where(
+            &path,
+            col::TRIAL_ID,
+            |group, column| may_hold(group, column, trial_ids),
+            columns,
+            |id| trial_ids.contains(id),
+        )?;
         batches.extend(rows.into_iter().map(|batch| (path.clone(), batch)));
     }
     Ok(batches)

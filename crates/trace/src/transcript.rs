@@ -151,7 +151,13 @@ fn find_messages(
             break;
         }
         let table = TraceError::table(&path);
-        let rows = read_rows_where(&path, col::MESSAGE_ID, None, None, |id| needed.contains(id))?;
+        let rows = read_rows_where(
+            &path,
+            col::MESSAGE_ID,
+            |_, _| true,
+            None,
+            |id| needed.contains(id),
+        )?;
         for batch in rows {
             let ids = strings(&batch, col::MESSAGE_ID).map_err(&table)?;
             for i in 0..batch.num_rows() {
