@@ -298,29 +298,6 @@ impl Frame {
         Ok(values.iter().collect())
     }
 
-    /// A column of lists of text (a model call's message ids).
-    pub(crate) fn opt_str_lists(
-        &self,
-        name: &str,
-    ) -> Result<Vec<Option<Vec<String>>>, AnalysisError> {
-        let column = self.cast(name, &DataType::List(Box::new(DataType::String)))?;
-        let lists = column.list().map_err(|e| self.column_error(name, e))?;
-        let mut out = Vec::with_capacity(lists.len());
-        for list in lists.amortized_iter() {
-            out.push(match list {
-                None => None,
-                Some(items) => {
-                    let items = items
-                        .as_ref()
-                        .str()
-                        .map_err(|e| self.column_error(name, e))?;
-                    Some(items.iter().map(|v| v.unwrap_or("").to_owned()).collect())
-                }
-            });
-        }
-        Ok(out)
-    }
-
     pub(crate) fn strs(&self, name: &str) -> Result<Vec<String>, AnalysisError> {
         let values = self.opt_strs(name)?;
         self.required(name, values)
@@ -342,17 +319,6 @@ impl Frame {
         self.u64s(name)?
             .into_iter()
             .map(|v| u32::try_from(v).map_err(|_| self.column_error(name, "overflows u32")))
-            .collect()
-    }
-
-    pub(crate) fn opt_u32s(&self, name: &str) -> Result<Vec<Option<u32>>, AnalysisError> {
-        self.opt_u64s(name)?
-            .into_iter()
-            .map(|v| {
-                v.map(u32::try_from)
-                    .transpose()
-                    .map_err(|_| self.column_error(name, "overflows u32"))
-            })
             .collect()
     }
 

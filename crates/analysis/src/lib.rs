@@ -13,6 +13,7 @@
 //! what that means and why.
 
 mod attempts;
+mod batch;
 pub mod browse;
 pub mod compare;
 pub mod cost;

@@ -4,12 +4,13 @@
 
 use crate::AnalysisError;
 use crate::attempts::IS_FINAL;
+use crate::batch::BatchColumns;
 use crate::frame::{FILE_PATH, Frame};
 use crate::tables::{RunTables, file_name};
 use crate::trace::{self, SpanCounts, TrialTrace, check_trial_id};
 use crate::trials::{self, TrialRow};
 use polars::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col};
 
@@ -113,32 +114,33 @@ pub fn load_trial_traces(
         .collect())
 }
 
-/// Spans files [`spans_of`] reads together.
-const SPAN_FILES_AT_ONCE: usize = 32;
-
 /// The spans of trials `ids`, by trial id in `seq` order, read from
-/// `files` (those that hold them) only.
+/// `files` (those that hold them) only. tack-trace finds their rows by each
+/// file's `trial_id` column and decodes only the pages that hold them: a
+/// listed trial's spans are a few dozen rows of a part of thousands, whose
+/// tool output is most of its bytes.
 fn spans_of(
     tables: &RunTables,
     ids: &[String],
     files: &[String],
 ) -> Result<HashMap<String, Vec<trace::SpanRow>>, AnalysisError> {
+    let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let batches =
+        tack_trace::read_trial_rows_in(tables.run_dir(), SPANS_DIR, None, &wanted, Some(files))
+            .map_err(|source| AnalysisError::Trace {
+                run_dir: tables.run_dir().to_path_buf(),
+                source,
+            })?;
     let mut out: HashMap<String, Vec<trace::SpanRow>> = HashMap::new();
-    // A few files at a time: each file's columns are decoded whole (tool
-    // output included) before the trials' rows are picked out, so reading
-    // a hundred files at once would hold them all.
-    for files in files.chunks(SPAN_FILES_AT_ONCE) {
-        let Some(spans) = tables.spans_in(files)? else {
-            continue;
-        };
-        let lazy = spans
-            .filter(col(col::TRIAL_ID).is_in(id_list(ids), false))
-            .sort([col::TRIAL_ID, col::SEQ], SortMultipleOptions::default());
-        let frame = Frame::collect(lazy, tables.spans_dir(), SPANS_DIR)?;
-        let trial_ids = frame.strs(col::TRIAL_ID)?;
-        for (trial_id, row) in trial_ids.into_iter().zip(trace::span_rows(&frame)?) {
+    for (path, batch) in &batches {
+        let columns = BatchColumns::new(batch, path, SPANS_DIR);
+        let trial_ids = columns.strs(col::TRIAL_ID)?;
+        for (trial_id, row) in trial_ids.into_iter().zip(trace::span_rows(&columns)?) {
             out.entry(trial_id).or_default().push(row);
         }
+    }
+    for spans in out.values_mut() {
+        spans.sort_by_key(|span| span.seq);
     }
     Ok(out)
 }

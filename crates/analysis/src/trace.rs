@@ -1,6 +1,7 @@
 //! One trial's full trace: its spans and messages, for a trial page.
 
 use crate::AnalysisError;
+use crate::batch::BatchColumns;
 use crate::frame::{self, Frame};
 use crate::trials::TrialRow;
 use polars::prelude::*;
@@ -345,7 +346,7 @@ fn sent_ids(
     listed.or_else(|| Some((from?..to?).map(tack_trace::legacy_message_id).collect()))
 }
 
-pub(crate) fn span_rows(f: &Frame) -> Result<Vec<SpanRow>, AnalysisError> {
+pub(crate) fn span_rows(f: &BatchColumns) -> Result<Vec<SpanRow>, AnalysisError> {
     let span_id = f.u32s(col::SPAN_ID)?;
     let parent = f.opt_u32s(col::PARENT_SPAN_ID)?;
     let seq = f.u64s(col::SEQ)?;
