@@ -368,8 +368,15 @@ fn what_a_killed_run_leaves_is_swept_by_the_next() {
     }
     // tack and its sandbox spawner (a child of tack's in a session of its
     // own, which would otherwise outlive tack and clean up after it).
-    let spawner = children_named(slow.id(), "tack");
+    let spawner = children_named(slow.id(), "tack-spawner");
     assert_eq!(spawner.len(), 1, "tack's spawner: {spawner:?}");
+    // The small init binary beside tack serves as the spawner, not a copy
+    // of tack (whose page tables every confined command's fork would copy).
+    let exe = std::fs::read_link(format!("/proc/{}/exe", spawner[0])).unwrap();
+    assert!(
+        exe.ends_with("tack-sandbox-init"),
+        "the spawner runs {exe:?}"
+    );
     let killed = Command::new("kill")
         .args([
             "-s",

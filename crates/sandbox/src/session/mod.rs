@@ -72,6 +72,9 @@ pub fn serve_init_if_asked() {
         println!("{BUILD}");
         std::process::exit(0)
     }
+    if first.as_deref() == Some(std::ffi::OsStr::new(crate::spawner::SPAWNER_ARG)) {
+        crate::spawner::serve_exec(args.next().as_deref())
+    }
     if first.as_deref() != Some(std::ffi::OsStr::new(INIT_ARG)) {
         SERVES_ITSELF.store(true, Ordering::Release);
         return;
@@ -97,13 +100,25 @@ pub fn init_program() -> Option<PathBuf> {
             if let Some(named) = std::env::var_os(INIT_ENV) {
                 return Some(PathBuf::from(named));
             }
-            let current = std::env::current_exe().ok();
-            let beside = current
-                .as_deref()
-                .and_then(Path::parent)
-                .map(|dir| dir.join(INIT_BINARY))
-                .filter(|path| same_build(path));
-            beside.or_else(|| current.filter(|_| SERVES_ITSELF.load(Ordering::Acquire)))
+            small_init_program().or_else(|| {
+                std::env::current_exe()
+                    .ok()
+                    .filter(|_| SERVES_ITSELF.load(Ordering::Acquire))
+            })
+        })
+        .clone()
+}
+
+/// The crate's small init binary, when it lies beside the running one and
+/// is of the same build (never this binary itself): sessions' init, and
+/// the spawner (`crate::spawner`).
+pub(crate) fn small_init_program() -> Option<PathBuf> {
+    static SMALL: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SMALL
+        .get_or_init(|| {
+            let current = std::env::current_exe().ok()?;
+            let beside = current.parent()?.join(INIT_BINARY);
+            (beside != current && same_build(&beside)).then_some(beside)
         })
         .clone()
 }

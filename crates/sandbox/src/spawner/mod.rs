@@ -9,6 +9,13 @@
 //! and the spawner forks them from a few threads of its own (server.rs).
 //! Without a spawner (libraries, tests, `TACK_SANDBOX_SPAWNER=off`), tack
 //! forks them itself: same confinement, more CPU.
+//!
+//! The forked spawner execs the crate's small init binary when it lies
+//! beside tack (of the same build), which then serves as the spawner: a
+//! copy of tack carries tack's relocated data (3.5 MiB of a 170 MB binary)
+//! and its allocator's arena, and every confined command's fork copied
+//! their page tables, twice more for the pid namespace's relay and init,
+//! which shared them copy-on-write for the trial's whole life.
 
 mod client;
 mod server;
@@ -22,6 +29,10 @@ use crate::SandboxError;
 
 /// Set to `off` to fork confined commands from tack itself.
 pub const SPAWNER_ENV: &str = "TACK_SANDBOX_SPAWNER";
+
+/// The first argument that makes the init binary serve as the spawner; the
+/// second is the number of its socket to tack.
+pub(crate) const SPAWNER_ARG: &str = "__tack-sandbox-spawner";
 
 static CLIENT: OnceLock<Client> = OnceLock::new();
 
@@ -81,6 +92,8 @@ pub fn start() -> Result<bool, SandboxError> {
     )
     .map_err(SpawnerError::NoPidfd)?;
     let (ours, theirs) = wire::socket_pair().map_err(SpawnerError::Socket)?;
+    // Found before the fork: finding it execs the binary once.
+    let small = crate::session::small_init_program();
     #[allow(unsafe_code)]
     // SAFETY: the process has a single thread (checked above), so the child
     // is a complete copy, free to allocate and start threads.
@@ -90,6 +103,10 @@ pub fn start() -> Result<bool, SandboxError> {
         0 => {
             drop(ours);
             detach();
+            if let Some(program) = small {
+                exec_small(&program, &theirs);
+            }
+            // No small binary, or it would not start: serve from this copy.
             server::serve(theirs)
         }
         _ => {
@@ -100,6 +117,49 @@ pub fn start() -> Result<bool, SandboxError> {
             Ok(true)
         }
     }
+}
+
+/// In the forked spawner: becomes the small init binary serving as the
+/// spawner, `socket` kept open across the exec. Returns only if the exec
+/// failed.
+fn exec_small(program: &std::path::Path, socket: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = socket.as_raw_fd();
+    #[allow(unsafe_code)]
+    // SAFETY: fcntl(F_SETFD) changes only the descriptor's flags; the
+    // spawner sets close-on-exec again first thing (`serve_exec`).
+    let kept = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == 0;
+    if kept {
+        // exec only returns on failure.
+        let _ = std::process::Command::new(program)
+            .arg(SPAWNER_ARG)
+            .arg(fd.to_string())
+            .exec();
+    }
+}
+
+/// In the small binary started as the spawner (`SPAWNER_ARG` `fd`): serves
+/// on the socket tack passed, never returns.
+pub(crate) fn serve_exec(fd: Option<&std::ffi::OsStr>) -> ! {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let Some(fd) = fd
+        .and_then(|fd| fd.to_str())
+        .and_then(|fd| fd.parse::<libc::c_int>().ok())
+        .filter(|fd| *fd > 2)
+    else {
+        eprintln!("tack sandbox spawner: started without its socket");
+        std::process::exit(2)
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: tack's forked spawner passed this descriptor, open, and owns
+    // no other handle to it after the exec; close-on-exec is set again so
+    // that no command started from here inherits it.
+    let socket = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        OwnedFd::from_raw_fd(fd)
+    };
+    server::serve(socket)
 }
 
 /// In the spawner: its own session, so that Ctrl-C in tack's terminal

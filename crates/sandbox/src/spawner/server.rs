@@ -73,6 +73,7 @@ impl Spawner {
 /// Serves requests until tack closes its end (it exited or was killed),
 /// then kills every command still running and exits.
 pub(super) fn serve(socket: OwnedFd) -> ! {
+    name_process();
     // Without epoll nothing can be waited for: exit, so that tack sees the
     // socket close and forks its commands itself.
     let Ok(epoll) = epoll::create(epoll::CreateFlags::CLOEXEC) else {
@@ -109,6 +110,16 @@ pub(super) fn serve(socket: OwnedFd) -> ! {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::process::exit(0)
+}
+
+/// Names the spawner `tack-spawner` (its process and its threads), as
+/// `ps` and `top` show it, whether a copy of tack or the small binary.
+fn name_process() {
+    #[allow(unsafe_code)]
+    // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"tack-spawner".as_ptr(), 0, 0, 0);
+    }
 }
 
 /// The event loop; returns when tack is gone or the socket broke.
