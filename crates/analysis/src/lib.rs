@@ -34,7 +34,9 @@ mod trials;
 
 pub use counts::{Counts, VariantCount, VariantCounts};
 pub use error::AnalysisError;
-pub use load::{load_trial_trace, load_trial_traces, load_trials};
+pub use load::{
+    TRACE_BATCH, load_trial_trace, load_trial_traces, load_trials, trial_traces_in_batches,
+};
 pub use stats::wilson_interval;
 pub use summary::{MatrixCell, MatrixRow, VariantSummary};
 pub use tables::RunTables;
@@ -140,18 +142,15 @@ pub fn analyze(tables: &RunTables, options: AnalyzeOptions) -> Result<RunAnalysi
     Ok(analysis)
 }
 
-/// [`analyze`], with the traces of the failed trials it lists (for their
-/// pages), in the order of [`RunAnalysis::failed_trials`]. Their span counts
-/// are taken from the spans read for the traces, not from a read of their
-/// own.
-pub fn analyze_with_failed_traces(
+/// [`analyze`] for a report that gives each failed trial it lists a page:
+/// the listed rows' span counts (denied calls, injected faults, rate-limit
+/// waits) are left for [`trial_traces_in_batches`], which reads their spans
+/// anyway, to fill in.
+pub fn analyze_for_pages(
     tables: &RunTables,
     options: AnalyzeOptions,
-) -> Result<(RunAnalysis, Vec<TrialTrace>), AnalysisError> {
-    let (mut analysis, _) = analyze_listing(tables, options, true)?;
-    let traces = load_trial_traces(tables, &analysis.failed_trials)?;
-    analysis.failed_trials = traces.iter().map(|t| t.trial.clone()).collect();
-    Ok((analysis, traces))
+) -> Result<RunAnalysis, AnalysisError> {
+    Ok(analyze_listing(tables, options, true)?.0)
 }
 
 /// The analysis, its failed rows not yet counted from the spans; and whether

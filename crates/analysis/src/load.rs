@@ -63,6 +63,45 @@ pub(crate) fn id_list(ids: &[String]) -> Expr {
     lit(Series::new("ids".into(), ids)).implode(false)
 }
 
+/// Trials whose traces [`trial_traces_in_batches`] holds at once: a default
+/// report's listing (five per variant and task, at most 500) in one batch.
+/// Each batch looks for the messages its trials share with others (a system
+/// prompt, a task's instruction, stored by the first trial that sent them)
+/// in the parts written before its own again, so smaller batches cost reads.
+pub const TRACE_BATCH: usize = 500;
+
+/// The traces of `rows`' trials, `batch` at a time ([`TRACE_BATCH`] for a
+/// report), those in the same parts together, each batch handed to `each`
+/// and dropped: a report listing thousands of failed trials renders their
+/// pages without holding every trace. Returns `rows`, in their order, with
+/// the span counts their traces gave (see [`load_trial_traces`]).
+pub fn trial_traces_in_batches<E: From<AnalysisError>>(
+    tables: &RunTables,
+    rows: &[TrialRow],
+    batch: usize,
+    mut each: impl FnMut(Vec<TrialTrace>) -> Result<(), E>,
+) -> Result<Vec<TrialRow>, E> {
+    let ids: Vec<String> = rows.iter().map(|r| r.trial_id.clone()).collect();
+    let file_of = file_of_each(tables, &ids)?;
+    let mut by_part: Vec<&TrialRow> = rows.iter().collect();
+    by_part.sort_by(|a, b| file_of.get(&a.trial_id).cmp(&file_of.get(&b.trial_id)));
+    let mut counted: HashMap<String, TrialRow> = HashMap::with_capacity(rows.len());
+    for batch in by_part.chunks(batch.max(1)) {
+        let batch: Vec<TrialRow> = batch.iter().map(|row| (*row).clone()).collect();
+        let traces = load_trial_traces(tables, &batch)?;
+        counted.extend(
+            traces
+                .iter()
+                .map(|t| (t.trial.trial_id.clone(), t.trial.clone())),
+        );
+        each(traces)?;
+    }
+    Ok(rows
+        .iter()
+        .map(|row| counted.remove(&row.trial_id).unwrap_or_else(|| row.clone()))
+        .collect())
+}
+
 /// The traces of `rows`' trials, in the order of `rows`. Each row's span
 /// counts (denied calls, injected faults, rate-limit waits) are taken from
 /// the spans read.

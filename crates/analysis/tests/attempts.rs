@@ -361,3 +361,43 @@ fn a_run_of_many_parts_adds_up_as_the_same_run_in_one() {
         .count() as u64;
     assert_eq!(analysis.failed_total, failed + final_infra);
 }
+
+#[test]
+fn listed_trials_read_a_batch_at_a_time_are_the_trials_read_at_once() {
+    let trials = many_trials();
+    let run = tempfile::tempdir().unwrap();
+    fixture::write_trials_with_calls(run.path(), &trials, false);
+    // The fixture's trials sent no messages: a run's (empty) messages table.
+    std::fs::create_dir(run.path().join("messages")).unwrap();
+    let tables = RunTables::open(run.path()).unwrap();
+    let listed = analyze(&tables, AnalyzeOptions::everything())
+        .unwrap()
+        .failed_trials;
+    assert!(listed.len() > 20, "too few failed trials to batch");
+    let at_once = tack_analysis::load_trial_traces(&tables, &listed).unwrap();
+    assert!(
+        at_once.iter().all(|t| !t.spans.is_empty()),
+        "traces without spans"
+    );
+
+    let mut batches = Vec::new();
+    let counted = tack_analysis::trial_traces_in_batches(&tables, &listed, 7, |traces| {
+        batches.push(traces);
+        Ok::<_, tack_analysis::AnalysisError>(())
+    })
+    .unwrap();
+    assert!(
+        batches.len() >= listed.len() / 7,
+        "{} batches",
+        batches.len()
+    );
+    assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= 7));
+    let mut batched: Vec<_> = batches.into_iter().flatten().collect();
+    batched.sort_by(|a, b| a.trial.trial_id.cmp(&b.trial.trial_id));
+    let mut expected = at_once.clone();
+    expected.sort_by(|a, b| a.trial.trial_id.cmp(&b.trial.trial_id));
+    assert_eq!(batched, expected);
+    // The rows come back in the listing's order, counted from their spans.
+    let rows: Vec<_> = at_once.into_iter().map(|t| t.trial).collect();
+    assert_eq!(counted, rows);
+}

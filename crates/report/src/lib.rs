@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use tack_analysis::compare::{Comparison, TaskComparison};
 use tack_analysis::cost::CostReport;
 use tack_analysis::{
-    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, TrialTrace, analyze_with_failed_traces,
+    AnalysisError, AnalyzeOptions, RunAnalysis, RunTables, TRACE_BATCH, TrialTrace,
+    analyze_for_pages, trial_traces_in_batches,
 };
 
 /// The files a report consists of.
@@ -126,14 +127,21 @@ pub fn write_report_with_prices(
         every_trial: false,
         failed: Some(options.failed),
     };
-    let (analysis, traces) = analyze_with_failed_traces(&tables, analyze_options)?;
+    let mut analysis = analyze_for_pages(&tables, analyze_options)?;
     let env = environment()?;
     let trials_dir = out_dir.join("trials");
     std::fs::create_dir_all(&trials_dir).map_err(|source| ReportError::Write {
         path: trials_dir.clone(),
         source,
     })?;
-    let trial_pages = write_trial_pages(&env, &trials_dir, &traces)?;
+    // A batch of traces at a time, the pages written before the next is read.
+    let mut written = Vec::with_capacity(analysis.failed_trials.len());
+    analysis.failed_trials =
+        trial_traces_in_batches(&tables, &analysis.failed_trials, TRACE_BATCH, |traces| {
+            written.extend(write_trial_pages(&env, &trials_dir, &traces)?);
+            Ok::<_, ReportError>(())
+        })?;
+    let trial_pages = in_listed_order(written, &analysis.failed_trials);
     let mut cost = tack_analysis::cost::cost_report_of(&tables)?;
     set_prices(&mut cost);
     let cost_csv = out_dir.join("cost.csv");
@@ -152,21 +160,34 @@ pub fn write_report_with_prices(
     })
 }
 
-/// A page per trace in `dir`, in the order of `traces`. Rendering five
+/// `pages` (as `(trial id, path)`) in the order the failed-trials table
+/// lists their trials.
+fn in_listed_order(
+    pages: Vec<(String, PathBuf)>,
+    listed: &[tack_analysis::TrialRow],
+) -> Vec<PathBuf> {
+    let mut by_trial: std::collections::HashMap<String, PathBuf> = pages.into_iter().collect();
+    listed
+        .iter()
+        .filter_map(|row| by_trial.remove(&row.trial_id))
+        .collect()
+}
+
+/// A page per trace in `dir`, in the order of `traces`, with its trial's id. Rendering five
 /// hundred pages is most of a small run's report, so it is spread over the
 /// cores.
 fn write_trial_pages(
     env: &Environment<'static>,
     dir: &Path,
     traces: &[TrialTrace],
-) -> Result<Vec<PathBuf>, ReportError> {
+) -> Result<Vec<(String, PathBuf)>, ReportError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(traces.len().div_ceil(16))
         .max(1);
     let chunk = traces.len().div_ceil(threads).max(1);
-    let write_part = |part: &[TrialTrace]| -> Result<Vec<PathBuf>, ReportError> {
+    let write_part = |part: &[TrialTrace]| -> Result<Vec<(String, PathBuf)>, ReportError> {
         part.iter()
             .map(|trace| {
                 let view = trial_page::trial_view(trace);
@@ -176,7 +197,7 @@ fn write_trial_pages(
                 let html = render(env, "trial.html", ctx)?;
                 let path = dir.join(trial_page::file_name(&trace.trial.trial_id));
                 write(&path, &html)?;
-                Ok(path)
+                Ok((trace.trial.trial_id.clone(), path))
             })
             .collect()
     };
