@@ -5,6 +5,7 @@ latency per call: model calls per second in steady state against the ideal
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -20,6 +21,7 @@ class Sample:
     at: float  # seconds since the run started
     requests: int  # model calls the server has answered
     rss_kb: int  # the tack process's resident memory
+    machine_cpu_s: float = 0.0  # the machine's busy CPU seconds since boot
 
 
 @dataclass
@@ -60,6 +62,19 @@ class Result:
     def fraction(self) -> float:
         return self.steady_calls_per_s / self.ideal_calls_per_s
 
+    @property
+    def cpu_ceiling_calls_per_s(self) -> float:
+        """The most calls per second this machine's cores could answer at the
+        steady state's CPU per call (the machine's: tack's, its commands' and
+        the loopback server's, between 20% and 80% of the calls): where the
+        ideal rate is above it, no harness reaches the ideal here."""
+        window = steady_window(self.samples, self.calls)
+        if window is None:
+            return 0.0
+        first, last = window
+        per_call_s = (last.machine_cpu_s - first.machine_cpu_s) / (last.requests - first.requests)
+        return (os.cpu_count() or 1) / per_call_s if per_call_s > 0 else 0.0
+
 
 def machine_cpu_s() -> float:
     """CPU seconds all cores have spent busy since boot (/proc/stat)."""
@@ -98,18 +113,39 @@ def watch(process: subprocess.Popen, server: Server, samples: list[Sample],
             stats = {"requests": samples[-1].requests if samples else 0}
         rss = rss_kb(process.pid)
         peak[0] = max(peak[0], rss_kb(process.pid, "VmHWM"))
-        samples.append(Sample(time.perf_counter() - started, stats["requests"], rss))
+        samples.append(Sample(time.perf_counter() - started, stats["requests"], rss,
+                              machine_cpu_s()))
         time.sleep(0.25)
 
 
-def steady_rate(samples: list[Sample], total: int) -> float:
-    """Calls per second between 20% and 80% of all calls: after the first
-    trials' set-up, before the last ones drain."""
+def bash_cpu_ms(runs: int = 200) -> float:
+    """CPU of one unconfined `bash -c 'echo hi'` (the strict rows' command),
+    the mean over `runs`: what the command costs before any harness."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(runs):
+        subprocess.run(["bash", "-c", "echo hi"], stdout=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return used * 1000 / runs
+
+
+def steady_window(samples: list[Sample], total: int) -> tuple[Sample, Sample] | None:
+    """The samples at 20% and at 80% of all calls: after the first trials'
+    set-up, before the last ones drain."""
     lo, hi = 0.2 * total, 0.8 * total
     first = next((s for s in samples if s.requests >= lo), None)
     last = next((s for s in samples if s.requests >= hi), None)
     if first is None or last is None or last.at <= first.at:
+        return None
+    return first, last
+
+
+def steady_rate(samples: list[Sample], total: int) -> float:
+    """Calls per second in the steady window."""
+    window = steady_window(samples, total)
+    if window is None:
         return 0.0
+    first, last = window
     return (last.requests - first.requests) / (last.at - first.at)
 
 

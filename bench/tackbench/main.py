@@ -157,15 +157,21 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               f"{r.rss_late_kb / 1024:.0f} MiB at 90%",
               f"- CPU per model call: tack {r.tack_cpu_ms_per_call:.2f} ms, the loopback "
               f"server {r.server_cpu_ms_per_call:.2f} ms; the machine's {os.cpu_count()} cores "
-              f"{r.machine_busy * 100:.0f}% busy over the run", ""]
+              f"{r.machine_busy * 100:.0f}% busy over the run",
+              f"- CPU ceiling: at the steady state's CPU per call the machine's cores answer at most "
+              f"{r.cpu_ceiling_calls_per_s:.0f} calls/s "
+              f"({r.cpu_ceiling_calls_per_s / r.ideal_calls_per_s * 100:.0f}% of the ideal); "
+              f"the steady rate is {r.steady_calls_per_s / r.cpu_ceiling_calls_per_s * 100:.0f}% "
+              f"of it", ""]
     # A process per step: every step runs `bash` under the strict sandbox,
     # forked by the spawner process (the default) or by tack itself.
     jobs, trials, steps = (100, 100, 5) if env.quick else (200, 400, 5)
     lines += [f"Under the strict sandbox, {jobs} trials at once, each {steps} `bash` steps "
               f"(`echo hi`) and a final answer ({trials} trials):", "",
               "| confined commands forked by | wall, s | calls/s | of ideal | peak RSS, MiB "
-              "| tack CPU per call, ms | server CPU per call, ms | cores busy |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "| tack CPU per call, ms | server CPU per call, ms | cores busy "
+              "| CPU ceiling, calls/s (of ideal) |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     timed = {}
     for label, spawner in [("the spawner process (default)", "on"),
                            ("tack itself (`TACK_SANDBOX_SPAWNER=off`)", "off")]:
@@ -176,10 +182,15 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
         lines.append(f"| {label} | {r.wall:.1f} | {r.steady_calls_per_s:.0f} | "
                      f"{r.fraction * 100:.1f}% | {r.peak_rss_kb / 1024:.0f} | "
                      f"{r.tack_cpu_ms_per_call:.2f} | {r.server_cpu_ms_per_call:.2f} | "
-                     f"{r.machine_busy * 100:.0f}% |")
+                     f"{r.machine_busy * 100:.0f}% | {r.cpu_ceiling_calls_per_s:.0f} "
+                     f"({r.cpu_ceiling_calls_per_s / r.ideal_calls_per_s * 100:.0f}%) |")
     lines += ["", f"- spawner / tack itself, wall time: {ratio(timed['on'], timed['off'])}",
               "- tack's CPU includes its commands' (bash under the sandbox) and every trial's "
-              "workspace, session and checks: the machine minus the loopback server", ""]
+              "workspace, session and checks: the machine minus the loopback server",
+              "- CPU ceiling: the calls per second the machine's cores could answer at the "
+              "steady state's CPU per call (tack, its commands and the server); for scale, one "
+              f"unconfined `bash -c 'echo hi'` costs {concurrency.bash_cpu_ms():.2f} ms of CPU "
+              "here (mean of 200)", ""]
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
