@@ -51,6 +51,10 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             Err(error) => serde_json::json!({ "name": null, "error": error.to_string() }),
         };
         json["session_init"] = serde_json::json!(init.as_ref().map(|p| p.display().to_string()));
+        json["spawner"] = serde_json::json!({
+            "enabled": tack_sandbox::spawner::enabled(),
+            "program": tack_sandbox::spawner::program().map(|p| p.display().to_string()),
+        });
         serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
     } else {
         format!(
@@ -67,16 +71,33 @@ pub fn run(args: DoctorArgs) -> CommandResult {
     })
 }
 
-/// The "Trial sandboxes" section: which program is each trial's init.
+/// The "Trial sandboxes" section: which program is each trial's init, and
+/// which process forks the confined commands.
 fn init_text(init: Option<&std::path::Path>) -> String {
-    match init {
+    let init = match init {
         Some(path) => format!(
-            "Trial sandboxes\n  init                {} (built once per trial; forks its commands)",
+            "  init                {} (built once per trial; forks its commands)",
             path.display()
         ),
-        None => "Trial sandboxes\n  init                NONE — each command builds its own walls"
+        None => "  init                NONE — each command builds its own walls".to_string(),
+    };
+    let spawner = match (
+        tack_sandbox::spawner::enabled(),
+        tack_sandbox::spawner::program(),
+    ) {
+        (false, _) => format!(
+            "  spawner             off ({}=off): tack forks confined commands itself",
+            tack_sandbox::spawner::SPAWNER_ENV
+        ),
+        (true, Some(path)) => format!(
+            "  spawner             {} (forks the trials' sandboxes and commands)",
+            path.display()
+        ),
+        (true, None) => "  spawner             a copy of tack (no tack-sandbox-init of this build \
+                         beside it; each fork copies more)"
             .to_string(),
-    }
+    };
+    format!("Trial sandboxes\n{init}\n{spawner}")
 }
 
 /// The "Image tasks" section: the engine that builds task images, or why

@@ -245,12 +245,11 @@ fn doctor_init_with(beside: impl FnOnce(&Path)) -> Value {
         .env_remove("TACK_SANDBOX_INIT")
         .output()
         .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    json["session_init"].clone()
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
-fn a_small_init_beside_tack_serves_only_when_it_is_of_the_same_build() {
+fn a_small_init_beside_tack_serves_and_spawns_only_when_it_is_of_the_same_build() {
     use std::os::unix::fs::PermissionsExt;
     // A stale init (another build id) is left alone: tack serves itself.
     let stale = doctor_init_with(|dir| {
@@ -258,7 +257,12 @@ fn a_small_init_beside_tack_serves_only_when_it_is_of_the_same_build() {
         std::fs::write(&init, "#!/bin/sh\necho 0123456789abcdef\n").unwrap();
         std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755)).unwrap();
     });
-    assert!(stale.as_str().unwrap().ends_with("/tack"), "{stale}");
+    assert!(
+        stale["session_init"].as_str().unwrap().ends_with("/tack"),
+        "{stale}"
+    );
+    // ... and the spawner is a copy of tack.
+    assert_eq!(stale["spawner"]["program"], Value::Null, "{stale}");
     // One of the same build (tack's own binary answers with the same id)
     // is preferred over exec'ing tack itself.
     let same = doctor_init_with(|dir| {
@@ -267,11 +271,17 @@ fn a_small_init_beside_tack_serves_only_when_it_is_of_the_same_build() {
             std::fs::copy(env!("CARGO_BIN_EXE_tack"), &init).unwrap();
         }
     });
-    assert!(
-        same.as_str().unwrap().ends_with("/tack-sandbox-init"),
-        "{same}"
-    );
+    for role in [&same["session_init"], &same["spawner"]["program"]] {
+        assert!(
+            role.as_str().unwrap().ends_with("/tack-sandbox-init"),
+            "{same}"
+        );
+    }
     // With none beside it, tack is its own.
     let none = doctor_init_with(|_| {});
-    assert!(none.as_str().unwrap().ends_with("/tack"), "{none}");
+    assert!(
+        none["session_init"].as_str().unwrap().ends_with("/tack"),
+        "{none}"
+    );
+    assert_eq!(none["spawner"]["program"], Value::Null, "{none}");
 }

@@ -41,6 +41,18 @@ pub(crate) fn client() -> Option<&'static Client> {
     CLIENT.get().filter(|client| client.alive())
 }
 
+/// The program the spawner runs: the small init binary beside this one,
+/// when it is of the same build; `None`, a copy of this process (for
+/// `tack doctor`). Either way only when [`enabled`].
+pub fn program() -> Option<std::path::PathBuf> {
+    crate::session::small_init_program()
+}
+
+/// Whether [`start`] starts a spawner (`TACK_SANDBOX_SPAWNER` is not `off`).
+pub fn enabled() -> bool {
+    !std::env::var(SPAWNER_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("off"))
+}
+
 /// The spawner's process id, while it runs (for `tack doctor` and tests).
 pub fn pid() -> Option<u32> {
     client().map(Client::pid)
@@ -75,7 +87,7 @@ pub enum SpawnerError {
 /// forever. Returns `Ok(false)` when `TACK_SANDBOX_SPAWNER=off` or a
 /// spawner already runs.
 pub fn start() -> Result<bool, SandboxError> {
-    if std::env::var(SPAWNER_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("off")) {
+    if !enabled() {
         return Ok(false);
     }
     if CLIENT.get().is_some() {
