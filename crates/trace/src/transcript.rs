@@ -139,13 +139,9 @@ fn find_messages(
         return Ok(found);
     }
     let dir = run_dir.join(MESSAGES_DIR);
-    let mut files: Vec<PathBuf> = first.iter().map(|name| dir.join(name)).collect();
-    files.retain(|path| path.is_file());
-    for path in table_files(run_dir, MESSAGES_DIR)? {
-        if !files.contains(&path) {
-            files.push(path);
-        }
-    }
+    let mut own: Vec<PathBuf> = first.iter().map(|name| dir.join(name)).collect();
+    own.retain(|path| path.is_file());
+    let files = search_order(own, table_files(run_dir, MESSAGES_DIR)?);
     for path in files {
         if needed.is_empty() {
             break;
@@ -169,6 +165,31 @@ fn find_messages(
         }
     }
     Ok(found)
+}
+
+/// Where to look for messages: the trials' own parts, then the parts written
+/// before the first of them from both ends at once (nearest first, and
+/// earliest first), then the rest. A message another trial stored first is
+/// in an earlier part: near the trial's own when trials ran in plan order (a
+/// task's instruction, stored by its first trial), in the first parts when
+/// they ran interleaved (every task starts early); from both ends, either is
+/// found within twice the reads of the better of the two.
+fn search_order(own: Vec<PathBuf>, all: Vec<PathBuf>) -> Vec<PathBuf> {
+    let earliest_own = all.iter().position(|path| own.contains(path));
+    let (earlier, later) = all.split_at(earliest_own.unwrap_or(all.len()));
+    let mut order = Vec::with_capacity(all.len().max(own.len()));
+    order.extend(own.iter().cloned());
+    let (mut start, mut end) = (0, earlier.len());
+    while start < end {
+        end -= 1;
+        order.push(earlier[end].clone());
+        if start < end {
+            order.push(earlier[start].clone());
+            start += 1;
+        }
+    }
+    order.extend(later.iter().filter(|path| !own.contains(path)).cloned());
+    order
 }
 
 /// The (message id, seq) list of one trials row.
@@ -270,4 +291,29 @@ fn legacy_transcripts(
 /// in the trial's history, which is what those runs' model calls referred to.
 pub fn legacy_message_id(index: u32) -> String {
     format!("#{index}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(names: &[&str]) -> Vec<PathBuf> {
+        names.iter().map(PathBuf::from).collect()
+    }
+
+    #[test]
+    fn messages_are_looked_for_in_own_parts_then_earlier_ones_from_both_ends() {
+        let all = parts(&["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"]);
+        let order = search_order(parts(&["p5", "p6"]), all.clone());
+        assert_eq!(
+            order,
+            parts(&["p5", "p6", "p4", "p0", "p3", "p1", "p2", "p7"])
+        );
+        // Every part once, whatever the own parts.
+        for own in [vec![], parts(&["p0"]), parts(&["p7", "p2"])] {
+            let mut order = search_order(own, all.clone());
+            order.sort();
+            assert_eq!(order, all);
+        }
+    }
 }
