@@ -173,9 +173,9 @@ fn in_listed_order(
         .collect()
 }
 
-/// A page per trace in `dir`, in the order of `traces`, with its trial's id. Rendering five
-/// hundred pages is most of a small run's report, so it is spread over the
-/// cores.
+/// A page per trace in `dir`, in the order of `traces`, each with its
+/// trial's id. Rendering five hundred pages is most of a small run's
+/// report, so it is spread over the cores.
 fn write_trial_pages(
     env: &Environment<'static>,
     dir: &Path,

@@ -133,22 +133,25 @@ pub fn start() -> Result<bool, SandboxError> {
 
 /// In the forked spawner: becomes the small init binary serving as the
 /// spawner, `socket` kept open across the exec. Returns only if the exec
-/// failed.
+/// failed, `socket` close-on-exec again (no command may inherit it).
 fn exec_small(program: &std::path::Path, socket: &std::os::fd::OwnedFd) {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let fd = socket.as_raw_fd();
-    #[allow(unsafe_code)]
-    // SAFETY: fcntl(F_SETFD) changes only the descriptor's flags; the
-    // spawner sets close-on-exec again first thing (`serve_exec`).
-    let kept = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } == 0;
-    if kept {
+    let set_cloexec = |flags: libc::c_int| {
+        #[allow(unsafe_code)]
+        // SAFETY: fcntl(F_SETFD) changes only the descriptor's flags.
+        let done = unsafe { libc::fcntl(fd, libc::F_SETFD, flags) } == 0;
+        done
+    };
+    if set_cloexec(0) {
         // exec only returns on failure.
         let _ = std::process::Command::new(program)
             .arg(SPAWNER_ARG)
             .arg(fd.to_string())
             .exec();
     }
+    set_cloexec(libc::FD_CLOEXEC);
 }
 
 /// In the small binary started as the spawner (`SPAWNER_ARG` `fd`): serves
@@ -163,14 +166,18 @@ pub(crate) fn serve_exec(fd: Option<&std::ffi::OsStr>) -> ! {
         eprintln!("tack sandbox spawner: started without its socket");
         std::process::exit(2)
     };
+    // Close-on-exec again, so that no command started from here inherits
+    // it; failing, the descriptor is not open (started by hand).
     #[allow(unsafe_code)]
-    // SAFETY: tack's forked spawner passed this descriptor, open, and owns
-    // no other handle to it after the exec; close-on-exec is set again so
-    // that no command started from here inherits it.
-    let socket = unsafe {
-        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        OwnedFd::from_raw_fd(fd)
-    };
+    // SAFETY: fcntl(F_SETFD) changes only the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        eprintln!("tack sandbox spawner: descriptor {fd} is not open");
+        std::process::exit(2)
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the descriptor is open (above) and tack's forked spawner,
+    // which passed it, holds no other handle to it after the exec.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
     server::serve(socket)
 }
 
