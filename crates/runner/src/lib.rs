@@ -240,7 +240,9 @@ fn close_parts_every(writer: RunWriter, every: Duration) -> tokio::task::JoinHan
             tick.tick().await;
             // A part that cannot be written fails the next trial's append or
             // the run's close, which report it; a timer has no one to tell.
-            let _ = writer.flush_older_than(every);
+            // Off the runtime: closing a part writes and renames files.
+            let writer = writer.clone();
+            let _ = tokio::task::spawn_blocking(move || writer.flush_older_than(every)).await;
         }
     })
 }

@@ -56,10 +56,10 @@ pub(crate) async fn run_trial(
     };
     let (finished, kept_workspace) = execute(run, variant, task, spec, &mut recorder, clock).await;
     let mut result = summary(spec, &finished, kept_workspace);
-    let recorded = recorder
-        .record(Event::TrialFinished(finished))
-        .map_err(|e| e.to_string())
-        .and_then(|()| recorder.finish().map_err(|e| e.to_string()));
+    let recorded = match recorder.record(Event::TrialFinished(finished)) {
+        Ok(()) => finish_off_runtime(recorder).await,
+        Err(error) => Err(error.to_string()),
+    };
     if let Err(error) = recorded {
         result.outcome = TrialOutcome::HarnessError;
         result.error = Some(format!(
@@ -67,6 +67,17 @@ pub(crate) async fn run_trial(
         ));
     }
     result
+}
+
+/// Hands the trial's rows to the run's open part on a blocking thread: the
+/// part is encoded and compressed under the run's one writer lock, and a
+/// runtime worker waiting on that lock while many trials end at once would
+/// stall every other trial's model calls and commands.
+async fn finish_off_runtime(recorder: TrialRecorder) -> Result<(), String> {
+    match tokio::task::spawn_blocking(move || recorder.finish()).await {
+        Ok(finished) => finished.map_err(|e| e.to_string()),
+        Err(join) => Err(format!("writing the trial's rows stopped: {join}")),
+    }
 }
 
 fn summary(spec: &TrialSpec, finished: &TrialFinished, kept: Option<PathBuf>) -> TrialSummary {
