@@ -164,8 +164,12 @@ pub fn compact(run_dir: &Path, limits: PartLimits) -> Result<Compaction, TraceEr
         let sources: Vec<&str> = bin.iter().map(|p| p.name.as_str()).collect();
         if let [only] = sources[..] {
             // A part that stays: only its messages may need rewriting, when
-            // another writer stored some of them first.
+            // another writer stored some of them first. Most parts hold
+            // none stored before: their ids alone are read.
             let path = run_dir.join(MESSAGES_DIR).join(only);
+            if seen.take_if_new(&path)? {
+                continue;
+            }
             let (temporary, dropped) =
                 rewrite(&path, std::slice::from_ref(&path), Some(&mut seen))?;
             if dropped > 0 {

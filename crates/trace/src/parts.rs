@@ -337,6 +337,23 @@ impl StoredMessages {
         Ok(stored)
     }
 
+    /// Whether none of the messages of the messages file `path` is stored
+    /// (nor repeated in it); if so they are marked stored. Reads their ids
+    /// only: a part whose messages are all new needs no rewriting.
+    pub fn take_if_new(&mut self, path: &Path) -> Result<bool, TraceError> {
+        let mut keys = Vec::new();
+        crate::reader::each_text_of(path, col::MESSAGE_ID, |id| keys.push(id_key(id)))?;
+        for (taken, key) in keys.iter().enumerate() {
+            if !self.0.insert(*key) {
+                for key in &keys[..taken] {
+                    self.0.remove(key);
+                }
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// `batch` without the messages already stored, marking the rest
     /// stored, and how many were dropped. A batch without ids (a run before
     /// schema version 3) is kept whole.
@@ -383,9 +400,16 @@ fn message_ids(batch: &RecordBatch) -> Option<&StringArray> {
 /// one run. Files of runs before schema version 3 keep their names (one per
 /// trial id). Run [`crate::compact`] afterwards to combine the parts and
 /// drop messages stored by more than one source.
+///
+/// A part is linked rather than copied where both runs are on one file
+/// system: no writer changes a part once it is written (compaction writes
+/// new files and renames them into place), so the two runs can share it,
+/// and merging a run of millions of trials costs no second copy of it.
+/// Journals are copied: a resumed run rewrites its own.
 pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
     let base = next_session(into);
     for table in PART_TABLES.iter().chain([&crate::schema::JOURNAL_DIR]) {
+        let link = *table != crate::schema::JOURNAL_DIR;
         let source = from.join(table);
         let target = into.join(table);
         fs::create_dir_all(&target).map_err(|e| TraceError::io(&target, e))?;
@@ -410,7 +434,10 @@ pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
                         .to_string(),
                 });
             }
-            fs::copy(entry.path(), &to).map_err(|e| TraceError::io(&to, e))?;
+            let linked = link && fs::hard_link(entry.path(), &to).is_ok();
+            if !linked {
+                fs::copy(entry.path(), &to).map_err(|e| TraceError::io(&to, e))?;
+            }
         }
     }
     Ok(())

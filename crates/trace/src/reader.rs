@@ -48,8 +48,20 @@ pub fn trial_ids_in(
 
 /// The `trial_id` column of one trials file.
 pub(crate) fn trial_ids_of(path: &Path) -> Result<Vec<String>, TraceError> {
+    let mut ids = Vec::new();
+    each_text_of(path, col::TRIAL_ID, |id| ids.push(id.to_string()))?;
+    Ok(ids)
+}
+
+/// Hands `each` every non-null value of text column `column` of one file,
+/// decoding that column only.
+pub(crate) fn each_text_of(
+    path: &Path,
+    column: &str,
+    mut each: impl FnMut(&str),
+) -> Result<(), TraceError> {
     let mut builder = open_parquet(path)?;
-    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRIAL_ID]);
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [column]);
     builder = builder.with_projection(mask);
     let format = |message: String| TraceError::Format {
         path: path.to_path_buf(),
@@ -59,16 +71,15 @@ pub(crate) fn trial_ids_of(path: &Path) -> Result<Vec<String>, TraceError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut ids = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| format(e.to_string()))?;
-        let column = batch
-            .column_by_name(col::TRIAL_ID)
+        let values = batch
+            .column_by_name(column)
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| format("the trials table has no trial_id column".to_string()))?;
-        ids.extend(column.iter().flatten().map(str::to_string));
+            .ok_or_else(|| format(format!("the file has no text column {column}")))?;
+        values.iter().flatten().for_each(&mut each);
     }
-    Ok(ids)
+    Ok(())
 }
 
 /// The rows of `path` whose text column `key` holds a value `wanted`

@@ -305,6 +305,23 @@ fn compaction_keeps_a_message_stored_by_two_runs_once() {
     assert_eq!(tack_trace::count_rows(&merged, "messages").unwrap(), 3);
     assert_eq!(part_files(&merged, "trials").len(), 1);
     assert_eq!(tack_trace::stored_trial_ids(&merged).unwrap().len(), 4);
+    // The merged run's parts were linked, not copied, and compacting it
+    // rewrote them: the runs it adopted still hold every row of their own.
+    for run in ["one", "two"] {
+        let dir = root.path().join(run);
+        assert_eq!(
+            tack_trace::count_rows(&dir, "messages").unwrap(),
+            2,
+            "{run}"
+        );
+        assert_eq!(
+            tack_trace::stored_trial_ids(&dir).unwrap().len(),
+            2,
+            "{run}"
+        );
+        let transcript = tack_trace::trial_transcript(&dir, &format!("{run}-y")).unwrap();
+        assert_eq!(transcript[0].message, Message::user("shared"));
+    }
 }
 
 #[test]
