@@ -1,7 +1,12 @@
 //! `tack-tracegen gen-traces`: a synthetic run written through tack-trace's own
 //! writer, so its parts, content-addressed messages and manifest are exactly
-//! what `tack run` leaves. One thread draws the trials, another records
-//! them; memory holds the open part and the run's message ids, not the run.
+//! what `tack run` leaves. One thread draws the trials and deals them round
+//! the writers; each writer records its share as a shard of the run, and the
+//! shards become one run as `tack merge` makes them (their parts adopted,
+//! then compacted). Memory holds each writer's open part and message ids,
+//! not the run. Encoding and compressing the parts is nine tenths of the
+//! work, so writers on every core make a ten-million-trial run in under an
+//! hour on two cores instead of nearly one and a half.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
@@ -30,6 +35,9 @@ pub struct GenOptions {
     pub seed: u64,
     /// The run directory to create; its name is the run id.
     pub out: PathBuf,
+    /// Threads that encode and write parts; the run's content does not
+    /// depend on it.
+    pub writers: usize,
 }
 
 /// What was generated.
@@ -52,7 +60,9 @@ pub struct GenSummary {
 /// on average, as a run with a few dozen jobs starts them.
 const RUN_START_MS: i64 = 1_780_272_000_000;
 
-pub fn gen_traces(options: &GenOptions) -> anyhow::Result<GenSummary> {
+/// Writes the run; `progress` is told how many planned trials were drawn,
+/// about every hundredth of them.
+pub fn gen_traces(options: &GenOptions, progress: &dyn Fn(u64)) -> anyhow::Result<GenSummary> {
     let clock = Instant::now();
     let (root, run_id) = split_out(&options.out)?;
     let tasks = options.tasks.unwrap_or_else(|| {
@@ -69,24 +79,17 @@ pub fn gen_traces(options: &GenOptions) -> anyhow::Result<GenSummary> {
     let mut manifest = manifest(&shape, &run_id, options.seed);
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let writer = RunWriter::create(&root, &manifest)?;
-    let (send, receive) = sync_channel::<Vec<Event>>(256);
-    let (attempts, spans) = std::thread::scope(|scope| -> anyhow::Result<(u64, u64)> {
-        let shape = &shape;
-        let run_id = run_id.as_str();
-        let producer = scope
-            .spawn(move || draw_trials(shape, run_id, options, |events| send.send(events).is_ok()));
-        let mut attempts = 0u64;
-        let mut spans = 0u64;
-        for events in receive {
-            attempts += 1;
-            spans += events.iter().filter(|e| is_span(e)).count() as u64;
-            writer.record_trial(events)?;
-        }
-        if producer.join().is_err() {
-            bail!("the trial generator stopped unexpectedly; this is a bug in tack-tracegen");
-        }
-        Ok((attempts, spans))
-    })?;
+    // The writers' shards, beside the run and hidden from run listings.
+    let scratch = root.join(format!(".{run_id}.writers"));
+    let shards = (0..options.writers.max(1))
+        .map(|k| RunWriter::create(&scratch.join(k.to_string()), &manifest))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (attempts, spans) = record_in_shards(&shape, &run_id, options, &shards, progress)?;
+    for shard in &shards {
+        shard.flush()?;
+        tack_trace::adopt_parts(shard.dir(), writer.dir())?;
+    }
+    std::fs::remove_dir_all(&scratch).with_context(|| format!("removing {}", scratch.display()))?;
     manifest.status = RunStatus::Finished;
     manifest.finished_at = Some(tack_protocol::time::rfc3339_of_ms(
         RUN_START_MS + options.trials as i64 * 400,
@@ -104,6 +107,59 @@ pub fn gen_traces(options: &GenOptions) -> anyhow::Result<GenSummary> {
         seconds: clock.elapsed().as_secs_f64(),
         bytes,
         files,
+    })
+}
+
+/// Draws the trials on this thread and records attempt `i` with shard
+/// `i mod shards`, each shard on a thread of its own; returns the attempts
+/// and spans recorded.
+fn record_in_shards(
+    shape: &Shape,
+    run_id: &str,
+    options: &GenOptions,
+    shards: &[RunWriter],
+    progress: &dyn Fn(u64),
+) -> anyhow::Result<(u64, u64)> {
+    std::thread::scope(|scope| {
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for shard in shards {
+            let (send, receive) = sync_channel::<Vec<Event>>(64);
+            senders.push(send);
+            threads.push(scope.spawn(move || -> anyhow::Result<(u64, u64)> {
+                let (mut attempts, mut spans) = (0u64, 0u64);
+                for events in receive {
+                    attempts += 1;
+                    spans += events.iter().filter(|e| is_span(e)).count() as u64;
+                    shard.record_trial(events)?;
+                }
+                Ok((attempts, spans))
+            }));
+        }
+        let mut dealt = 0usize;
+        let every = (options.trials / 100).max(1);
+        let mut next_report = every;
+        draw_trials(shape, run_id, options, |events, position| {
+            if position >= next_report {
+                progress(position);
+                next_report = position + every;
+            }
+            let sent = senders[dealt % senders.len()].send(events).is_ok();
+            dealt += 1;
+            sent
+        });
+        // Closing the channels ends the writers.
+        drop(senders);
+        let (mut attempts, mut spans) = (0, 0);
+        for thread in threads {
+            let Ok(recorded) = thread.join() else {
+                bail!("a trace writer stopped unexpectedly; this is a bug in tack-tracegen");
+            };
+            let (a, s) = recorded?;
+            attempts += a;
+            spans += s;
+        }
+        Ok((attempts, spans))
     })
 }
 
@@ -128,12 +184,13 @@ fn split_out(out: &Path) -> anyhow::Result<(PathBuf, String)> {
 }
 
 /// Draws every attempt of every planned trial in plan order (variant, task,
-/// trial index) and hands each to `record` until it returns false.
+/// trial index) and hands each, with the trial's position in the plan, to
+/// `record` until it returns false.
 fn draw_trials(
     shape: &Shape,
     run_id: &str,
     options: &GenOptions,
-    mut record: impl FnMut(Vec<Event>) -> bool,
+    mut record: impl FnMut(Vec<Event>, u64) -> bool,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed ^ 0x7ac6_be9c_5eed_0001);
     let mut position = 0u64;
@@ -155,7 +212,7 @@ fn draw_trials(
                         seed,
                         started_at_ms: started + i64::from(attempt) * 60_000,
                     };
-                    if !record(trial_events(shape, &slot, kind, &mut rng)) {
+                    if !record(trial_events(shape, &slot, kind, &mut rng), position) {
                         return;
                     }
                 }

@@ -52,6 +52,10 @@ enum Command {
         /// Number of tasks [default: about 20 trials per variant and task, 10 to 500].
         #[arg(long)]
         tasks: Option<usize>,
+        /// Threads that encode and compress the parts (nine tenths of the work) [default: one
+        /// per core]. The run's content is the same for any number.
+        #[arg(long)]
+        writers: Option<usize>,
         /// Print what was written as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -68,10 +72,11 @@ fn main() -> ExitCode {
             seed,
             variants,
             tasks,
+            writers,
             json,
         } => {
-            if trials == 0 || variants == 0 || tasks == Some(0) {
-                eprintln!("error: --trials, --variants and --tasks must be at least 1");
+            if trials == 0 || variants == 0 || tasks == Some(0) || writers == Some(0) {
+                eprintln!("error: --trials, --variants, --tasks and --writers must be at least 1");
                 return ExitCode::from(2);
             }
             if out.exists() {
@@ -88,8 +93,21 @@ fn main() -> ExitCode {
                 tasks,
                 seed,
                 out,
+                writers: writers
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             };
-            match gen_traces::gen_traces(&options) {
+            // Long runs (a million trials take minutes) say how far they got.
+            let started = std::time::Instant::now();
+            let progress = |drawn: u64| {
+                if trials >= 100_000 {
+                    eprintln!(
+                        "  {drawn} of {trials} trials drawn ({:.0}%), {:.0} s",
+                        drawn as f64 * 100.0 / trials as f64,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            };
+            match gen_traces::gen_traces(&options, &progress) {
                 Ok(summary) => {
                     eprintln!(
                         "wrote {} trials ({} attempts, {} spans; {} variants × {} tasks × {} trials) \

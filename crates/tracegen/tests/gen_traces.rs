@@ -125,6 +125,50 @@ fn the_same_seed_gives_the_same_run() {
 }
 
 #[test]
+fn any_number_of_writers_writes_the_same_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut summaries = Vec::new();
+    for writers in ["1", "3"] {
+        let out = dir.path().join(format!("synthetic-w{writers}"));
+        let output = Command::new(env!("CARGO_BIN_EXE_tack-tracegen"))
+            .args([
+                "gen-traces",
+                "--trials",
+                "90",
+                "--seed",
+                "5",
+                "--json",
+                "--writers",
+                writers,
+            ])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("tack-tracegen runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        summaries.push(serde_json::from_slice::<Value>(&output.stdout).expect("summary"));
+        assert!(
+            !dir.path()
+                .join(format!(".synthetic-w{writers}.writers"))
+                .exists(),
+            "the writers' shards are removed"
+        );
+    }
+    for key in ["attempts", "spans"] {
+        assert_eq!(summaries[0][key], summaries[1][key], "{key}");
+    }
+    let one = analyze_run(&dir.path().join("synthetic-w1")).expect("one writer");
+    let three = analyze_run(&dir.path().join("synthetic-w3")).expect("three writers");
+    assert_eq!(one.variants, three.variants);
+    assert_eq!(one.matrix, three.matrix);
+    assert_eq!(one.failed_total, three.failed_total);
+}
+
+#[test]
 fn an_existing_directory_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let output = Command::new(env!("CARGO_BIN_EXE_tack-tracegen"))
