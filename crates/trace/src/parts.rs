@@ -25,7 +25,6 @@ use sha2::{Digest, Sha256};
 
 use crate::TraceError;
 use crate::fsutil::temporary_path;
-use crate::reader::read_table_files;
 use crate::schema::{MESSAGES_DIR, SPANS_DIR, TRIALS_DIR, col};
 
 /// The tables of a part, in the order a part is made visible.
@@ -329,10 +328,11 @@ impl StoredMessages {
         if !run_dir.join(MESSAGES_DIR).is_dir() {
             return Ok(stored);
         }
-        for (_, batch) in read_table_files(run_dir, MESSAGES_DIR, Some(&[col::MESSAGE_ID]))? {
-            if let Some(ids) = message_ids(&batch) {
-                stored.0.extend(ids.iter().flatten().map(id_key));
-            }
+        for path in crate::reader::table_files(run_dir, MESSAGES_DIR)? {
+            // Read for its ids alone; a file without them holds none.
+            crate::reader::each_text_of(&path, col::MESSAGE_ID, |id| {
+                stored.0.insert(id_key(id));
+            })?;
         }
         Ok(stored)
     }
@@ -342,6 +342,7 @@ impl StoredMessages {
     /// only: a part whose messages are all new needs no rewriting.
     pub fn take_if_new(&mut self, path: &Path) -> Result<bool, TraceError> {
         let mut keys = Vec::new();
+        // A file without ids (before schema version 3) holds none stored.
         crate::reader::each_text_of(path, col::MESSAGE_ID, |id| keys.push(id_key(id)))?;
         for (taken, key) in keys.iter().enumerate() {
             if !self.0.insert(*key) {

@@ -49,19 +49,29 @@ pub fn trial_ids_in(
 /// The `trial_id` column of one trials file.
 pub(crate) fn trial_ids_of(path: &Path) -> Result<Vec<String>, TraceError> {
     let mut ids = Vec::new();
-    each_text_of(path, col::TRIAL_ID, |id| ids.push(id.to_string()))?;
+    if !each_text_of(path, col::TRIAL_ID, |id| ids.push(id.to_string()))? {
+        return Err(TraceError::Format {
+            path: path.to_path_buf(),
+            message: "the trials table has no trial_id column".to_string(),
+        });
+    }
     Ok(ids)
 }
 
 /// Hands `each` every non-null value of text column `column` of one file,
-/// decoding that column only.
+/// decoding that column only; false when the file has no such column (a
+/// messages file of a run before schema version 3 has no ids).
 pub(crate) fn each_text_of(
     path: &Path,
     column: &str,
     mut each: impl FnMut(&str),
-) -> Result<(), TraceError> {
+) -> Result<bool, TraceError> {
     let mut builder = open_parquet(path)?;
-    let mask = ProjectionMask::columns(builder.parquet_schema(), [column]);
+    let schema = builder.parquet_schema();
+    if !schema.columns().iter().any(|c| c.path().string() == column) {
+        return Ok(false);
+    }
+    let mask = ProjectionMask::columns(schema, [column]);
     builder = builder.with_projection(mask);
     let format = |message: String| TraceError::Format {
         path: path.to_path_buf(),
@@ -76,10 +86,10 @@ pub(crate) fn each_text_of(
         let values = batch
             .column_by_name(column)
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| format(format!("the file has no text column {column}")))?;
+            .ok_or_else(|| format(format!("the column {column} does not hold text")))?;
         values.iter().flatten().for_each(&mut each);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The rows of `path` whose text column `key` holds a value `wanted`
