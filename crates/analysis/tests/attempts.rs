@@ -120,16 +120,13 @@ fn a_final_infra_error_is_counted_apart_not_scored() {
 #[test]
 fn comparisons_pair_final_scored_attempts() {
     let dir = run_with_attempts();
-    let analysis = analyze_run(dir.path()).unwrap();
-    let side = |variant| Side {
-        run: &analysis,
-        variant,
-    };
+    let tables = RunTables::open(dir.path()).unwrap();
+    let side = |variant| Side::load(&tables, variant).unwrap();
     let options = CompareOptions {
         bootstrap_reps: 200,
         ..CompareOptions::default()
     };
-    let comparison = compare(side("real"), side("chaos"), &options).unwrap();
+    let comparison = compare(&side("real"), &side("chaos"), &options).unwrap();
     assert_eq!(comparison.candidate.infra_errors, 1);
     assert_eq!(comparison.base.infra_errors, 0);
     let fix_bug = comparison

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use tack_analysis::compare::{CompareOptions, Comparison, Side, compare, pairing};
-use tack_analysis::{RunAnalysis, analyze_run};
+use tack_analysis::{Manifest, RunTables};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
 use crate::out::{out, outln};
@@ -152,16 +152,18 @@ pub async fn load(
         Some(candidate) => resolve(candidate, &sides.traces).await?,
         None => base_dir.clone(),
     };
-    let base = analyze_run(&base_dir).or_fail(Failure::Usage)?;
+    let base = RunTables::open(&base_dir).or_fail(Failure::Usage)?;
+    let other;
     let candidate = if candidate_dir == base_dir {
-        base.clone()
+        &base
     } else {
-        analyze_run(&candidate_dir).or_fail(Failure::Usage)?
+        other = RunTables::open(&candidate_dir).or_fail(Failure::Usage)?;
+        &other
     };
-    let (base_variant, candidate_variant) = variants(sides, &base, &candidate)?;
+    let (base_variant, candidate_variant) = variants(sides, base.manifest(), candidate.manifest())?;
     let pairing = pairing(
-        &base.manifest,
-        &candidate.manifest,
+        base.manifest(),
+        candidate.manifest(),
         (&base_variant, &candidate_variant),
         sides.allow_drift,
     )
@@ -174,18 +176,9 @@ pub async fn load(
         effect,
         excluded,
     };
-    let comparison = compare(
-        Side {
-            run: &base,
-            variant: &base_variant,
-        },
-        Side {
-            run: &candidate,
-            variant: &candidate_variant,
-        },
-        &options,
-    )
-    .or_fail(Failure::Usage)?;
+    let base = Side::load(&base, &base_variant).or_fail(Failure::Usage)?;
+    let candidate = Side::load(candidate, &candidate_variant).or_fail(Failure::Usage)?;
+    let comparison = compare(&base, &candidate, &options).or_fail(Failure::Usage)?;
     Ok(Loaded {
         base_dir,
         candidate_dir,
@@ -224,16 +217,11 @@ async fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, CommandError> {
 
 fn variants(
     sides: &SidesArgs,
-    base: &RunAnalysis,
-    candidate: &RunAnalysis,
+    base: &Manifest,
+    candidate: &Manifest,
 ) -> Result<(String, String), CommandError> {
-    let names = |run: &RunAnalysis| -> Vec<String> {
-        run.manifest
-            .variants
-            .iter()
-            .map(|v| v.name.clone())
-            .collect()
-    };
+    let names =
+        |run: &Manifest| -> Vec<String> { run.variants.iter().map(|v| v.name.clone()).collect() };
     let same_run = sides.candidate.is_none();
     match sides.variants.as_slice() {
         [a, b] => Ok((a.clone(), b.clone())),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use minijinja::context;
 use minijinja::value::Serde;
-use tack_analysis::compare::{CompareOptions, Comparison, Side, compare, pairing};
-use tack_analysis::{AnalyzeOptions, RunTables, load_trial_trace};
+use tack_analysis::compare::{CompareError, CompareOptions, Comparison, Side, compare, pairing};
+use tack_analysis::{RunTables, load_trial_trace};
 
 use crate::ViewError;
 use crate::pages::{render, required};
@@ -51,20 +51,21 @@ fn comparison(viewer: &Viewer, a: &str, b: &str) -> Result<Arc<Compared>, ViewEr
     if let Some(kept) = viewer.kept_comparison(&key, &tables) {
         return Ok(kept);
     }
-    let analysed = |tables: &RunTables, dir: &Path| {
-        tack_analysis::analyze(tables, AnalyzeOptions::everything()).map_err(|source| {
-            ViewError::Analysis {
+    let side = |tables: &RunTables, dir: &Path, variant: &str| {
+        Side::load(tables, variant).map_err(|error| match error {
+            CompareError::Read(source) => ViewError::Analysis {
                 dir: dir.to_path_buf(),
                 source,
-            }
+            },
+            error => ViewError::Compare(error),
         })
     };
-    let base = analysed(&tables[0], &base_dir)?;
-    let candidate = analysed(&tables[1], &candidate_dir)?;
+    let base = side(&tables[0], &base_dir, &base_variant)?;
+    let candidate = side(&tables[1], &candidate_dir, &candidate_variant)?;
     // Drift is shown, not refused: the viewer is for looking.
     let pairing = pairing(
-        &base.manifest,
-        &candidate.manifest,
+        tables[0].manifest(),
+        tables[1].manifest(),
         (&base_variant, &candidate_variant),
         true,
     )
@@ -76,16 +77,8 @@ fn comparison(viewer: &Viewer, a: &str, b: &str) -> Result<Arc<Compared>, ViewEr
         excluded: pairing.excluded,
         ..CompareOptions::default()
     };
-    let base_side = Side {
-        run: &base,
-        variant: &base_variant,
-    };
-    let candidate_side = Side {
-        run: &candidate,
-        variant: &candidate_variant,
-    };
     let compared = Arc::new(Compared {
-        comparison: compare(base_side, candidate_side, &options)?,
+        comparison: compare(&base, &candidate, &options)?,
         drift: pairing.drift,
         dirs: [base_dir, candidate_dir],
     });

@@ -4,10 +4,9 @@
 
 use serde::Serialize;
 
+use super::side::{ComparedTrial, compared_counts};
 use super::{CompareOptions, Paired, passed};
-use crate::TrialRow;
 use crate::stats;
-use tack_trace::schema::TRIAL_COUNTS;
 
 /// One metric on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,25 +30,26 @@ pub struct MetricDelta {
 /// How a metric is computed over a set of trials.
 enum Statistic {
     /// Σ value over all trials ÷ number of successes.
-    PerSuccess(fn(&TrialRow) -> Option<f64>),
+    PerSuccess(fn(&ComparedTrial) -> Option<f64>),
     /// Mean over trials.
-    Mean(fn(&TrialRow) -> Option<f64>),
-    /// Mean of one of the trials table's counts over trials.
-    MeanCount(&'static str),
+    Mean(fn(&ComparedTrial) -> Option<f64>),
+    /// Mean of one of the trials table's counts over trials: the
+    /// [`compared_counts`] at this position.
+    MeanCount(usize),
 }
 
 impl Statistic {
-    fn value(&self, trial: &TrialRow) -> Option<f64> {
+    fn value(&self, trial: &ComparedTrial) -> Option<f64> {
         match self {
             Statistic::PerSuccess(get) | Statistic::Mean(get) => get(trial),
-            Statistic::MeanCount(column) => Some(f64::from(trial.counts.get(column))),
+            Statistic::MeanCount(at) => trial.counts.get(*at).copied().map(f64::from),
         }
     }
 
     /// What the statistic needs of some trials, summed: computed once per
     /// task and side, so a resample adds up tasks, not every trial again
     /// (10,000 resamples over a million trials took minutes).
-    fn sums<'a>(&self, trials: impl Iterator<Item = &'a TrialRow>) -> Sums {
+    fn sums<'a>(&self, trials: impl Iterator<Item = &'a ComparedTrial>) -> Sums {
         let mut sums = Sums::default();
         for trial in trials {
             match self.value(trial) {
@@ -102,7 +102,7 @@ impl Sums {
 }
 
 /// What a comparison shows: what a success costs, each count
-/// [`TRIAL_COUNTS`] marks `compared` (per trial), and the wall time.
+/// [`compared_counts`] (per trial), and the wall time.
 fn metrics() -> Vec<(String, &'static str, Statistic)> {
     let mut metrics = vec![
         (
@@ -116,11 +116,11 @@ fn metrics() -> Vec<(String, &'static str, Statistic)> {
             Statistic::PerSuccess(|t| t.cost_usd),
         ),
     ];
-    metrics.extend(TRIAL_COUNTS.iter().filter(|c| c.compared).map(|c| {
+    metrics.extend(compared_counts().enumerate().map(|(at, c)| {
         (
             c.label.to_lowercase(),
             "per trial",
-            Statistic::MeanCount(c.column),
+            Statistic::MeanCount(at),
         )
     }));
     metrics.push((
@@ -150,7 +150,7 @@ pub(super) fn deltas(paired: &[Paired<'_>], options: &CompareOptions) -> Vec<Met
             let sums: Vec<(Sums, Sums)> = paired
                 .iter()
                 .map(|(_, base, cand)| {
-                    let side = |trials: &[&TrialRow]| statistic.sums(trials.iter().copied());
+                    let side = |trials: &[ComparedTrial]| statistic.sums(trials.iter());
                     (side(base), side(cand))
                 })
                 .collect();

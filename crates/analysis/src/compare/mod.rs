@@ -9,26 +9,20 @@ mod divergence;
 mod gate;
 mod metrics;
 mod pairing;
+mod side;
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use tack_protocol::TrialOutcome;
 
-use crate::stats;
-use crate::{RunAnalysis, TrialRow, wilson_interval};
+use crate::{AnalysisError, stats, wilson_interval};
+use side::ComparedTrial;
 
 pub use divergence::first_divergence;
 pub use gate::{GateError, GateOptions, GateVerdict, gate};
 pub use metrics::MetricDelta;
 pub use pairing::{DriftError, Pairing, pairing};
-
-/// One side of a comparison: a variant's trials in an analysed run.
-#[derive(Debug, Clone, Copy)]
-pub struct Side<'a> {
-    pub run: &'a RunAnalysis,
-    pub variant: &'a str,
-}
+pub use side::Side;
 
 /// How the comparison is computed.
 #[derive(Debug, Clone)]
@@ -242,63 +236,25 @@ pub enum CompareError {
         "no task has finished trials on both sides ({base} and {candidate}); compare runs of the same suite"
     )]
     NothingPaired { base: String, candidate: String },
+    #[error(transparent)]
+    Read(#[from] AnalysisError),
 }
 
-/// A task's trials on one side, by trial index.
-type ByTask<'a> = BTreeMap<&'a str, Vec<&'a TrialRow>>;
-
-fn trials_of<'a>(side: Side<'a>) -> Result<ByTask<'a>, CompareError> {
-    let known: Vec<&str> = side
-        .run
-        .manifest
-        .variants
-        .iter()
-        .map(|v| v.name.as_str())
-        .collect();
-    if !known.contains(&side.variant) {
-        return Err(CompareError::UnknownVariant {
-            run_id: side.run.manifest.run_id.clone(),
-            variant: side.variant.to_string(),
-            known: known.join(", "),
-        });
-    }
-    let mut by_task: ByTask = BTreeMap::new();
-    // `trials` holds final attempts only; final infra errors are not scored.
-    let scored = side
-        .run
-        .trials
-        .iter()
-        .filter(|t| t.variant == side.variant && !is_infra_error(t));
-    for trial in scored {
-        by_task.entry(trial.task.as_str()).or_default().push(trial);
-    }
-    for trials in by_task.values_mut() {
-        trials.sort_by_key(|t| t.trial_index);
-    }
-    Ok(by_task)
-}
-
-fn is_infra_error(trial: &TrialRow) -> bool {
-    trial.outcome == TrialOutcome::InfraError.as_str()
-}
-
-fn passed(trial: &TrialRow) -> bool {
-    trial.outcome == TrialOutcome::Passed.as_str()
+fn passed(trial: &ComparedTrial) -> bool {
+    trial.passed
 }
 
 /// Pairs the two sides by task and computes everything.
 pub fn compare(
-    base: Side<'_>,
-    candidate: Side<'_>,
+    base: &Side,
+    candidate: &Side,
     options: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
-    let base_trials = trials_of(base)?;
-    let candidate_trials = trials_of(candidate)?;
-    let (paired, unpaired) = pair(&base_trials, &candidate_trials, &options.excluded);
+    let (paired, unpaired) = pair(&base.tasks, &candidate.tasks, &options.excluded);
     if paired.is_empty() {
         return Err(CompareError::NothingPaired {
-            base: label(base),
-            candidate: label(candidate),
+            base: base.label(),
+            candidate: candidate.label(),
         });
     }
     let tasks: Vec<TaskComparison> = paired.iter().map(task_comparison).collect();
@@ -308,14 +264,11 @@ pub fn compare(
         .map(|(_, b, c)| b.len().min(c.len()) as u64)
         .min()
         .unwrap_or(0);
-    let base_info = side_info(base, paired.iter().flat_map(|(_, b, _)| b.iter().copied()));
+    let base_info = side_info(base, paired.iter().flat_map(|(_, b, _)| b.iter()));
     let power = power(&tasks, trials_per_task, base_info.success_rate, options);
     Ok(Comparison {
         base: base_info,
-        candidate: side_info(
-            candidate,
-            paired.iter().flat_map(|(_, _, c)| c.iter().copied()),
-        ),
+        candidate: side_info(candidate, paired.iter().flat_map(|(_, _, c)| c.iter())),
         pass_at_k: pass_at_k(&tasks),
         metrics: metrics::deltas(&paired, options),
         tasks,
@@ -325,27 +278,29 @@ pub fn compare(
     })
 }
 
-fn label(side: Side<'_>) -> String {
-    format!("{}:{}", side.run.manifest.run_id, side.variant)
-}
-
 /// A task with its base and candidate trials.
-pub(crate) type Paired<'a> = (&'a str, Vec<&'a TrialRow>, Vec<&'a TrialRow>);
+pub(crate) type Paired<'a> = (&'a str, &'a [ComparedTrial], &'a [ComparedTrial]);
+
+/// A side's scored trials by task.
+type ByTask = BTreeMap<String, Vec<ComparedTrial>>;
 
 fn pair<'a>(
-    base: &ByTask<'a>,
-    candidate: &ByTask<'a>,
+    base: &'a ByTask,
+    candidate: &'a ByTask,
     excluded: &BTreeMap<String, String>,
 ) -> (Vec<Paired<'a>>, Vec<UnpairedTask>) {
     let mut paired = Vec::new();
     let mut unpaired = Vec::new();
-    let tasks: std::collections::BTreeSet<&str> =
-        base.keys().chain(candidate.keys()).copied().collect();
+    let tasks: std::collections::BTreeSet<&str> = base
+        .keys()
+        .chain(candidate.keys())
+        .map(String::as_str)
+        .collect();
     for task in tasks {
         let reason = match (base.get(task), candidate.get(task), excluded.get(task)) {
             (_, _, Some(why)) => why.clone(),
             (Some(b), Some(c), None) => {
-                paired.push((task, b.clone(), c.clone()));
+                paired.push((task, b.as_slice(), c.as_slice()));
                 continue;
             }
             (None, _, None) => "no trials on the base side".to_string(),
@@ -361,14 +316,14 @@ fn pair<'a>(
 
 fn task_comparison(paired: &Paired<'_>) -> TaskComparison {
     let (task, base, candidate) = paired;
-    let count = |trials: &[&TrialRow]| {
+    let count = |trials: &[ComparedTrial]| {
         (
             trials.iter().filter(|t| passed(t)).count() as u64,
             trials.len() as u64,
         )
     };
     let (b, c) = (count(base), count(candidate));
-    let ids = |trials: &[&TrialRow]| trials.iter().map(|t| t.trial_id.clone()).collect();
+    let ids = |trials: &[ComparedTrial]| trials.iter().map(|t| t.trial_id.clone()).collect();
     TaskComparison {
         task: task.to_string(),
         base_trials: b.1,
@@ -381,32 +336,23 @@ fn task_comparison(paired: &Paired<'_>) -> TaskComparison {
     }
 }
 
-fn side_info<'a>(side: Side<'_>, trials: impl Iterator<Item = &'a TrialRow>) -> SideInfo {
-    let trials: Vec<&TrialRow> = trials.collect();
-    let passed_count = trials.iter().filter(|t| passed(t)).count() as u64;
-    let total = trials.len() as u64;
+fn side_info<'a>(side: &Side, trials: impl Iterator<Item = &'a ComparedTrial>) -> SideInfo {
+    let (mut total, mut passed_count, mut rerun_trials, mut rerun_passed) =
+        (0u64, 0u64, 0u64, 0u64);
+    for trial in trials {
+        total += 1;
+        passed_count += u64::from(passed(trial));
+        rerun_trials += u64::from(trial.rerun);
+        rerun_passed += u64::from(trial.rerun && passed(trial));
+    }
     let (ci_low, ci_high) = wilson_interval(passed_count, total);
-    let rerun: Vec<&&TrialRow> = trials.iter().filter(|t| t.trial_attempt > 0).collect();
-    let rerun_trials = rerun.len() as u64;
-    let rerun_passed = rerun.iter().filter(|t| passed(t)).count() as u64;
-    let info = side
-        .run
-        .manifest
-        .variants
-        .iter()
-        .find(|v| v.name == side.variant);
     SideInfo {
-        run_id: side.run.manifest.run_id.clone(),
-        variant: side.variant.to_string(),
-        model: info.map(|v| v.model.clone()).unwrap_or_default(),
-        simulated: info.is_some_and(|v| v.simulated),
+        run_id: side.run_id.clone(),
+        variant: side.variant.clone(),
+        model: side.model.clone(),
+        simulated: side.simulated,
         trials: total,
-        infra_errors: side
-            .run
-            .trials
-            .iter()
-            .filter(|t| t.variant == side.variant && is_infra_error(t))
-            .count() as u64,
+        infra_errors: side.infra_errors,
         passed: passed_count,
         success_rate: if total == 0 {
             0.0
@@ -426,8 +372,10 @@ fn side_info<'a>(side: Side<'_>, trials: impl Iterator<Item = &'a TrialRow>) -> 
 fn success_delta(paired: &[Paired<'_>], options: &CompareOptions) -> SuccessDelta {
     let (mut base_only, mut candidate_only, mut pairs) = (0u64, 0u64, 0u64);
     for (_, base, candidate) in paired {
-        for b in base {
-            if let Some(c) = candidate.iter().find(|c| c.trial_index == b.trial_index) {
+        for b in base.iter() {
+            // Both sides are in trial index order.
+            if let Ok(at) = candidate.binary_search_by_key(&b.trial_index, |c| c.trial_index) {
+                let c = &candidate[at];
                 pairs += 1;
                 match (passed(b), passed(c)) {
                     (true, false) => base_only += 1,
@@ -437,37 +385,29 @@ fn success_delta(paired: &[Paired<'_>], options: &CompareOptions) -> SuccessDelt
             }
         }
     }
-    let outcomes: Vec<(Vec<bool>, Vec<bool>)> = paired
+    let count = |trials: &[ComparedTrial]| {
+        let passed = trials.iter().filter(|t| passed(t)).count() as u64;
+        (passed, trials.len() as u64)
+    };
+    let counts: Vec<(stats::PassCount, stats::PassCount)> = paired
         .iter()
-        .map(|(_, b, c)| {
-            (
-                b.iter().map(|t| passed(t)).collect(),
-                c.iter().map(|t| passed(t)).collect(),
-            )
-        })
+        .map(|(_, b, c)| (count(b), count(c)))
         .collect();
-    let rate =
-        |trials: &[bool]| trials.iter().filter(|p| **p).count() as f64 / trials.len().max(1) as f64;
+    let rate = |(passed, trials): stats::PassCount| passed as f64 / trials.max(1) as f64;
     let single = paired.iter().all(|(_, b, c)| b.len() == 1 && c.len() == 1);
     let (task_test, task_p_value) = if single {
         (None, None)
     } else {
-        let diffs: Vec<f64> = outcomes.iter().map(|(b, c)| rate(c) - rate(b)).collect();
+        let diffs: Vec<f64> = counts.iter().map(|&(b, c)| rate(c) - rate(b)).collect();
         let (test, p) = stats::task_level_test(&diffs);
         (Some(test), Some(p))
     };
-    let interval = stats::success_rate_bootstrap(&outcomes, options.bootstrap_reps, options.seed);
-    let (base_total, candidate_total) = outcomes.iter().fold((0.0, 0.0), |acc, (b, c)| {
-        (
-            acc.0 + b.iter().filter(|p| **p).count() as f64,
-            acc.1 + c.iter().filter(|p| **p).count() as f64,
-        )
-    });
-    let (base_n, candidate_n) = outcomes.iter().fold((0usize, 0usize), |acc, (b, c)| {
-        (acc.0 + b.len(), acc.1 + c.len())
+    let interval = stats::success_rate_bootstrap(&counts, options.bootstrap_reps, options.seed);
+    let total = counts.iter().fold(((0, 0), (0, 0)), |(b, c), &(tb, tc)| {
+        ((b.0 + tb.0, b.1 + tb.1), (c.0 + tc.0, c.1 + tc.1))
     });
     SuccessDelta {
-        delta: candidate_total / candidate_n.max(1) as f64 - base_total / base_n.max(1) as f64,
+        delta: rate(total.1) - rate(total.0),
         ci_low: interval.map(|i| i.low),
         ci_high: interval.map(|i| i.high),
         test: "mcnemar_exact".to_string(),

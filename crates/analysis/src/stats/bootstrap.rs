@@ -103,17 +103,30 @@ where
 }
 
 /// 95% interval for the difference in success rate, candidate − base,
-/// each task given as (base outcomes, candidate outcomes) with `true` for a
-/// pass: [`paired_bootstrap`] with [`pass_rate`] (passes ÷ trials pooled
-/// over the resample's tasks, which is the mean of per-task differences
-/// when every task has the same number of trials).
+/// each task given as (base, candidate) [`PassCount`]s: what
+/// [`paired_bootstrap`] with [`pass_rate`] gives over the tasks' outcomes
+/// (passes ÷ trials pooled over the resample's tasks, which is the mean of
+/// per-task differences when every task has the same number of trials).
 pub fn success_rate_bootstrap(
-    tasks: &[(Vec<bool>, Vec<bool>)],
+    tasks: &[(PassCount, PassCount)],
     reps: usize,
     seed: u64,
 ) -> Option<Interval> {
-    paired_bootstrap(tasks, reps, seed, pass_rate)
+    // Each task's passes and trials are summed once: a resample adds up
+    // tasks, not every trial again (a million trials, 10,000 resamples).
+    let rate = |sample: &[usize], side: fn(&(PassCount, PassCount)) -> PassCount| {
+        let (passes, trials) = sample.iter().fold((0u64, 0u64), |(p, n), &t| {
+            let (passed, trials) = side(&tasks[t]);
+            (p + passed, n + trials)
+        });
+        (trials > 0).then(|| passes as f64 / trials as f64)
+    };
+    let delta = |sample: &[usize]| Some(rate(sample, |t| t.1)? - rate(sample, |t| t.0)?);
+    cluster_bootstrap(tasks.len(), reps, seed, &delta)
 }
+
+/// One side of one task: (trials passed, trials).
+pub type PassCount = (u64, u64);
 
 /// Passes ÷ trials over the given tasks' trials; `None` without trials.
 pub fn pass_rate(side: &[&[bool]]) -> Option<f64> {

@@ -20,8 +20,9 @@ mod power;
 
 pub use binomial::{mcnemar_exact, sign_test};
 pub use bootstrap::{
-    CONFIDENCE, DEFAULT_BOOTSTRAP_REPS, Interval, cluster_bootstrap, mean_over_successes,
-    paired_bootstrap, pass_rate, success_rate_bootstrap, total_per_success, trial_mean,
+    CONFIDENCE, DEFAULT_BOOTSTRAP_REPS, Interval, PassCount, cluster_bootstrap,
+    mean_over_successes, paired_bootstrap, pass_rate, success_rate_bootstrap, total_per_success,
+    trial_mean,
 };
 pub use normal::{normal_cdf, normal_quantile};
 pub use pass_k::{mean_pass_at_k, mean_pass_hat_k, pass_at_k, pass_hat_k};

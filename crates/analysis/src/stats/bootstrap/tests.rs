@@ -31,7 +31,16 @@ fn observed_delta(tasks: &Outcomes) -> f64 {
 }
 
 fn bootstrap(tasks: &Outcomes, seed: u64) -> Interval {
-    success_rate_bootstrap(tasks, DEFAULT_BOOTSTRAP_REPS, seed).unwrap()
+    let count = |trials: &[bool]| {
+        let passed = trials.iter().filter(|p| **p).count() as u64;
+        (passed, trials.len() as u64)
+    };
+    let counts: Vec<_> = tasks.iter().map(|(b, c)| (count(b), count(c))).collect();
+    let interval = success_rate_bootstrap(&counts, DEFAULT_BOOTSTRAP_REPS, seed).unwrap();
+    // The same as resampling the trials' outcomes themselves.
+    let outcomes = paired_bootstrap(tasks, DEFAULT_BOOTSTRAP_REPS, seed, pass_rate).unwrap();
+    assert_eq!(interval, outcomes);
+    interval
 }
 
 #[test]
@@ -174,8 +183,7 @@ fn generic_means_per_side() {
 #[test]
 fn nothing_to_resample_gives_none() {
     assert_eq!(success_rate_bootstrap(&[], 100, 0), None);
-    let tasks = simulated(5, 1, 0.0, 6);
-    assert_eq!(success_rate_bootstrap(&tasks, 0, 0), None);
+    assert_eq!(success_rate_bootstrap(&[((1, 1), (0, 1))], 0, 0), None);
     assert_eq!(cluster_bootstrap(3, 10, 0, &|_: &[usize]| None), None);
     let nan = cluster_bootstrap(3, 10, 0, &|_: &[usize]| Some(f64::NAN));
     assert_eq!(nan, None);
