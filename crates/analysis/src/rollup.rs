@@ -26,9 +26,12 @@ use tack_trace::schema::{TRIALS_DIR, col};
 /// once (a batch of 64 parts held about 70 MB more at a million trials)
 /// for little speed.
 const BATCH_FILES: usize = 16;
-/// Rows gathered from batches (cube rows, failed trials) before they are
-/// reduced again.
-const ROWS_HELD: usize = 100_000;
+/// Rows gathered from batches (cube rows, failed trials) since they were
+/// last reduced, before they are reduced again: what is held stays near the
+/// size of the reduced rows themselves (a million trials' cube has about
+/// 27,000 rows, ten thousand trials' 1,500), where a bound on all held rows
+/// let a big run hold several times its cube.
+const NEW_ROWS_HELD: usize = 20_000;
 
 /// The cube's column counting the trials a row stands for.
 pub(crate) const WEIGHT: &str = "rolled_up_trials";
@@ -263,7 +266,8 @@ fn resum(cube: LazyFrame) -> LazyFrame {
 /// combination, failed trials cut to the first of each variant and task.
 struct Held<F: Fn(LazyFrame) -> LazyFrame> {
     frames: Vec<Frame>,
-    rows: usize,
+    /// Rows pushed since the last reduction.
+    new_rows: usize,
     reduce: F,
 }
 
@@ -271,18 +275,18 @@ impl<F: Fn(LazyFrame) -> LazyFrame> Held<F> {
     fn new(reduce: F) -> Held<F> {
         Held {
             frames: Vec::new(),
-            rows: 0,
+            new_rows: 0,
             reduce,
         }
     }
 
     fn push(&mut self, rows: Frame, dir: &Path) -> Result<(), AnalysisError> {
-        self.rows += rows.height();
-        self.frames.push(rows);
-        if self.rows > ROWS_HELD
+        self.new_rows += rows.height();
+        self.frames.push(rows.compacted()?);
+        if self.new_rows > NEW_ROWS_HELD
             && let Some(reduced) = self.finish(dir)?
         {
-            self.rows = reduced.height();
+            self.new_rows = 0;
             self.frames = vec![reduced];
         }
         Ok(())
@@ -297,7 +301,9 @@ impl<F: Fn(LazyFrame) -> LazyFrame> Held<F> {
         let Some(all) = concat_frames(&frames, dir)? else {
             return Ok(None);
         };
-        Frame::collect((self.reduce)(all), dir, TRIALS_DIR).map(Some)
+        Frame::collect((self.reduce)(all), dir, TRIALS_DIR)?
+            .compacted()
+            .map(Some)
     }
 }
 
