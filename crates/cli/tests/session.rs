@@ -70,7 +70,7 @@ fn a_killed_session_resumes_asks_again_and_streams_every_event_once() {
     // The first approver is a person who does not answer (until the test
     // lets the orphaned script go, at the end).
     let hanging = format!(
-        "touch {m}/asked-1; while [ ! -e {m}/release ]; do sleep 0.1; done; exit 1",
+        "touch {m}/asked-1; while [ ! -e {m}/release ]; do sleep 0.1; done; touch {m}/left; exit 1",
         m = marks.display()
     );
     let mut first = tack()
@@ -167,7 +167,11 @@ fn a_killed_session_resumes_asks_again_and_streams_every_event_once() {
         .collect();
     assert_eq!(seqs(&followed), seqs(&after));
 
+    // Waited for: were the marks removed first, it would wait for ever.
     std::fs::write(marks.join("release"), "").unwrap();
+    wait_for("the orphaned approver to leave", || {
+        marks.join("left").exists()
+    });
 
     // A finished session is not resumed again.
     let again = tack()
