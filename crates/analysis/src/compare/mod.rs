@@ -244,6 +244,12 @@ fn passed(trial: &ComparedTrial) -> bool {
     trial.passed
 }
 
+/// A task's trials on one side, counted: (passed, trials).
+fn pass_count(trials: &[ComparedTrial]) -> stats::PassCount {
+    let passed = trials.iter().filter(|t| passed(t)).count() as u64;
+    (passed, trials.len() as u64)
+}
+
 /// Pairs the two sides by task and computes everything.
 pub fn compare(
     base: &Side,
@@ -316,13 +322,7 @@ fn pair<'a>(
 
 fn task_comparison(paired: &Paired<'_>) -> TaskComparison {
     let (task, base, candidate) = paired;
-    let count = |trials: &[ComparedTrial]| {
-        (
-            trials.iter().filter(|t| passed(t)).count() as u64,
-            trials.len() as u64,
-        )
-    };
-    let (b, c) = (count(base), count(candidate));
+    let (b, c) = (pass_count(base), pass_count(candidate));
     let ids = |trials: &[ComparedTrial]| trials.iter().map(|t| t.trial_id.clone()).collect();
     TaskComparison {
         task: task.to_string(),
@@ -385,13 +385,9 @@ fn success_delta(paired: &[Paired<'_>], options: &CompareOptions) -> SuccessDelt
             }
         }
     }
-    let count = |trials: &[ComparedTrial]| {
-        let passed = trials.iter().filter(|t| passed(t)).count() as u64;
-        (passed, trials.len() as u64)
-    };
     let counts: Vec<(stats::PassCount, stats::PassCount)> = paired
         .iter()
-        .map(|(_, b, c)| (count(b), count(c)))
+        .map(|(_, b, c)| (pass_count(b), pass_count(c)))
         .collect();
     let rate = |(passed, trials): stats::PassCount| passed as f64 / trials.max(1) as f64;
     let single = paired.iter().all(|(_, b, c)| b.len() == 1 && c.len() == 1);
