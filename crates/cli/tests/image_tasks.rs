@@ -11,37 +11,13 @@
 
 mod common;
 
+use common::images::*;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// The base image, or why the test cannot run.
-fn base_image() -> Option<String> {
-    let required = std::env::var("TACK_REQUIRE_ENGINE").is_ok_and(|v| v == "1");
-    let skip = |why: String| {
-        assert!(!required, "TACK_REQUIRE_ENGINE=1, but {why}");
-        eprintln!("skipped: {why}");
-        None
-    };
-    let engine = match tack_image::Engine::detect(None) {
-        Ok(engine) => engine,
-        Err(error) => return skip(error.to_string()),
-    };
-    let Ok(base) = std::env::var("TACK_IMAGE_BASE") else {
-        return skip("TACK_IMAGE_BASE names no base image".to_string());
-    };
-    if !engine.has_image(&base) {
-        return skip(format!("the engine has no image {base}"));
-    }
-    if let tack_sandbox::TestGate::Skip(why) =
-        tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict)
-    {
-        return skip(why.to_string());
-    }
-    Some(base)
-}
 
 /// A task written as for a container: its Dockerfile makes /app with a
 /// file owned by `nobody`; its tests (shown at /tests only to the checks)
@@ -72,11 +48,6 @@ files_at = "/solution"
 script = "bash /solution/solve.sh"
 "#;
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
 /// A suite in `dir` whose `debian:bookworm` is `base`, with the task
 /// `greet` (its solution first sleeping `sleep` seconds) and the tasks
 /// `more` adds.
@@ -104,71 +75,6 @@ fn suite(dir: &Path, base: &str, sleep: u32, more: &[(&str, &str, &str)]) -> Pat
         write(&task_dir.join("environment/Dockerfile"), dockerfile);
     }
     suite
-}
-
-/// `tack ARGS` with its temporary files (trial directories among them)
-/// and its image cache under `dir`.
-fn tack(dir: &Path) -> Command {
-    let tmp = dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
-    command
-        .current_dir(dir)
-        .env("TMPDIR", &tmp)
-        .env("TACK_IMAGE_CACHE", image_cache());
-    command
-}
-
-/// Shared by the tests (and kept between runs): what it holds is keyed by
-/// content.
-fn image_cache() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("image-cache")
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    tack(dir).args(args).output().unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// The mounts of this machine that name a path under `dir`.
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let dir = dir.display().to_string();
-    info.lines()
-        .filter(|line| line.contains(&dir))
-        .map(str::to_string)
-        .collect()
-}
-
-/// What is left in the trial directories' root under `dir`.
-fn trial_dirs(dir: &Path) -> Vec<String> {
-    match std::fs::read_dir(dir.join("tmp/tack-trials")) {
-        Ok(entries) => entries
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-fn run_dir(dir: &Path) -> PathBuf {
-    let traces = dir.join("traces");
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(&traces)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    runs.pop().unwrap()
-}
-
-fn trials(json: &Value) -> &Vec<Value> {
-    json["run"]["trials"].as_array().unwrap()
 }
 
 /// Sound, and the oracle passes in the image; a task whose build fails is
@@ -365,24 +271,6 @@ fn no_process_in(dir: &Path) -> bool {
     })
 }
 
-/// The Python base image (`TACK_IMAGE_PYTHON`, which `.ci/run` builds
-/// beside the bare one), or why the test cannot run.
-fn python_image() -> Option<String> {
-    base_image()?;
-    let required = std::env::var("TACK_REQUIRE_ENGINE").is_ok_and(|v| v == "1");
-    match std::env::var("TACK_IMAGE_PYTHON") {
-        Ok(image) => Some(image),
-        Err(_) => {
-            assert!(
-                !required,
-                "TACK_REQUIRE_ENGINE=1, but TACK_IMAGE_PYTHON is not set"
-            );
-            eprintln!("skipped: TACK_IMAGE_PYTHON names no Python base image");
-            None
-        }
-    }
-}
-
 /// `tack import harbor` builds instead of approximating: a Harbor task
 /// (written for these tests, its build context the task root through
 /// docker-compose) imports as an image task that is sound and passes with
@@ -481,19 +369,6 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
         .map(|t| t["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(outcomes, ["passed"], "{json}");
-}
-
-/// The trial containers of the engine whose trial directory is under
-/// `dir`.
-fn containers_under(dir: &Path) -> Vec<String> {
-    let engine = tack_image::Engine::detect(None).unwrap();
-    engine
-        .trial_containers()
-        .unwrap()
-        .into_iter()
-        .filter(|(_, trial)| trial.starts_with(dir))
-        .map(|(name, _)| name)
-        .collect()
 }
 
 /// Engine mode: a task whose image's ENTRYPOINT starts a web server runs

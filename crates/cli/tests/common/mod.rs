@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+pub mod images;
 pub mod viewer;
 
 pub fn repo() -> PathBuf {
