@@ -51,6 +51,38 @@ pub struct ContainerSpec<'a> {
     pub cpus: Option<f64>,
     /// `--memory`, in MiB: all the container's processes together.
     pub memory_mb: Option<u64>,
+    /// Names that reach the container itself (`127.0.0.1`): its services',
+    /// which share its network.
+    pub hosts: &'a [String],
+}
+
+/// A service's container, started beside a trial's: it joins the trial
+/// container's network (so each reaches the other on `127.0.0.1`) and its
+/// user namespace (the same ids, and `exec` into it works).
+#[derive(Debug, Clone)]
+pub struct ServiceSpec<'a> {
+    /// The image's id or reference.
+    pub image: &'a str,
+    /// The service container's name (see [`service_container_name`]).
+    pub name: &'a str,
+    /// The trial's directory, recorded in [`TRIAL_LABEL`].
+    pub trial: &'a Path,
+    /// The trial's container, started first.
+    pub beside: &'a str,
+    pub env: &'a [(String, String)],
+    /// Its command instead of the image's `CMD`.
+    pub command: Option<&'a [String]>,
+    /// A hosts file naming the trial's services, shown at `/etc/hosts`
+    /// (an engine adds no host names to a container that joins another's
+    /// network).
+    pub hosts_file: &'a Path,
+}
+
+/// Whether a container runs, or how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerState {
+    Running,
+    Exited(i64),
 }
 
 impl Engine {
@@ -79,6 +111,9 @@ impl Engine {
         if let Some(memory) = spec.memory_mb {
             args.extend(["--memory".into(), format!("{memory}m")]);
         }
+        for host in spec.hosts {
+            args.extend(["--add-host".into(), format!("{host}:127.0.0.1")]);
+        }
         for bind in spec.binds {
             let mode = if bind.writable { "rw" } else { "ro" };
             args.extend([
@@ -90,6 +125,66 @@ impl Engine {
         args.extend(KEEP_ALIVE.map(String::from));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.output(&args).map(|_| ())
+    }
+
+    /// Starts a service's container in the background, running its
+    /// image's entrypoint and command (or `spec.command`).
+    pub fn start_service(&self, spec: &ServiceSpec<'_>) -> Result<(), ImageError> {
+        let beside = format!("container:{}", spec.beside);
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--detach".into(),
+            "--name".into(),
+            spec.name.into(),
+            "--label".into(),
+            format!("{TRIAL_LABEL}={}", spec.trial.display()),
+            "--network".into(),
+            beside.clone(),
+            "--userns".into(),
+            beside,
+            "--volume".into(),
+            format!("{}:/etc/hosts:ro", spec.hosts_file.display()),
+        ];
+        for (name, value) in spec.env {
+            args.extend(["--env".into(), format!("{name}={value}")]);
+        }
+        args.push(spec.image.into());
+        args.extend(spec.command.unwrap_or_default().iter().cloned());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.output(&args).map(|_| ())
+    }
+
+    /// Whether the container `name` still runs.
+    pub fn container_state(&self, name: &str) -> Result<ContainerState, ImageError> {
+        let text = self.output(&[
+            "inspect",
+            "--format",
+            "{{.State.Running}} {{.State.ExitCode}}",
+            name,
+        ])?;
+        let mut words = text.split_whitespace();
+        let running = words.next() == Some("true");
+        let code = words.next().and_then(|c| c.parse().ok()).unwrap_or(-1);
+        Ok(if running {
+            ContainerState::Running
+        } else {
+            ContainerState::Exited(code)
+        })
+    }
+
+    /// The last `lines` lines the container printed, both streams.
+    pub fn container_log(&self, name: &str, lines: usize) -> String {
+        let lines = lines.to_string();
+        match self.command(&["logs", "--tail", &lines, name]).output() {
+            Ok(out) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .trim()
+            .to_string(),
+            Err(error) => format!("(its log could not be read: {error})"),
+        }
     }
 
     /// Removes a container, killing what runs in it; one already gone is
@@ -139,6 +234,11 @@ pub fn container_name(trial: &Path) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(trial.as_os_str().as_encoded_bytes());
     format!("tack-trial-{}", crate::build::hex(&digest[..8]))
+}
+
+/// The name of the container of service `service` of the trial in `trial`.
+pub fn service_container_name(trial: &Path, service: &str) -> String {
+    format!("{}-{service}", container_name(trial))
 }
 
 #[cfg(test)]

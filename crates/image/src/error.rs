@@ -59,6 +59,11 @@ pub enum ImageError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("the image of service `{name}`: {error}")]
+    Service {
+        name: String,
+        error: Box<ImageError>,
+    },
     #[error("the engine's description of image {image} could not be read: {source}")]
     Inspect {
         image: String,

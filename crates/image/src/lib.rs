@@ -23,7 +23,10 @@ mod rootfs;
 mod user;
 
 pub use build::{BuildSpec, Built, ImageMap, build, context_hash, mapped};
-pub use container::{Bind, ContainerSpec, KEEP_ALIVE, TRIAL_LABEL, container_name};
+pub use container::{
+    Bind, ContainerSpec, ContainerState, KEEP_ALIVE, ServiceSpec, TRIAL_LABEL, container_name,
+    service_container_name,
+};
 pub use context::{Escape, links_leaving, sources_outside_context};
 pub use engine::{Engine, EngineKind, ImageConfig};
 pub use error::ImageError;

@@ -55,6 +55,16 @@ fn task_fingerprint(task: &Task) -> Result<TaskFingerprint, RunError> {
         checks: hashes.checks,
         directory: hashes.directory,
         image: task.ready_image().map(|image| image.id.clone()),
+        services: task
+            .ready_image()
+            .map(|image| {
+                image
+                    .services
+                    .iter()
+                    .map(|s| (s.name.clone(), s.id.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 

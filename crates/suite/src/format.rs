@@ -212,6 +212,39 @@ pub struct Environment {
     /// `[limits] memory_mb` bounds each process's address space instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mb: Option<u64>,
+    /// Containers started beside the trial's (a compose file's other
+    /// services: a database, a server the checks talk to). They share the
+    /// trial container's network, so each is reached by its `name` on
+    /// `127.0.0.1`; a task with services runs in engine mode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Service>,
+}
+
+/// A container started beside a trial's, from an image or a Dockerfile of
+/// the task, before the agent starts and removed with the trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// The host name the trial's commands reach it by (`db`).
+    pub name: String,
+    /// The image it runs (`postgres:16`), pulled or mapped like the task's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Or a Dockerfile of the task it is built from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerfile: Option<String>,
+    /// The Dockerfile's build context; by default its directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Its variables, on top of its image's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Its command, instead of its image's `CMD` (after its `ENTRYPOINT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// A command run in it until it succeeds before the trial starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthcheck: Option<Healthcheck>,
 }
 
 /// Harbor's (and Docker's) health check: `command` is tried every

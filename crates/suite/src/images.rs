@@ -51,6 +51,19 @@ pub struct TaskImage {
     /// The image's `timeout` program, if it has one (engine mode runs
     /// each command under it).
     pub timeout_program: Option<String>,
+    /// The images of the task's services, in the task's order.
+    pub services: Vec<ServiceImage>,
+}
+
+/// A service's image, ready to be started beside a trial's container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceImage {
+    /// The service's name (its host name in the trial).
+    pub name: String,
+    /// What was built or pulled.
+    pub reference: String,
+    /// The engine's id of it, recorded in the run's fingerprint.
+    pub id: String,
 }
 
 /// A task's image, or why there is none.
@@ -138,7 +151,8 @@ impl Task {
     /// (`mode = "engine"`, or the variant's `image_tasks`, already
     /// applied by [`Task::for_variant`]).
     pub fn in_engine(&self) -> bool {
-        self.wants_image() && self.environment.mode == ImageMode::Engine
+        self.wants_image()
+            && (self.environment.mode == ImageMode::Engine || !self.environment.services.is_empty())
     }
 
     /// The task as `variant` runs it: in engine mode if either asks.
@@ -169,10 +183,11 @@ impl Task {
         }
     }
 
-    /// The build context of the task's Dockerfile (at `dockerfile`): its
-    /// `context`, else the Dockerfile's directory.
-    pub(crate) fn build_context(&self, dockerfile: &Path) -> PathBuf {
-        match &self.environment.context {
+    /// The build context `context` (relative to the task: the task's
+    /// `context`, a service's) names for the Dockerfile at `dockerfile`,
+    /// else the Dockerfile's directory.
+    pub(crate) fn context_of(&self, dockerfile: &Path, context: Option<&str>) -> PathBuf {
+        match context {
             Some(context) => self.dir.join(context),
             None => dockerfile
                 .parent()
@@ -295,7 +310,8 @@ fn short_id(id: &str) -> &str {
     &hex[..hex.len().min(12)]
 }
 
-/// Builds or pulls, extracts, and reads the user of one task's image.
+/// Builds or pulls, extracts, and reads the user of one task's image;
+/// builds or pulls its services' images.
 fn make_image(
     engine: &Engine,
     task: &Task,
@@ -303,29 +319,37 @@ fn make_image(
     cache: &Path,
 ) -> Result<TaskImage, ImageError> {
     let env = &task.environment;
-    let (reference, config, log) = match (&env.dockerfile, &env.image) {
-        (Some(dockerfile), _) => {
-            let dockerfile = task.dir.join(dockerfile);
-            let spec = BuildSpec {
-                context: task.build_context(&dockerfile),
-                dockerfile,
-                boundary: task.dir.clone(),
-            };
-            let built = tack_image::build(engine, &spec, map, cache)?;
-            (built.tag, built.config, built.log)
-        }
-        (None, Some(image)) => {
-            let local = tack_image::mapped(image, map).unwrap_or_else(|| image.clone());
-            let config = engine.ensure(&local)?;
-            (local, config, None)
-        }
-        (None, None) => {
-            return Err(ImageError::Engine {
-                command: "image".into(),
-                stderr: "the task names no image".into(),
-            });
-        }
-    };
+    let (reference, config, log) = made(
+        engine,
+        task,
+        (env.dockerfile.as_deref(), env.context.as_deref()),
+        env.image.as_deref(),
+        map,
+        cache,
+    )?;
+    let services = env
+        .services
+        .iter()
+        .map(|service| {
+            let (reference, config, _) = made(
+                engine,
+                task,
+                (service.dockerfile.as_deref(), service.context.as_deref()),
+                service.image.as_deref(),
+                map,
+                cache,
+            )
+            .map_err(|error| ImageError::Service {
+                name: service.name.clone(),
+                error: Box::new(error),
+            })?;
+            Ok(ServiceImage {
+                name: service.name.clone(),
+                reference,
+                id: config.id,
+            })
+        })
+        .collect::<Result<Vec<_>, ImageError>>()?;
     let root = tack_image::rootfs(engine, &reference, &config.id, IMAGE_ID_BASE, cache)?;
     let user = tack_image::resolve_user(&root.path, config.user.as_deref())?;
     let agent = match &env.user {
@@ -374,7 +398,42 @@ fn make_image(
         log,
         engine: engine.kind,
         timeout_program,
+        services,
     })
+}
+
+/// An image from the task's Dockerfile and build context (`build`), built
+/// once per content, or the image it names, mapped or pulled: its
+/// reference, configuration and build log.
+fn made(
+    engine: &Engine,
+    task: &Task,
+    build: (Option<&str>, Option<&str>),
+    image: Option<&str>,
+    map: &ImageMap,
+    cache: &Path,
+) -> Result<(String, tack_image::ImageConfig, Option<PathBuf>), ImageError> {
+    match (build, image) {
+        ((Some(dockerfile), context), _) => {
+            let dockerfile = task.dir.join(dockerfile);
+            let spec = BuildSpec {
+                context: task.context_of(&dockerfile, context),
+                dockerfile,
+                boundary: task.dir.clone(),
+            };
+            let built = tack_image::build(engine, &spec, map, cache)?;
+            Ok((built.tag, built.config, built.log))
+        }
+        ((None, _), Some(image)) => {
+            let local = tack_image::mapped(image, map).unwrap_or_else(|| image.to_string());
+            let config = engine.ensure(&local)?;
+            Ok((local, config, None))
+        }
+        ((None, _), None) => Err(ImageError::Engine {
+            command: "image".into(),
+            stderr: "the task names no image".into(),
+        }),
+    }
 }
 
 /// The image tasks' stand-ins (the uv installer from the package index),

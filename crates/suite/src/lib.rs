@@ -13,6 +13,7 @@ mod copy;
 mod error;
 mod format;
 mod hash;
+mod health;
 mod images;
 mod load;
 mod provision;
@@ -29,12 +30,12 @@ pub use copy::copy_tree;
 pub use error::SuiteError;
 pub use format::{
     Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Healthcheck, Limits, Place,
-    ProviderSettings, Requirement, Suite, Task, Variant,
+    ProviderSettings, Requirement, Service, Suite, Task, Variant,
 };
 pub use hash::{TaskHashes, content_hash, json_hash, task_hashes};
 pub use images::{
-    IMAGE_STAND_INS_AT, ImageOptions, ImageState, ImagesError, TaskImage, image_cache,
-    prepare_images, user_image_map,
+    IMAGE_STAND_INS_AT, ImageOptions, ImageState, ImagesError, ServiceImage, TaskImage,
+    image_cache, prepare_images, user_image_map,
 };
 pub use load::EditError;
 pub use load::load_suite;

@@ -7,7 +7,7 @@ use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
 use crate::copy::{copy_tree, copy_tree_owned};
 use crate::load::apply_edit_text;
 use crate::walls::Viewer;
-use crate::{CommandSandbox, Healthcheck, ImageState, SuiteError, Task, TaskImage};
+use crate::{CommandSandbox, ImageState, SuiteError, Task, TaskImage};
 
 /// A trial's fresh copy of the task's fixture, removed when dropped unless
 /// kept.
@@ -85,8 +85,11 @@ impl TrialWorkspace {
                 });
             }
         }
+        if let Some(container) = &container {
+            crate::health::wait_services(task, container).await?;
+        }
         if let Some(health) = &task.environment.healthcheck {
-            wait_healthy(task, health, &path, &env, &confinement).await?;
+            crate::health::wait_healthy(task, health, &path, &env, &confinement).await?;
         }
         Ok(TrialWorkspace {
             container,
@@ -152,65 +155,6 @@ fn agent_logs(image: &TaskImage, layer: &Path) -> Result<(), SuiteError> {
         crate::copy::own(&dir, Some(owner)).map_err(|e| SuiteError::io(&dir, e))?;
     }
     Ok(())
-}
-
-/// Tries the task's health check until it succeeds (see [`Healthcheck`]);
-/// an environment that never becomes healthy fails the trial's setup with
-/// the last attempt's words.
-async fn wait_healthy(
-    task: &Task,
-    health: &Healthcheck,
-    cwd: &Path,
-    env: &[(String, String)],
-    confinement: &Confinement,
-) -> Result<(), SuiteError> {
-    let started = std::time::Instant::now();
-    let start_period = Duration::from_secs_f64(health.start_period_secs);
-    let mut failures = 0;
-    loop {
-        let spec = CommandSpec {
-            script: &health.command,
-            cwd,
-            env,
-            timeout: Duration::from_secs_f64(health.timeout_secs),
-            output_limit: 4 * 1024,
-            confinement,
-        };
-        let output = tack_sandbox::run(&spec)
-            .await
-            .map_err(|error| SuiteError::Sandbox {
-                task: task.id.clone(),
-                error,
-            })?;
-        if output.success() {
-            return Ok(());
-        }
-        let starting = started.elapsed() < start_period;
-        if !starting {
-            failures += 1;
-        }
-        if failures > health.retries {
-            return Err(SuiteError::Environment {
-                task: task.id.clone(),
-                message: format!(
-                    "the environment did not become healthy: `{}` failed {failures} times after \
-                     {:.0}s (exit {}): {}",
-                    health.command,
-                    started.elapsed().as_secs_f64(),
-                    output
-                        .exit_code
-                        .map_or("none".to_string(), |c| c.to_string()),
-                    format!("{}{}", output.stdout, output.stderr).trim()
-                ),
-            });
-        }
-        let pause = if starting {
-            health.start_interval_secs
-        } else {
-            health.interval_secs
-        };
-        tokio::time::sleep(Duration::from_secs_f64(pause)).await;
-    }
 }
 
 /// Runs one of the task's own steps (a setup command, the solution

@@ -25,6 +25,19 @@ old = "broken"
 new = "fixed"
 "#;
 
+/// An `[environment]` naming an image.
+const IMAGE: &str = "image = \"debian:bookworm\"\nworkdir = \"/app\"";
+
+/// [`TASK`] with `environment` as its `[environment]` and one service.
+fn with_services(environment: &str, service: &str) -> String {
+    TASK.replace(
+        "instruction = \"fix it\"",
+        &format!(
+            "instruction = \"fix it\"\n[environment]\n{environment}\n[[environment.services]]\n{service}"
+        ),
+    )
+}
+
 fn write_suite(dir: &Path, suite: &str, task: &str) {
     fs::write(dir.join("suite.toml"), suite).unwrap();
     let task_dir = dir.join("tasks/one");
@@ -79,6 +92,15 @@ fn errors_name_file_field_and_fix() {
         (SUITE.to_string(), TASK.replace("instruction = \"fix it\"", "instructions = \"fix it\""), &["task.toml", "unknown field `instructions`"]),
         (SUITE.to_string(), TASK.replace("[solution]\n[[solution.edits]]\npath = \"file.txt\"\nold = \"broken\"\nnew = \"fixed\"\n", ""), &["solution", "no reference solution"]),
         (SUITE.to_string(), TASK.replace("name = \"hidden\"", "name = 5"), &["task.toml", "invalid type"]),
+        (SUITE.to_string(), with_services("", "name = \"db\"\nimage = \"redis:7\""), &["environment.services", "the task names no image"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"DB\"\nimage = \"redis:7\""), &["environment.services[0].name", "not a host name"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\""), &["environment.services[0]", "names no image: add `image` or `dockerfile`"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\n[[environment.services]]\nname = \"db\"\nimage = \"b\""), &["environment.services[1].name", "`db` is taken"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\ndockerfile = \"../db/Dockerfile\""), &["environment.services[0].dockerfile", "inside the task directory"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\ncontext = \"db\""), &["environment.services[0].context", "names none"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\ncommand = []"), &["environment.services[0].command", "is empty"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nenv = { 1X = \"a\" }"), &["environment.services[0].env.1X", "not a usable variable name"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nhealthcheck = { command = \"true\", interval_secs = 0 }"), &["environment.services[0].healthcheck.interval_secs", "give seconds"]),
     ];
     for (suite, task, words) in cases {
         let message = load_error(&suite, &task);

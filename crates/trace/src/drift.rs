@@ -259,7 +259,10 @@ fn changed_parts(b: &TaskFingerprint, c: &TaskFingerprint) -> Option<Vec<TaskPar
         (TaskPart::Solution, b.solution != c.solution),
         (TaskPart::Fixture, b.fixture != c.fixture),
         (TaskPart::Checks, b.checks != c.checks),
-        (TaskPart::Image, b.image != c.image),
+        (
+            TaskPart::Image,
+            b.image != c.image || b.services != c.services,
+        ),
     ];
     parts.extend(
         pairs

@@ -17,6 +17,7 @@ fn task(seed: &str) -> TaskFingerprint {
         checks: Some(format!("{seed}-checks")),
         directory: format!("{seed}-dir"),
         image: None,
+        services: Default::default(),
     }
 }
 
@@ -165,6 +166,13 @@ fn each_changed_part_of_a_task_is_named() {
         ),
         (
             |t| t.image = Some("sha256:new".into()),
+            vec![TaskPart::Image],
+            "container image changed",
+        ),
+        (
+            |t| {
+                t.services.insert("db".into(), "sha256:new".into());
+            },
             vec![TaskPart::Image],
             "container image changed",
         ),

@@ -24,6 +24,14 @@ pub(super) fn check_image(file: &Path, task: &Task) -> Result<(), SuiteError> {
                  `image` or `dockerfile`, or remove `user`",
             ));
         }
+        if !env.services.is_empty() {
+            return Err(SuiteError::invalid(
+                file,
+                "environment.services",
+                "are containers started beside the task's own, and the task names no image: add \
+                 `image` or `dockerfile`, or remove the services",
+            ));
+        }
         if !env.mode.is_sandbox() {
             return Err(SuiteError::invalid(
                 file,
@@ -64,18 +72,115 @@ pub(super) fn check_image(file: &Path, task: &Task) -> Result<(), SuiteError> {
         ));
     }
     if let Some(dockerfile) = &env.dockerfile {
-        check_build(file, task, dockerfile)?;
+        check_build(
+            file,
+            task,
+            "environment",
+            dockerfile,
+            env.context.as_deref(),
+        )?;
+    }
+    check_services(file, task)
+}
+
+/// A service is named as a host (its name is one), named once, and made
+/// like the task's image: from an image or a Dockerfile of the task.
+fn check_services(file: &Path, task: &Task) -> Result<(), SuiteError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, service) in task.environment.services.iter().enumerate() {
+        let at = format!("environment.services[{i}]");
+        let name = &service.name;
+        let host = !name.is_empty()
+            && name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !host {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.name"),
+                format!(
+                    "`{name}` is not a host name the trial can reach it by: use lowercase \
+                     letters, digits, `-` and `_`"
+                ),
+            ));
+        }
+        if name == "localhost" || !seen.insert(name.as_str()) {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.name"),
+                format!("`{name}` is taken (by `localhost` or another service): rename it"),
+            ));
+        }
+        match (&service.image, &service.dockerfile) {
+            (Some(_), Some(_)) => {
+                return Err(SuiteError::invalid(
+                    file,
+                    format!("{at}.image"),
+                    "and `dockerfile` both name the service's image: keep one",
+                ));
+            }
+            (None, None) => {
+                return Err(SuiteError::invalid(
+                    file,
+                    &at,
+                    format!("service `{name}` names no image: add `image` or `dockerfile`"),
+                ));
+            }
+            (Some(image), None)
+                if image.trim().is_empty() || image.contains(char::is_whitespace) =>
+            {
+                return Err(SuiteError::invalid(
+                    file,
+                    format!("{at}.image"),
+                    format!("`{image}` is not an image reference (e.g. `redis:7`)"),
+                ));
+            }
+            (Some(_), None) if service.context.is_some() => {
+                return Err(SuiteError::invalid(
+                    file,
+                    format!("{at}.context"),
+                    "is the build context of a Dockerfile, and the service names none: add \
+                     `dockerfile` or remove `context`",
+                ));
+            }
+            (Some(_), None) => {}
+            (None, Some(dockerfile)) => {
+                check_build(file, task, &at, dockerfile, service.context.as_deref())?;
+            }
+        }
+        if service.command.as_ref().is_some_and(Vec::is_empty) {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.command"),
+                "is empty: give the program and its arguments, or remove it for the image's own",
+            ));
+        }
+        super::task::check_variables(file, &format!("{at}.env"), &service.env)?;
+        if let Some(health) = &service.healthcheck {
+            super::task::check_healthcheck(file, &format!("{at}.healthcheck"), health)?;
+        }
     }
     Ok(())
 }
 
-fn check_build(file: &Path, task: &Task, dockerfile: &str) -> Result<(), SuiteError> {
-    let env = &task.environment;
-    let path = inside(file, task, "environment.dockerfile", dockerfile)?;
+/// The Dockerfile `dockerfile` and build context `context` of the table at
+/// `table` (`environment`, `environment.services[0]`): inside the task,
+/// and a build of them reads nothing outside it.
+fn check_build(
+    file: &Path,
+    task: &Task,
+    table: &str,
+    dockerfile: &str,
+    context: Option<&str>,
+) -> Result<(), SuiteError> {
+    let field = format!("{table}.dockerfile");
+    let path = inside(file, task, &field, dockerfile)?;
     let meta = std::fs::symlink_metadata(&path).map_err(|e| {
         SuiteError::invalid(
             file,
-            "environment.dockerfile",
+            &field,
             format!(
                 "{} cannot be read ({e}): add it or fix the path",
                 path.display()
@@ -85,21 +190,22 @@ fn check_build(file: &Path, task: &Task, dockerfile: &str) -> Result<(), SuiteEr
     if !meta.is_file() {
         return Err(SuiteError::invalid(
             file,
-            "environment.dockerfile",
+            &field,
             format!(
                 "{} is not a regular file (a link is not followed)",
                 path.display()
             ),
         ));
     }
-    if let Some(context) = &env.context {
-        inside(file, task, "environment.context", context)?;
+    let context_field = format!("{table}.context");
+    if let Some(context) = context {
+        inside(file, task, &context_field, context)?;
     }
-    let context = task.build_context(&path);
+    let context = task.context_of(&path, context);
     if !context.is_dir() || context.is_symlink() {
         return Err(SuiteError::invalid(
             file,
-            "environment.context",
+            &context_field,
             format!("{} is not a directory of the task", context.display()),
         ));
     }

@@ -122,8 +122,31 @@ fn checks_files(command: &str) -> Vec<&str> {
 }
 
 pub(super) fn check_environment(file: &Path, task: &Task) -> Result<(), SuiteError> {
-    for (name, value) in &task.environment.env {
-        let field = format!("environment.env.{name}");
+    check_variables(file, "environment.env", &task.environment.env)?;
+    for (i, command) in task.environment.setup.iter().enumerate() {
+        if command.trim().is_empty() {
+            return Err(SuiteError::invalid(
+                file,
+                format!("environment.setup[{i}]"),
+                "must not be empty: remove it or give the command",
+            ));
+        }
+    }
+    if let Some(health) = &task.environment.healthcheck {
+        check_healthcheck(file, "environment.healthcheck", health)?;
+    }
+    Ok(())
+}
+
+/// Variables of the table `table`: names a shell can use, values any
+/// environment can hold.
+pub(super) fn check_variables(
+    file: &Path,
+    table: &str,
+    variables: &std::collections::BTreeMap<String, String>,
+) -> Result<(), SuiteError> {
+    for (name, value) in variables {
+        let field = format!("{table}.{name}");
         let fine = !name.is_empty()
             && !name.starts_with(|c: char| c.is_ascii_digit())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -144,36 +167,35 @@ pub(super) fn check_environment(file: &Path, task: &Task) -> Result<(), SuiteErr
             ));
         }
     }
-    for (i, command) in task.environment.setup.iter().enumerate() {
-        if command.trim().is_empty() {
-            return Err(SuiteError::invalid(
-                file,
-                format!("environment.setup[{i}]"),
-                "must not be empty: remove it or give the command",
-            ));
-        }
+    Ok(())
+}
+
+/// A health check (the task's, a service's at `field`): a command, and
+/// times a person would write.
+pub(super) fn check_healthcheck(
+    file: &Path,
+    field: &str,
+    health: &crate::Healthcheck,
+) -> Result<(), SuiteError> {
+    if health.command.trim().is_empty() {
+        return Err(SuiteError::invalid(
+            file,
+            format!("{field}.command"),
+            "must not be empty: give the command that succeeds once the environment is up",
+        ));
     }
-    if let Some(health) = &task.environment.healthcheck {
-        if health.command.trim().is_empty() {
+    for (name, value, least) in [
+        ("interval_secs", health.interval_secs, 0.1),
+        ("timeout_secs", health.timeout_secs, 0.1),
+        ("start_interval_secs", health.start_interval_secs, 0.1),
+        ("start_period_secs", health.start_period_secs, 0.0),
+    ] {
+        if !(value.is_finite() && (least..=86_400.0).contains(&value)) {
             return Err(SuiteError::invalid(
                 file,
-                "environment.healthcheck.command",
-                "must not be empty: give the command that succeeds once the environment is up",
+                format!("{field}.{name}"),
+                format!("is {value}: give seconds from {least} to 86400"),
             ));
-        }
-        for (name, value, least) in [
-            ("interval_secs", health.interval_secs, 0.1),
-            ("timeout_secs", health.timeout_secs, 0.1),
-            ("start_interval_secs", health.start_interval_secs, 0.1),
-            ("start_period_secs", health.start_period_secs, 0.0),
-        ] {
-            if !(value.is_finite() && (least..=86_400.0).contains(&value)) {
-                return Err(SuiteError::invalid(
-                    file,
-                    format!("environment.healthcheck.{name}"),
-                    format!("is {value}: give seconds from {least} to 86400"),
-                ));
-            }
         }
     }
     Ok(())
