@@ -54,6 +54,19 @@ pub struct Placement {
 pub(super) fn assess(task: &HarborTask) -> Assessment {
     let mut out = Assessment::default();
     dockerfile_findings(task, &mut out);
+    if !task.environment.services.is_empty() {
+        let names: Vec<&str> = task
+            .environment
+            .services
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        out.container_reasons.push(format!(
+            "docker-compose.yaml starts services beside the agent's container ({}); only an \
+             engine runs them",
+            names.join(", ")
+        ));
+    }
     let mut scripts = vec![("tests/test.sh", &task.tests.script)];
     if let Some(solution) = &task.solution {
         scripts.push(("solution/solve.sh", &solution.script));

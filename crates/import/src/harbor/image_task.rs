@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::write::{ConvertedTask, TaskMode, WriteError, io, quote, write_table};
-use super::{HarborTask, write};
+use super::{ComposeService, HarborTask, write};
 
 /// Why the task in `source` must not be read at all: links in it that
 /// lead out of it (a symlinked `tests/`, `solution/` or context file).
@@ -36,33 +36,46 @@ pub(super) fn links_out(source: &Path) -> Option<String> {
 }
 
 /// Why the task's build would read outside it: a `COPY`/`ADD` source above
-/// the build context, or a build context (compose `context:`) outside the
-/// task.
+/// a build context, or a build context (compose `context:`) outside the
+/// task — of its own image or of a service's.
 pub(super) fn build_escapes(task: &HarborTask) -> Option<String> {
     let env = &task.environment;
+    let builds = std::iter::once((
+        env.compose_file.as_deref().unwrap_or(&env.dockerfile.path),
+        env.build_context.as_path(),
+        env.dockerfile.path.clone(),
+    ))
+    .chain(env.services.iter().filter_map(|service| {
+        let (context, dockerfile) = service.build.as_ref()?;
+        let compose = env.compose_file.as_deref()?;
+        Some((compose, context.as_path(), context.join(dockerfile)))
+    }));
+    builds
+        .into_iter()
+        .find_map(|(named_in, context, dockerfile)| escape(task, named_in, context, &dockerfile))
+}
+
+fn escape(task: &HarborTask, named_in: &Path, context: &Path, dockerfile: &Path) -> Option<String> {
     let inside = |path: &Path| {
         let (Ok(path), Ok(task_dir)) = (path.canonicalize(), task.dir.canonicalize()) else {
             return false;
         };
         path.starts_with(task_dir)
     };
-    if !inside(&env.build_context) {
+    if !inside(context) {
         return Some(format!(
             "{}: its build context {} is outside the task: refused",
-            env.compose_file
-                .as_deref()
-                .unwrap_or(&env.dockerfile.path)
-                .display(),
-            env.build_context.display()
+            named_in.display(),
+            context.display()
         ));
     }
-    let text = std::fs::read_to_string(&env.dockerfile.path).ok()?;
+    let text = std::fs::read_to_string(dockerfile).ok()?;
     let escape = tack_image::sources_outside_context(&text)
         .into_iter()
         .next()?;
     Some(format!(
         "{} line {}: the COPY/ADD source `{}` is outside the build context: refused, not read",
-        env.dockerfile.path.display(),
+        dockerfile.display(),
         escape.line,
         escape.source
     ))
@@ -77,40 +90,32 @@ pub(super) fn write_image_task(
     dir: &Path,
 ) -> Result<ConvertedTask, WriteError> {
     let env = &task.environment;
-    let context = env
-        .build_context
-        .canonicalize()
-        .map_err(io(&env.build_context))?;
     let task_dir = task.dir.canonicalize().map_err(io(&task.dir))?;
-    // The context keeps its place in the task (`environment/`, or the task
-    // itself for a compose `context: ..`), so the Dockerfile's own path
-    // inside it stays right.
-    let context_rel = context
-        .strip_prefix(&task_dir)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let copied = if context_rel.as_os_str().is_empty() {
-        PathBuf::from("environment")
-    } else {
-        context_rel.clone()
+    let mut contexts = Contexts {
+        task_dir: &task_dir,
+        root,
+        copied: Vec::new(),
     };
-    copy_context(&context, &root.join(&copied), &task_dir)?;
-    let dockerfile = env
-        .dockerfile
-        .path
-        .canonicalize()
-        .map_err(io(&env.dockerfile.path))?;
-    let dockerfile_rel = copied.join(
-        dockerfile
-            .strip_prefix(&context)
-            .unwrap_or(Path::new("Dockerfile")),
-    );
+    let (copied, dockerfile_rel) = contexts.place(&env.build_context, &env.dockerfile.path)?;
+    let mut services = Vec::new();
+    for service in &env.services {
+        let build = match &service.build {
+            Some((context, dockerfile)) => {
+                Some(contexts.place(context, &context.join(dockerfile))?)
+            }
+            None => None,
+        };
+        services.push((service, build));
+    }
     write::copy(&task.tests.dir, &root.join("checks"))?;
     if let Some(solution) = &task.solution {
         write::copy(&solution.dir, &root.join("solution"))?;
     }
     let notes = notes(task);
-    let text = task_toml(task, &dockerfile_rel, &copied, &notes);
+    let mut text = task_toml(task, &dockerfile_rel, &copied, &notes);
+    for (service, build) in &services {
+        service_table(&mut text, service, build.as_ref());
+    }
     let task_file = root.join("task.toml");
     std::fs::write(&task_file, text).map_err(io(&task_file))?;
     Ok(ConvertedTask {
@@ -123,6 +128,94 @@ pub(super) fn write_image_task(
         debian: Vec::new(),
         notes,
     })
+}
+
+/// The build contexts copied into the imported task so far.
+struct Contexts<'a> {
+    task_dir: &'a Path,
+    root: &'a Path,
+    copied: Vec<PathBuf>,
+}
+
+impl Contexts<'_> {
+    /// Copies the build context `context` of the Dockerfile `dockerfile`
+    /// (unless an earlier copy holds it) and returns where both are in the
+    /// imported task. The context keeps its place in the task
+    /// (`environment/`, or the task itself for a compose `context: ..`), so
+    /// the Dockerfile's own path inside it stays right.
+    fn place(
+        &mut self,
+        context: &Path,
+        dockerfile: &Path,
+    ) -> Result<(PathBuf, PathBuf), WriteError> {
+        let context = context.canonicalize().map_err(io(context))?;
+        let context_rel = context
+            .strip_prefix(self.task_dir)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let copied = if context_rel.as_os_str().is_empty() {
+            PathBuf::from("environment")
+        } else {
+            context_rel
+        };
+        if !self.copied.iter().any(|done| copied.starts_with(done)) {
+            copy_context(&context, &self.root.join(&copied), self.task_dir)?;
+            self.copied.push(copied.clone());
+        }
+        let dockerfile = dockerfile.canonicalize().map_err(io(dockerfile))?;
+        let dockerfile_rel = copied.join(
+            dockerfile
+                .strip_prefix(&context)
+                .unwrap_or(Path::new("Dockerfile")),
+        );
+        Ok((copied, dockerfile_rel))
+    }
+}
+
+/// `[[environment.services]]` for one of the compose file's services.
+fn service_table(out: &mut String, service: &ComposeService, build: Option<&(PathBuf, PathBuf)>) {
+    let _ = writeln!(
+        out,
+        "\n# The compose file's service `{}`, started beside the trial's container.",
+        service.name
+    );
+    if !service.unreproduced.is_empty() {
+        let _ = writeln!(
+            out,
+            "# Not reproduced: {}.",
+            service.unreproduced.join(", ")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "[[environment.services]]\nname = {}",
+        quote(&service.name)
+    );
+    match (build, &service.image) {
+        (Some((context, dockerfile)), _) => {
+            let _ = writeln!(
+                out,
+                "dockerfile = {}",
+                quote(&dockerfile.display().to_string())
+            );
+            if dockerfile.parent() != Some(context.as_path()) {
+                let _ = writeln!(out, "context = {}", quote(&context.display().to_string()));
+            }
+        }
+        (None, Some(image)) => {
+            let _ = writeln!(out, "image = {}", quote(image));
+        }
+        (None, None) => {}
+    }
+    if let Some(command) = &service.command {
+        let words: Vec<String> = command.iter().map(|w| quote(w)).collect();
+        let _ = writeln!(out, "command = [{}]", words.join(", "));
+    }
+    write_table(out, "env", &service.env);
+    if let Some(health) = &service.healthcheck {
+        let _ = writeln!(out, "[environment.services.healthcheck]");
+        health_fields(out, health);
+    }
 }
 
 /// Copies the build context; when it is the task itself (`context: ..`),
@@ -153,6 +246,14 @@ fn engine_reason(task: &HarborTask) -> Option<String> {
             .next()
             .is_some_and(|word| word.eq_ignore_ascii_case("ENTRYPOINT"))
     });
+    let services = &task.environment.services;
+    if !services.is_empty() {
+        let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+        return Some(format!(
+            "It starts services beside its own container ({})",
+            names.join(", ")
+        ));
+    }
     match (entrypoint, &task.config.healthcheck) {
         (Some(line), _) => Some(format!(
             "Its Dockerfile has an ENTRYPOINT (line {})",
@@ -165,11 +266,13 @@ fn engine_reason(task: &HarborTask) -> Option<String> {
 
 /// `[environment.healthcheck]` in tack's spelling.
 fn healthcheck_table(out: &mut String, health: &super::config::Healthcheck) {
-    let _ = writeln!(
-        out,
-        "\n[environment.healthcheck]\ncommand = {}",
-        quote(&health.command)
-    );
+    out.push_str("\n[environment.healthcheck]\n");
+    health_fields(out, health);
+}
+
+/// A health check's fields in tack's spelling.
+fn health_fields(out: &mut String, health: &super::config::Healthcheck) {
+    let _ = writeln!(out, "command = {}", quote(&health.command));
     for (name, value) in [
         ("interval_secs", health.interval_sec),
         ("timeout_secs", health.timeout_sec),
@@ -198,6 +301,15 @@ fn notes(task: &HarborTask) -> Vec<String> {
         );
     }
     write::unenforced_notes(task, &mut notes);
+    for service in &task.environment.services {
+        if !service.unreproduced.is_empty() {
+            notes.push(format!(
+                "service `{}`: not reproduced: {}",
+                service.name,
+                service.unreproduced.join(", ")
+            ));
+        }
+    }
     if !task.config.network.allow_internet {
         notes.push(format!(
             "no network for the task's checks ({}); an agent's network is its variant's sandbox",

@@ -8,6 +8,7 @@
 //! analyses.
 
 mod assess;
+mod compose;
 mod config;
 mod dockerfile;
 mod image_task;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use assess::Assessment;
+pub use compose::ComposeService;
 pub use config::{EnvVars, Network, Resources, TaskConfig, Timeouts};
 pub use dockerfile::{BaseImage, Dockerfile, FileCopy, Instruction, RunCommand, RunStep};
 pub use install::Install;
@@ -58,6 +60,12 @@ pub enum HarborError {
     Compose {
         path: PathBuf,
         source: serde_norway::Error,
+    },
+    #[error("{path}: {field} {message}")]
+    ComposeField {
+        path: PathBuf,
+        field: String,
+        message: String,
     },
     #[error("{path} line {line}: {message}")]
     Dockerfile {
@@ -95,6 +103,8 @@ pub struct Environment {
     /// The compose file that set the context, when there is one.
     pub compose_file: Option<PathBuf>,
     pub dockerfile: Dockerfile,
+    /// The compose file's other services, in the order they start.
+    pub services: Vec<ComposeService>,
 }
 
 /// `tests/`: Harbor places it at `/tests` and runs `test.sh` after the agent.
@@ -184,9 +194,12 @@ fn load_environment(env_dir: &Path) -> Result<Environment, HarborError> {
         .iter()
         .map(|name| env_dir.join(name))
         .find(|path| path.is_file());
-    let (build_context, dockerfile_name) = match &compose {
-        Some(path) => compose_build(path, env_dir)?,
-        None => (env_dir.to_path_buf(), "Dockerfile".to_string()),
+    let (build_context, dockerfile_name, services) = match &compose {
+        Some(path) => {
+            let compose = compose::load(path, env_dir)?;
+            (compose.main_build.0, compose.main_build.1, compose.services)
+        }
+        None => (env_dir.to_path_buf(), "Dockerfile".to_string(), Vec::new()),
     };
     let dockerfile_path = build_context.join(&dockerfile_name);
     // A compose file without a build section leaves the Dockerfile where
@@ -204,37 +217,8 @@ fn load_environment(env_dir: &Path) -> Result<Environment, HarborError> {
         dockerfile: dockerfile::load(&dockerfile_path)?,
         build_context,
         compose_file: compose,
+        services,
     })
-}
-
-/// The build context and Dockerfile name a compose file sets for the
-/// service Harbor runs the agent in (`main`, or the first one it builds).
-fn compose_build(path: &Path, env_dir: &Path) -> Result<(PathBuf, String), HarborError> {
-    let text = read_text(path)?;
-    let yaml: serde_norway::Value =
-        serde_norway::from_str(&text).map_err(|source| HarborError::Compose {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let services = yaml.get("services").and_then(|s| s.as_mapping());
-    let build = services.and_then(|services| {
-        services
-            .get("main")
-            .and_then(|main| main.get("build"))
-            .or_else(|| services.values().find_map(|s| s.get("build")))
-    });
-    let (context, dockerfile) = match build {
-        None => (".", "Dockerfile"),
-        Some(serde_norway::Value::String(context)) => (context.as_str(), "Dockerfile"),
-        Some(build) => (
-            build.get("context").and_then(|c| c.as_str()).unwrap_or("."),
-            build
-                .get("dockerfile")
-                .and_then(|d| d.as_str())
-                .unwrap_or("Dockerfile"),
-        ),
-    };
-    Ok((env_dir.join(context), dockerfile.to_string()))
 }
 
 /// Files under `dir`, relative to it, sorted; an absent directory has none.

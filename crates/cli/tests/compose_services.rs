@@ -1,0 +1,192 @@
+//! Multi-container tasks end to end: a Harbor task (written for these
+//! tests) whose `docker-compose.yaml` starts a key-value service beside the
+//! agent's container imports as an image task with that service; the
+//! `tack` binary builds both images with the real engine, waits for the
+//! service's health check, and the oracle and the checks reach it by its
+//! name. A run killed with `kill -9` leaves both containers; the resumed
+//! run removes them, and nothing is left. A service that ends before the
+//! trial starts makes its trials infrastructure errors quoting its log.
+//! Without an engine or the base images the tests say so and skip, unless
+//! `TACK_REQUIRE_ENGINE=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::images::*;
+use serde_json::Value;
+
+fn suite_toml(python: &str) -> String {
+    format!(
+        "[suite]\nname = \"services\"\ntrials = 1\n\n[images]\n\"python:3.12-slim\" = \"{python}\"\n\n\
+         [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
+    )
+}
+
+#[test]
+fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
+    let Some(python) = python_image() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sources = dir.path().join("harbor");
+    common::copy_dir(
+        &common::repo().join("crates/cli/tests/fixtures/harbor-services/lookup"),
+        &sources.join("lookup"),
+    );
+    let suite = dir.path().join("suite");
+    write(&suite.join("suite.toml"), &suite_toml(&python));
+    let suite_arg = suite.to_str().unwrap();
+    let import = run(
+        dir.path(),
+        &[
+            "import",
+            "harbor",
+            sources.to_str().unwrap(),
+            "--out",
+            suite_arg,
+            "--json",
+        ],
+    );
+    assert!(import.status.success(), "{}", text(&import));
+    let json: Value = serde_json::from_slice(&import.stdout).unwrap();
+    let converted = &json["converted"][0];
+    assert_eq!(converted["mode"], "image", "{json}");
+    let notes = converted["notes"].to_string();
+    assert!(
+        notes.contains("service `kv`: not reproduced: `volumes`"),
+        "{notes}"
+    );
+    let task_dir = suite
+        .join("tasks")
+        .join(converted["task"].as_str().unwrap());
+    let task_toml = std::fs::read_to_string(task_dir.join("task.toml")).unwrap();
+    for expected in [
+        "mode = \"engine\"",
+        "[[environment.services]]\nname = \"kv\"\ndockerfile = \"environment/kv/Dockerfile\"",
+        "command = [\"python3\", \"/srv/serve.py\"]",
+        "[environment.services.healthcheck]",
+    ] {
+        assert!(task_toml.contains(expected), "{expected}\n{task_toml}");
+    }
+    assert!(task_dir.join("environment/kv/serve.py").is_file());
+
+    let check = run(dir.path(), &["suite", "check", suite_arg]);
+    assert!(check.status.success(), "{}", text(&check));
+    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
+
+    // Killed once both containers run: the resumed run removes them.
+    let log = dir.path().join("run.log");
+    let mut child = tack(dir.path())
+        .args(["run", suite_arg, "--no-report"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while containers_under(dir.path()).len() < 2 {
+        let ended = child.try_wait().unwrap().is_some();
+        assert!(
+            !ended && started.elapsed() < Duration::from_secs(300),
+            "the trial's two containers never ran: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(containers_under(dir.path()).len(), 2);
+
+    let run_dir = run_dir(dir.path());
+    let resumed = run(
+        dir.path(),
+        &[
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--json",
+            "--no-report",
+        ],
+    );
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let json: Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    let outcomes: Vec<&str> = trials(&json)
+        .iter()
+        .map(|t| t["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["passed"], "{json}");
+    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
+    assert_eq!(trial_dirs(dir.path()), Vec::<String>::new());
+
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).unwrap()).unwrap();
+    let tasks = &manifest["fingerprint"]["tasks"];
+    let print = tasks.as_object().unwrap().values().next().unwrap();
+    assert!(
+        print["services"]["kv"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("sha256:")),
+        "{manifest}"
+    );
+    let query = run(
+        dir.path(),
+        &[
+            "query",
+            "select environment, outcome from final_trials",
+            run_dir.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let rows: Value = serde_json::from_slice(&query.stdout).unwrap();
+    assert_eq!(
+        rows,
+        serde_json::json!([{"environment": "engine", "outcome": "passed"}])
+    );
+}
+
+#[test]
+fn a_service_that_ends_before_the_trial_is_an_infrastructure_error_with_its_log() {
+    let Some(python) = python_image() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite");
+    write(&suite.join("suite.toml"), &suite_toml(&python));
+    write(
+        &suite.join("tasks/gone/task.toml"),
+        r#"instruction = "Ask the database."
+[environment]
+image = "python:3.12-slim"
+workdir = "/app"
+[[environment.services]]
+name = "db"
+image = "python:3.12-slim"
+command = ["python3", "-c", "import sys; print('no database here'); sys.exit(3)"]
+[environment.services.healthcheck]
+command = "false"
+interval_secs = 0.2
+start_period_secs = 0
+retries = 2
+[[checks]]
+name = "tests"
+run = "true"
+[solution]
+script = "true"
+"#,
+    );
+    let output = run(
+        dir.path(),
+        &["run", suite.to_str().unwrap(), "--json", "--no-report"],
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let trial = &trials(&json)[0];
+    assert_eq!(trial["outcome"], "infra_error", "{}", text(&output));
+    let error = trial["error"].as_str().unwrap();
+    assert!(
+        error.contains("service `db` ended (exit 3) before it was healthy")
+            && error.contains("no database here"),
+        "{error}"
+    );
+    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
+    assert!(Path::new(&dir.path().join("traces")).is_dir());
+}

@@ -1,0 +1,509 @@
+//! A task's `environment/docker-compose.yaml`: the build of the service
+//! Harbor runs the agent in (`main`, else the first one it builds), and
+//! the other services — a database, a server the tests talk to — which
+//! tack starts beside the trial's container in engine mode, as
+//! `[[environment.services]]`.
+//!
+//! Of a service, tack reproduces its image or build, `environment`,
+//! `command`, `healthcheck` and the order `depends_on` gives; every
+//! service shares the trial's network (each reached by its name on
+//! `127.0.0.1`), so `ports`, `expose` and `networks` need nothing. The
+//! rest (`volumes`, `entrypoint`, `user`, …) is listed as not reproduced.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_norway::Value;
+
+use super::config::Healthcheck;
+use super::{HarborError, read_text, shell};
+
+/// Keys that need nothing when every service shares one network.
+const NEEDLESS: [&str; 7] = [
+    "ports",
+    "expose",
+    "networks",
+    "container_name",
+    "hostname",
+    "restart",
+    "pull_policy",
+];
+
+/// A service of the compose file other than the agent's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComposeService {
+    pub name: String,
+    pub image: Option<String>,
+    /// Its build context (the compose file's directory joined with its
+    /// `context`) and Dockerfile name.
+    pub build: Option<(PathBuf, String)>,
+    pub env: BTreeMap<String, String>,
+    pub command: Option<Vec<String>>,
+    pub healthcheck: Option<Healthcheck>,
+    /// What of it tack does not reproduce, said for the task's notes.
+    pub unreproduced: Vec<String>,
+}
+
+/// What the compose file says.
+#[derive(Debug)]
+pub(super) struct Compose {
+    /// The agent's service's build context and Dockerfile name.
+    pub main_build: (PathBuf, String),
+    /// The other services, each after those it depends on.
+    pub services: Vec<ComposeService>,
+}
+
+pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> {
+    let text = read_text(path)?;
+    let yaml: Value = serde_norway::from_str(&text).map_err(|source| HarborError::Compose {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let empty = serde_norway::Mapping::new();
+    let services = yaml
+        .get("services")
+        .and_then(Value::as_mapping)
+        .unwrap_or(&empty);
+    let named: Vec<(String, &Value)> = services
+        .iter()
+        .filter_map(|(name, body)| Some((name.as_str()?.to_string(), body)))
+        .collect();
+    let main = named
+        .iter()
+        .position(|(name, _)| name == "main")
+        .or_else(|| {
+            named
+                .iter()
+                .position(|(_, body)| body.get("build").is_some())
+        })
+        .or(if named.is_empty() { None } else { Some(0) });
+    let main_build = main
+        .and_then(|i| build_of(named[i].1, env_dir))
+        .unwrap_or_else(|| (env_dir.to_path_buf(), "Dockerfile".to_string()));
+    let field = |name: &str, key: &str, message: String| HarborError::ComposeField {
+        path: path.to_path_buf(),
+        field: format!("services.{name}.{key}"),
+        message,
+    };
+    let mut others = Vec::new();
+    let mut depends = BTreeMap::new();
+    for (i, (name, body)) in named.iter().enumerate() {
+        if Some(i) == main {
+            continue;
+        }
+        let service = service(name, body, env_dir, &field)?;
+        depends.insert(name.clone(), depends_on(body));
+        others.push(service);
+    }
+    Ok(Compose {
+        main_build,
+        services: in_start_order(others, &depends),
+    })
+}
+
+/// A service's build context and Dockerfile, when it has a `build`.
+fn build_of(body: &Value, env_dir: &Path) -> Option<(PathBuf, String)> {
+    let (context, dockerfile) = match body.get("build")? {
+        Value::String(context) => (context.as_str(), "Dockerfile"),
+        build => (
+            build.get("context").and_then(Value::as_str).unwrap_or("."),
+            build
+                .get("dockerfile")
+                .and_then(Value::as_str)
+                .unwrap_or("Dockerfile"),
+        ),
+    };
+    Some((env_dir.join(context), dockerfile.to_string()))
+}
+
+fn service(
+    name: &str,
+    body: &Value,
+    env_dir: &Path,
+    field: &dyn Fn(&str, &str, String) -> HarborError,
+) -> Result<ComposeService, HarborError> {
+    let image = body
+        .get("image")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let build = build_of(body, env_dir);
+    if image.is_none() && build.is_none() {
+        return Err(field(
+            name,
+            "image",
+            "is missing, and so is `build`: a service needs one".to_string(),
+        ));
+    }
+    let mut unreproduced = Vec::new();
+    let mut env = BTreeMap::new();
+    match body.get("environment") {
+        None => {}
+        Some(Value::Mapping(map)) => {
+            for (key, value) in map {
+                let Some(key) = key.as_str() else { continue };
+                match scalar(value) {
+                    Some(value) => {
+                        env.insert(key.to_string(), value);
+                    }
+                    None => unreproduced.push(format!("`{key}` from the host's environment")),
+                }
+            }
+        }
+        Some(Value::Sequence(items)) => {
+            for item in items.iter().filter_map(Value::as_str) {
+                match item.split_once('=') {
+                    Some((key, value)) => {
+                        env.insert(key.to_string(), value.to_string());
+                    }
+                    None => unreproduced.push(format!("`{item}` from the host's environment")),
+                }
+            }
+        }
+        Some(_) => {
+            return Err(field(
+                name,
+                "environment",
+                "is neither a mapping nor a list of NAME=value".to_string(),
+            ));
+        }
+    }
+    env_files(body, env_dir, &mut env, &mut unreproduced);
+    let command = match body.get("command") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(shell::words(text)),
+        Some(Value::Sequence(items)) => Some(items.iter().filter_map(scalar).collect()),
+        Some(_) => {
+            return Err(field(
+                name,
+                "command",
+                "is neither a string nor a list".to_string(),
+            ));
+        }
+    };
+    let healthcheck = match body.get("healthcheck") {
+        None => None,
+        Some(health) => {
+            healthcheck(health).map_err(|message| field(name, "healthcheck", message))?
+        }
+    };
+    let handled = [
+        "image",
+        "build",
+        "environment",
+        "env_file",
+        "command",
+        "healthcheck",
+        "depends_on",
+    ];
+    if let Some(map) = body.as_mapping() {
+        for key in map.keys().filter_map(Value::as_str) {
+            if !handled.contains(&key) && !NEEDLESS.contains(&key) {
+                unreproduced.push(format!("`{key}`"));
+            }
+        }
+    }
+    Ok(ComposeService {
+        name: name.to_string(),
+        image,
+        build,
+        env,
+        command,
+        healthcheck,
+        unreproduced,
+    })
+}
+
+/// The variables of a service's `env_file` (one path or a list, relative
+/// to the compose file), under those `environment` sets. A file outside
+/// the task is not read.
+fn env_files(
+    body: &Value,
+    env_dir: &Path,
+    env: &mut BTreeMap<String, String>,
+    unreproduced: &mut Vec<String>,
+) {
+    let files: Vec<&str> = match body.get("env_file") {
+        Some(Value::String(file)) => vec![file.as_str()],
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .filter_map(|item| item.as_str().or_else(|| item.get("path")?.as_str()))
+            .collect(),
+        _ => return,
+    };
+    let task_dir = env_dir.parent().and_then(|dir| dir.canonicalize().ok());
+    for file in files {
+        let path = env_dir.join(file);
+        let inside = match (path.canonicalize(), &task_dir) {
+            (Ok(path), Some(task_dir)) => path.starts_with(task_dir),
+            _ => false,
+        };
+        let text = match inside.then(|| std::fs::read_to_string(&path)) {
+            Some(Ok(text)) => text,
+            _ => {
+                unreproduced.push(format!("env_file `{file}` (not a file of the task)"));
+                continue;
+            }
+        };
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            if let Some((key, value)) = line.split_once('=') {
+                let value = value.trim();
+                let unquoted = value
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                    .unwrap_or(value);
+                env.entry(key.trim().to_string())
+                    .or_insert_with(|| unquoted.to_string());
+            }
+        }
+    }
+}
+
+/// A YAML scalar as the text compose passes on; `None` for null (a value
+/// compose takes from the host) and for collections.
+fn scalar(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// A compose health check in Harbor's spelling; `None` when disabled.
+fn healthcheck(health: &Value) -> Result<Option<Healthcheck>, String> {
+    if health.get("disable").and_then(Value::as_bool) == Some(true) {
+        return Ok(None);
+    }
+    let command = match health.get("test") {
+        Some(Value::String(command)) => command.clone(),
+        Some(Value::Sequence(items)) => {
+            let words: Vec<String> = items.iter().filter_map(scalar).collect();
+            match words.split_first() {
+                Some((kind, rest)) if kind == "CMD-SHELL" => rest.join(" "),
+                Some((kind, rest)) if kind == "CMD" && !rest.is_empty() => rest
+                    .iter()
+                    .map(|word| shell_quote(word))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Some((kind, _)) if kind == "NONE" => return Ok(None),
+                _ => return Err("test must be [\"CMD\", …], [\"CMD-SHELL\", …] or a string".into()),
+            }
+        }
+        _ => return Err("has no `test`".to_string()),
+    };
+    let secs = |key: &str| -> Result<Option<f64>, String> {
+        match health.get(key) {
+            None => Ok(None),
+            Some(value) => {
+                let text = scalar(value).unwrap_or_default();
+                duration_secs(&text)
+                    .map(Some)
+                    .ok_or_else(|| format!("{key} `{text}` is not a duration like `5s` or `1m30s`"))
+            }
+        }
+    };
+    Ok(Some(Healthcheck {
+        command,
+        interval_sec: secs("interval")?,
+        timeout_sec: secs("timeout")?,
+        start_period_sec: secs("start_period")?,
+        start_interval_sec: secs("start_interval")?,
+        retries: health.get("retries").and_then(Value::as_u64),
+    }))
+}
+
+/// A compose duration (`1m30s`, `500ms`, `10s`, `1.5h`) in seconds.
+fn duration_secs(text: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..number_end].parse().ok()?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "us" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    Some(total)
+}
+
+/// `word` as one word for `sh`.
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The services `depends_on` names (a list, or a mapping of conditions).
+fn depends_on(body: &Value) -> Vec<String> {
+    match body.get("depends_on") {
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(Value::Mapping(map)) => map
+            .keys()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The services in the file's order, each moved after those it depends
+/// on (a cycle keeps the file's order, as far as it goes).
+fn in_start_order(
+    services: Vec<ComposeService>,
+    depends: &BTreeMap<String, Vec<String>>,
+) -> Vec<ComposeService> {
+    let mut placed: Vec<String> = Vec::new();
+    fn place(
+        name: &str,
+        depends: &BTreeMap<String, Vec<String>>,
+        placed: &mut Vec<String>,
+        visiting: &mut Vec<String>,
+    ) {
+        if placed.iter().any(|p| p == name) || visiting.iter().any(|v| v == name) {
+            return;
+        }
+        visiting.push(name.to_string());
+        for dependency in depends.get(name).into_iter().flatten() {
+            if depends.contains_key(dependency) {
+                place(dependency, depends, placed, visiting);
+            }
+        }
+        visiting.pop();
+        placed.push(name.to_string());
+    }
+    for service in &services {
+        place(&service.name, depends, &mut placed, &mut Vec::new());
+    }
+    let mut by_name: BTreeMap<String, ComposeService> =
+        services.into_iter().map(|s| (s.name.clone(), s)).collect();
+    placed
+        .iter()
+        .filter_map(|name| by_name.remove(name))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compose_durations_read_as_seconds() {
+        assert_eq!(duration_secs("10s"), Some(10.0));
+        assert_eq!(duration_secs("1m30s"), Some(90.0));
+        assert_eq!(duration_secs("500ms"), Some(0.5));
+        assert_eq!(duration_secs("1.5h"), Some(5400.0));
+        assert_eq!(duration_secs("ten"), None);
+        assert_eq!(duration_secs("5"), None);
+    }
+
+    #[test]
+    fn services_start_after_what_they_depend_on() {
+        let yaml = "services:\n  main:\n    build: .\n    depends_on: [api]\n  \
+                    api:\n    image: api:1\n    depends_on:\n      db:\n        condition: service_healthy\n  \
+                    db:\n    image: postgres:16\n    command: postgres -c 'fsync=off'\n    \
+                    environment:\n      POSTGRES_PASSWORD: secret\n      PORT: 5432\n      FROM_HOST:\n    \
+                    healthcheck:\n      test: [\"CMD\", \"pg_isready\", \"-U\", \"a b\"]\n      interval: 2s\n      retries: 5\n    \
+                    volumes: [\"./data:/var/lib/postgresql/data\"]\n    ports: [\"5432:5432\"]\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docker-compose.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let compose = load(&path, dir.path()).unwrap();
+        assert_eq!(
+            compose.main_build,
+            (dir.path().join("."), "Dockerfile".into())
+        );
+        let names: Vec<&str> = compose.services.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["db", "api"]);
+        let db = &compose.services[0];
+        assert_eq!(db.image.as_deref(), Some("postgres:16"));
+        assert_eq!(
+            db.command.as_deref(),
+            Some(&["postgres".to_string(), "-c".into(), "fsync=off".into()][..])
+        );
+        assert_eq!(db.env["POSTGRES_PASSWORD"], "secret");
+        assert_eq!(db.env["PORT"], "5432");
+        let health = db.healthcheck.as_ref().unwrap();
+        assert_eq!(health.command, "pg_isready -U 'a b'");
+        assert_eq!(health.interval_sec, Some(2.0));
+        assert_eq!(health.retries, Some(5));
+        assert_eq!(
+            db.unreproduced,
+            ["`FROM_HOST` from the host's environment", "`volumes`"]
+        );
+    }
+
+    #[test]
+    fn env_files_of_the_task_are_read_and_others_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let env_dir = dir.path().join("task/environment");
+        std::fs::create_dir_all(&env_dir).unwrap();
+        std::fs::write(
+            env_dir.join("db.env"),
+            "# db\nexport USER=tack\nPASSWORD='s3cret'\nMODE=env-file\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("host.env"), "SECRET=host\n").unwrap();
+        let path = env_dir.join("docker-compose.yaml");
+        std::fs::write(
+            &path,
+            "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n    \
+             env_file: [db.env, ../../host.env]\n    environment:\n      MODE: compose\n",
+        )
+        .unwrap();
+        let compose = load(&path, &env_dir).unwrap();
+        let db = &compose.services[0];
+        assert_eq!(db.env["USER"], "tack");
+        assert_eq!(db.env["PASSWORD"], "s3cret");
+        assert_eq!(db.env["MODE"], "compose");
+        assert!(!db.env.contains_key("SECRET"));
+        assert_eq!(
+            db.unreproduced,
+            ["env_file `../../host.env` (not a file of the task)"]
+        );
+    }
+
+    #[test]
+    fn a_service_without_image_or_build_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docker-compose.yaml");
+        std::fs::write(
+            &path,
+            "services:\n  main:\n    build: .\n  cache:\n    command: x\n",
+        )
+        .unwrap();
+        let error = load(&path, dir.path()).unwrap_err().to_string();
+        assert!(error.contains("services.cache.image is missing"), "{error}");
+    }
+}
