@@ -14,18 +14,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use common::images::*;
 use serde_json::Value;
-
-fn suite_toml(python: &str) -> String {
-    format!(
-        "[suite]\nname = \"services\"\ntrials = 1\n\n[images]\n\"python:3.12-slim\" = \"{python}\"\n\n\
-         [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
-    )
-}
 
 #[test]
 fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
@@ -37,19 +28,12 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
         &sources.join("lookup"),
     );
     let suite = dir.path().join("suite");
-    write(&suite.join("suite.toml"), &suite_toml(&python));
-    let suite_arg = suite.to_str().unwrap();
-    let import = run(
-        dir.path(),
-        &[
-            "import",
-            "harbor",
-            sources.to_str().unwrap(),
-            "--out",
-            suite_arg,
-            "--json",
-        ],
+    write(
+        &suite.join("suite.toml"),
+        &oracle_suite_toml("services", &python),
     );
+    let suite_arg = suite.to_str().unwrap();
+    let import = import_harbor(dir.path(), &sources, &suite);
     assert!(import.status.success(), "{}", text(&import));
     let json: Value = serde_json::from_slice(&import.stdout).unwrap();
     let converted = &json["converted"][0];
@@ -78,47 +62,8 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
     assert_eq!(containers_under(dir.path()), Vec::<String>::new());
 
     // Killed once both containers run: the resumed run removes them.
-    let log = dir.path().join("run.log");
-    let mut child = tack(dir.path())
-        .args(["run", suite_arg, "--no-report"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while containers_under(dir.path()).len() < 2 {
-        let ended = child.try_wait().unwrap().is_some();
-        assert!(
-            !ended && started.elapsed() < Duration::from_secs(300),
-            "the trial's two containers never ran: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(containers_under(dir.path()).len(), 2);
-
-    let run_dir = run_dir(dir.path());
-    let resumed = run(
-        dir.path(),
-        &[
-            "run",
-            "--resume",
-            run_dir.to_str().unwrap(),
-            "--json",
-            "--no-report",
-        ],
-    );
-    assert!(resumed.status.success(), "{}", text(&resumed));
-    let json: Value = serde_json::from_slice(&resumed.stdout).unwrap();
-    let outcomes: Vec<&str> = trials(&json)
-        .iter()
-        .map(|t| t["outcome"].as_str().unwrap())
-        .collect();
-    assert_eq!(outcomes, ["passed"], "{json}");
-    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
-    assert_eq!(trial_dirs(dir.path()), Vec::<String>::new());
+    kill_once_containers_run(dir.path(), &suite, 2);
+    let run_dir = resume_to_one_pass(dir.path());
 
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).unwrap()).unwrap();
@@ -151,7 +96,10 @@ fn a_service_that_ends_before_the_trial_is_an_infrastructure_error_with_its_log(
     let Some(python) = python_image() else { return };
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite");
-    write(&suite.join("suite.toml"), &suite_toml(&python));
+    write(
+        &suite.join("suite.toml"),
+        &oracle_suite_toml("services", &python),
+    );
     write(
         &suite.join("tasks/gone/task.toml"),
         r#"instruction = "Ask the database."

@@ -306,22 +306,9 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
     let suite = dir.path().join("suite");
     write(
         &suite.join("suite.toml"),
-        &format!(
-            "[suite]\nname = \"harbor\"\ntrials = 1\n\n[images]\n\"python:3.12-slim\" = \"{python}\"\n\n\
-             [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
-        ),
+        &oracle_suite_toml("harbor", &python),
     );
-    let import = run(
-        dir.path(),
-        &[
-            "import",
-            "harbor",
-            sources.to_str().unwrap(),
-            "--out",
-            suite.to_str().unwrap(),
-            "--json",
-        ],
-    );
+    let import = import_harbor(dir.path(), &sources, &suite);
     assert_eq!(import.status.code(), Some(1), "{}", text(&import));
     let json: Value = serde_json::from_slice(&import.stdout).unwrap();
     let converted = json["converted"].as_array().unwrap();
@@ -393,10 +380,7 @@ fn an_engine_task_talks_to_its_entrypoint_service_and_leaves_no_container() {
     let suite = dir.path().join("suite");
     write(
         &suite.join("suite.toml"),
-        &format!(
-            "[suite]\nname = \"engine\"\ntrials = 1\n\n[images]\n\"python:3.12-slim\" = \"{python}\"\n\n\
-             [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
-        ),
+        &oracle_suite_toml("engine", &python),
     );
     let task = suite.join("tasks/serve");
     write(
@@ -445,51 +429,8 @@ script = "bash /solution/solve.sh"
         ),
     );
 
-    let log = dir.path().join("run.log");
-    let mut child = tack(dir.path())
-        .args(["run", suite.to_str().unwrap(), "--no-report"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while containers_under(dir.path()).is_empty() {
-        let ended = child.try_wait().unwrap().is_some();
-        assert!(
-            !ended && started.elapsed() < Duration::from_secs(300),
-            "the trial's container never started: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(
-        containers_under(dir.path()).len(),
-        1,
-        "a killed run cannot remove its container"
-    );
-
-    let run_dir = run_dir(dir.path());
-    let resumed = run(
-        dir.path(),
-        &[
-            "run",
-            "--resume",
-            run_dir.to_str().unwrap(),
-            "--json",
-            "--no-report",
-        ],
-    );
-    assert!(resumed.status.success(), "{}", text(&resumed));
-    let json: Value = serde_json::from_slice(&resumed.stdout).unwrap();
-    let outcomes: Vec<&str> = trials(&json)
-        .iter()
-        .map(|t| t["outcome"].as_str().unwrap())
-        .collect();
-    assert_eq!(outcomes, ["passed"], "{json}");
-    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
-    assert_eq!(trial_dirs(dir.path()), Vec::<String>::new());
+    kill_once_containers_run(dir.path(), &suite, 1);
+    let run_dir = resume_to_one_pass(dir.path());
     let query = run(
         dir.path(),
         &[

@@ -90,18 +90,9 @@ impl Engine {
     /// with [`KEEP_ALIVE`]. The engine's error (no such image, a name
     /// taken) comes back as it says it.
     pub fn start_container(&self, spec: &ContainerSpec<'_>) -> Result<(), ImageError> {
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--detach".into(),
-            "--name".into(),
-            spec.name.into(),
-            "--label".into(),
-            format!("{TRIAL_LABEL}={}", spec.trial.display()),
-            "--uidmap".into(),
-            format!("0:{}:{}", spec.id_base, spec.id_count),
-            "--gidmap".into(),
-            format!("0:{}:{}", spec.id_base, spec.id_count),
-        ];
+        let mut args = run_detached(spec.name, spec.trial);
+        let ids = format!("0:{}:{}", spec.id_base, spec.id_count);
+        args.extend(["--uidmap".into(), ids.clone(), "--gidmap".into(), ids]);
         if !spec.network {
             args.extend(["--network".into(), "none".into()]);
         }
@@ -131,20 +122,15 @@ impl Engine {
     /// image's entrypoint and command (or `spec.command`).
     pub fn start_service(&self, spec: &ServiceSpec<'_>) -> Result<(), ImageError> {
         let beside = format!("container:{}", spec.beside);
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--detach".into(),
-            "--name".into(),
-            spec.name.into(),
-            "--label".into(),
-            format!("{TRIAL_LABEL}={}", spec.trial.display()),
+        let mut args = run_detached(spec.name, spec.trial);
+        args.extend([
             "--network".into(),
             beside.clone(),
             "--userns".into(),
             beside,
             "--volume".into(),
             format!("{}:/etc/hosts:ro", spec.hosts_file.display()),
-        ];
+        ]);
         for (name, value) in spec.env {
             args.extend(["--env".into(), format!("{name}={value}")]);
         }
@@ -225,6 +211,19 @@ impl Engine {
     pub fn program(&self) -> &'static str {
         self.kind.as_str()
     }
+}
+
+/// `run --detach` of a container named `name` and labelled with the trial
+/// it belongs to.
+fn run_detached(name: &str, trial: &Path) -> Vec<String> {
+    vec![
+        "run".into(),
+        "--detach".into(),
+        "--name".into(),
+        name.into(),
+        "--label".into(),
+        format!("{TRIAL_LABEL}={}", trial.display()),
+    ]
 }
 
 /// The name of the container of the trial in `trial`: derived from its

@@ -6,7 +6,8 @@
 #![allow(clippy::print_stderr)] // a skipped test says why
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -135,4 +136,84 @@ pub fn containers_under(dir: &Path) -> Vec<String> {
         .filter(|(_, trial)| trial.starts_with(dir))
         .map(|(name, _)| name)
         .collect()
+}
+
+/// Runs `tack run SUITE --no-report` in `dir` and kills it (SIGKILL) once
+/// `containers` trial containers run; a killed run cannot remove them.
+pub fn kill_once_containers_run(dir: &Path, suite: &Path, containers: usize) {
+    let log = dir.join("run.log");
+    let mut child = tack(dir)
+        .args(["run", suite.to_str().unwrap(), "--no-report"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while containers_under(dir).len() < containers {
+        let ended = child.try_wait().unwrap().is_some();
+        assert!(
+            !ended && started.elapsed() < Duration::from_secs(300),
+            "the trial's {containers} container(s) never ran: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        containers_under(dir).len(),
+        containers,
+        "a killed run cannot remove its containers"
+    );
+}
+
+/// Resumes the one run in `dir`, finds its one trial passed and nothing
+/// left (no container, no trial directory), and returns the run's
+/// directory.
+pub fn resume_to_one_pass(dir: &Path) -> PathBuf {
+    let run_dir = run_dir(dir);
+    let resumed = run(
+        dir,
+        &[
+            "run",
+            "--resume",
+            run_dir.to_str().unwrap(),
+            "--json",
+            "--no-report",
+        ],
+    );
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let json: Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    let outcomes: Vec<&str> = trials(&json)
+        .iter()
+        .map(|t| t["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["passed"], "{json}");
+    assert_eq!(containers_under(dir), Vec::<String>::new());
+    assert_eq!(trial_dirs(dir), Vec::<String>::new());
+    run_dir
+}
+
+/// A suite's `suite.toml`: one oracle variant, one trial, and
+/// `python:3.12-slim` mapped to `python` (the Python base image).
+pub fn oracle_suite_toml(name: &str, python: &str) -> String {
+    format!(
+        "[suite]\nname = \"{name}\"\ntrials = 1\n\n[images]\n\"python:3.12-slim\" = \"{python}\"\n\n\
+         [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
+    )
+}
+
+/// `tack import harbor SOURCES --out SUITE --json` in `dir`.
+pub fn import_harbor(dir: &Path, sources: &Path, suite: &Path) -> Output {
+    run(
+        dir,
+        &[
+            "import",
+            "harbor",
+            sources.to_str().unwrap(),
+            "--out",
+            suite.to_str().unwrap(),
+            "--json",
+        ],
+    )
 }
