@@ -119,12 +119,19 @@ pub fn build(
     })
 }
 
-/// `FROM` images of `dockerfile` the engine has, each with its id, one per
-/// line (stages named earlier and images still to be pulled are left out).
+/// `FROM` and `COPY --from=` images of `dockerfile` the engine has, each
+/// with its id, one per line (stages named earlier and images still to be
+/// pulled are left out).
 fn base_ids(engine: &Engine, dockerfile: &str) -> String {
     let mut stages: Vec<String> = Vec::new();
     let mut ids = String::new();
     for line in dockerfile.lines() {
+        if let Some(from) = copy_from(line)
+            && !stages.contains(&from.to_ascii_lowercase())
+            && let Ok(config) = engine.config(from)
+        {
+            ids.push_str(&format!("# copied from {from} {}\n", config.id));
+        }
         let mut words = line.split_whitespace();
         if !words.next().is_some_and(|w| w.eq_ignore_ascii_case("FROM")) {
             continue;
@@ -153,15 +160,36 @@ fn tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }
 
-/// A Dockerfile with each `FROM` image the map names replaced by its
-/// local stand-in. A stage name (`FROM builder`) is left alone unless the
-/// map names it; a pinned digest is looked up with and without its pin.
+/// A Dockerfile with each image the map names replaced by its local
+/// stand-in: a `FROM` image, and the image a `COPY --from=` copies out of
+/// (`COPY --from=ghcr.io/astral-sh/uv:latest /uv /bin/`). A stage name
+/// (`FROM builder`, `COPY --from=builder`) is left alone unless the map
+/// names it; a pinned digest is looked up with and without its pin.
 pub fn map_from_lines(dockerfile: &str, map: &ImageMap) -> String {
     let mut out = String::with_capacity(dockerfile.len());
     for line in dockerfile.split_inclusive('\n') {
-        out.push_str(&map_from_line(line, map).unwrap_or_else(|| line.to_string()));
+        let mapped = map_from_line(line, map).or_else(|| map_copy_from(line, map));
+        out.push_str(&mapped.unwrap_or_else(|| line.to_string()));
     }
     out
+}
+
+/// The image (or stage) a `COPY --from=` line copies out of.
+fn copy_from(line: &str) -> Option<&str> {
+    let mut words = line.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("COPY") {
+        return None;
+    }
+    words
+        .take_while(|w| w.starts_with("--"))
+        .find_map(|w| w.strip_prefix("--from="))
+        .filter(|from| !from.is_empty())
+}
+
+fn map_copy_from(line: &str, map: &ImageMap) -> Option<String> {
+    let from = copy_from(line)?;
+    let mapped = mapped(from, map)?;
+    Some(line.replacen(&format!("--from={from}"), &format!("--from={mapped}"), 1))
 }
 
 fn map_from_line(line: &str, map: &ImageMap) -> Option<String> {
@@ -278,6 +306,15 @@ mod tests {
         assert_eq!(
             map_from_lines("FROM docker.io/library/ubuntu:24.04", &map()),
             "FROM localhost/tack-base:bookworm"
+        );
+        assert_eq!(
+            map_from_lines(
+                "FROM base AS build\nCOPY --chown=0:0 --from=ubuntu:24.04 /etc/os-release /x\n\
+                 COPY --from=build /app /app\nCOPY --from=alpine:3 /a /b\ncopy --from=0 /c /d\n",
+                &map()
+            ),
+            "FROM base AS build\nCOPY --chown=0:0 --from=localhost/tack-base:bookworm /etc/os-release /x\n\
+             COPY --from=build /app /app\nCOPY --from=alpine:3 /a /b\ncopy --from=0 /c /d\n"
         );
     }
 
