@@ -114,7 +114,24 @@ fn build_of(body: &Value, env_dir: &Path) -> Option<(PathBuf, String)> {
                 .unwrap_or("Dockerfile"),
         ),
     };
-    Some((env_dir.join(context), dockerfile.to_string()))
+    Some((
+        env_dir.join(harbor_variables(context)),
+        dockerfile.to_string(),
+    ))
+}
+
+/// `path` with Harbor's compose variables that name a place replaced:
+/// `CONTEXT_DIR` is the task's environment directory, where paths are
+/// joined to anyway (`${CONTEXT_DIR}/..` is the task). Any other variable
+/// is left, and the path then names no directory of the task.
+fn harbor_variables(path: &str) -> String {
+    let mut path = path.to_string();
+    for variable in ["${CONTEXT_DIR}", "$CONTEXT_DIR"] {
+        if let Some(rest) = path.strip_prefix(variable) {
+            path = format!(".{rest}");
+        }
+    }
+    path
 }
 
 fn service(
@@ -491,6 +508,26 @@ mod tests {
         assert_eq!(
             db.unreproduced,
             ["env_file `../../host.env` (not a file of the task)"]
+        );
+    }
+
+    #[test]
+    fn harbors_context_dir_is_the_environment_directory() {
+        assert_eq!(harbor_variables("${CONTEXT_DIR}/.."), "./..");
+        assert_eq!(harbor_variables("$CONTEXT_DIR"), ".");
+        assert_eq!(harbor_variables("./db"), "./db");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docker-compose.yaml");
+        std::fs::write(
+            &path,
+            "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}/..\n      \
+             dockerfile: environment/Dockerfile\n",
+        )
+        .unwrap();
+        let compose = load(&path, dir.path()).unwrap();
+        assert_eq!(
+            compose.main_build,
+            (dir.path().join("./.."), "environment/Dockerfile".into())
         );
     }
 

@@ -62,6 +62,14 @@ fn escape(task: &HarborTask, named_in: &Path, context: &Path, dockerfile: &Path)
         };
         path.starts_with(task_dir)
     };
+    if context.to_string_lossy().contains('$') {
+        return Some(format!(
+            "{}: its build context {} names a variable tack does not set (only Harbor's \
+             CONTEXT_DIR is known): write the path out",
+            named_in.display(),
+            context.display()
+        ));
+    }
     if !inside(context) {
         return Some(format!(
             "{}: its build context {} is outside the task: refused",
