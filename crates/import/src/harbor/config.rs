@@ -113,8 +113,8 @@ pub(super) fn load(path: &Path) -> Result<TaskConfig, HarborError> {
         },
         resources: Resources {
             cpus: fields.number(&["environment", "cpus"])?,
-            memory_mb: fields.count(&["environment", "memory_mb"])?,
-            storage_mb: fields.count(&["environment", "storage_mb"])?,
+            memory_mb: fields.megabytes(&["environment", "memory_mb"], "memory")?,
+            storage_mb: fields.megabytes(&["environment", "storage_mb"], "storage")?,
             gpus: fields.count(&["environment", "gpus"])?,
         },
         network: fields.network()?,
@@ -218,6 +218,34 @@ impl Fields<'_> {
         }
     }
 
+    /// A size in MB at `keys`, else in the deprecated sibling field
+    /// `legacy` (Terminal-Bench 2's `memory = "2G"`), converted as Harbor
+    /// does: `G` is 1024 MB, `M` one, `K` 1/1024, fractions cut.
+    fn megabytes(&self, keys: &[&str], legacy: &str) -> Result<Option<u64>, HarborError> {
+        if let Some(mb) = self.count(keys)? {
+            return Ok(Some(mb));
+        }
+        let mut legacy_keys = keys.to_vec();
+        if let Some(last) = legacy_keys.last_mut() {
+            *last = legacy;
+        }
+        // Harbor reads the deprecated field only when it is text.
+        let Some(Value::String(text)) = self.get(&legacy_keys) else {
+            return Ok(None);
+        };
+        let size = text.trim().to_ascii_uppercase();
+        let (number, scale) = match size.char_indices().last() {
+            Some((at, 'G')) => (&size[..at], 1024.0),
+            Some((at, 'M')) => (&size[..at], 1.0),
+            Some((at, 'K')) => (&size[..at], 1.0 / 1024.0),
+            _ => ("", 0.0),
+        };
+        match number.trim().parse::<f64>() {
+            Ok(n) if n >= 0.0 && scale > 0.0 => Ok(Some((n * scale) as u64)),
+            _ => Err(self.wrong(&legacy_keys, "a size like \"2G\" or \"512M\"")),
+        }
+    }
+
     fn env(&self, keys: &[&str]) -> Result<EnvVars, HarborError> {
         let table = match self.get(keys) {
             None => return Ok(BTreeMap::new()),
@@ -288,5 +316,31 @@ fn field_name(keys: &[&str]) -> String {
         Some((last, [])) => (*last).to_string(),
         Some((last, tables)) => format!("[{}] {last}", tables.join(".")),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resources(environment: &str) -> Result<Resources, HarborError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("task.toml");
+        std::fs::write(&path, format!("[environment]\n{environment}")).unwrap();
+        load(&path).map(|config| config.resources)
+    }
+
+    #[test]
+    fn terminal_bench_sizes_read_as_harbor_reads_them() {
+        let sized = resources("memory = \"2G\"\nstorage = \"512M\"\n").unwrap();
+        assert_eq!((sized.memory_mb, sized.storage_mb), (Some(2048), Some(512)));
+        let both = resources("memory_mb = 1024\nmemory = \"2G\"\n").unwrap();
+        assert_eq!(both.memory_mb, Some(1024));
+        assert_eq!(resources("memory = 2048\n").unwrap().memory_mb, None);
+        let error = resources("memory = \"lots\"\n").unwrap_err().to_string();
+        assert!(
+            error.contains("[environment] memory") && error.contains("2G"),
+            "{error}"
+        );
     }
 }
