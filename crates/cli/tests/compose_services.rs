@@ -38,6 +38,7 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
     let json: Value = serde_json::from_slice(&import.stdout).unwrap();
     let converted = &json["converted"][0];
     assert_eq!(converted["mode"], "image", "{json}");
+    assert_eq!(converted["engine"], true, "{json}");
     let notes = converted["notes"].to_string();
     assert!(
         notes.contains("service `kv`: not reproduced: `volumes`"),

@@ -20,6 +20,7 @@ pub fn harbor_summary(import: &SuiteImport) -> String {
     }
     for task in &import.converted {
         let status = match (task.mode, task.container_reasons.is_empty()) {
+            (TaskMode::Image, _) if task.engine => "imported (its image, in engine mode)",
             (TaskMode::Image, _) => "imported (its image)",
             (TaskMode::Host, true) => "imported (on the host)",
             (TaskMode::Host, false) => "imported, requires container",
@@ -184,6 +185,7 @@ mod tests {
                 task: "t".into(),
                 dir: "s/tasks/t".into(),
                 mode: crate::harbor::TaskMode::Host,
+                engine: false,
                 container_reasons: vec!["RUN make".into()],
                 python: vec!["pytest==8".into()],
                 debian: vec![],

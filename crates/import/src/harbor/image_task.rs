@@ -131,6 +131,7 @@ pub(super) fn write_image_task(
         task: id,
         dir: dir.to_path_buf(),
         mode: TaskMode::Image,
+        engine: engine_reason(task).is_some(),
         container_reasons: Vec::new(),
         python: Vec::new(),
         debian: Vec::new(),

@@ -43,6 +43,9 @@ pub struct ConvertedTask {
     pub dir: PathBuf,
     /// How its trials run.
     pub mode: TaskMode,
+    /// In its image, in a container the engine starts (an `ENTRYPOINT`, a
+    /// health check, compose services), not under tack's sandbox.
+    pub engine: bool,
     /// Why the task can run only in its image; empty when tack runs it.
     pub container_reasons: Vec<String>,
     pub python: Vec<String>,
@@ -296,6 +299,7 @@ fn write_host_task(
         task: id,
         dir: dir.to_path_buf(),
         mode: TaskMode::Host,
+        engine: false,
         container_reasons: plan.container_reasons,
         python: plan.python,
         debian: plan.debian,
