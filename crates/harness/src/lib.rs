@@ -27,7 +27,7 @@ use tack_protocol::{
     ApproverPolicy, EventSink, HarnessConfig, StopReason, TrialOutcome, tool_names,
 };
 use tack_sandbox::SandboxError;
-use tack_suite::{CommandSandbox, TaskWalls};
+use tack_suite::{CommandSandbox, TamperWatch, TaskWalls};
 
 pub use models::{
     ModelChoice, ModelError, Models, NamedModel, PRICES_ENV, Upstream, price_table, priced_as,
@@ -176,6 +176,9 @@ pub struct HarnessRun {
     /// Some check judged the agent's work; without one a completed run is
     /// [`TrialOutcome::Unverified`], never passed.
     pub verified: bool,
+    /// The agent changed a file the task's checks depend on (see
+    /// [`TamperWatch`]); what the checks wrote themselves does not count.
+    pub tampered: bool,
 }
 
 impl HarnessRun {
@@ -334,6 +337,11 @@ impl Harness {
         checks: &Verification<'_>,
         sink: &mut dyn EventSink,
     ) -> HarnessRun {
+        // The files the checks depend on, as the agent finds them.
+        let mut watch = match checks {
+            Verification::Task(task) => Some(TamperWatch::start(&task.protected, &self.workspace)),
+            Verification::Commands(_) => None,
+        };
         let mut session = self.session(sink, pricer);
         let mut stop = match start {
             Start::Fresh(instruction) => session.run(model, instruction).await,
@@ -346,9 +354,15 @@ impl Harness {
             if let Some(slot) = &self.session {
                 slot.close().await;
             }
+            if let Some(watch) = &mut watch {
+                watch.before_checks(&self.workspace);
+            }
             let verdict = checks
                 .run(&self.workspace, &self.env, &self.sandbox, &mut session)
                 .await;
+            if let Some(watch) = &mut watch {
+                watch.after_checks(&self.workspace);
+            }
             let Ok(Some(feedback)) = &verdict else {
                 break verdict.map(|failed| failed.is_none());
             };
@@ -368,6 +382,7 @@ impl Harness {
             check_error,
             feedback_rounds: rounds,
             verified: !checks.is_empty(),
+            tampered: watch.is_some_and(|mut watch| watch.tampered(&self.workspace)),
         }
     }
 }

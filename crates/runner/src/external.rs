@@ -17,11 +17,11 @@ use tack_protocol::{
 };
 use tack_proxy::{Proxy, ProxyConfig, ProxyError};
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxError};
-use tack_suite::{CommandSandbox, ExternalAgent, Task, Variant, Viewer, run_checks};
+use tack_suite::{CommandSandbox, ExternalAgent, TamperWatch, Task, Variant, Viewer, run_checks};
 use tack_trace::TrialRecorder;
 
 use crate::RunContext;
-use crate::trial::{TamperWatch, failed};
+use crate::trial::failed;
 
 /// The agent's wall time when the variant sets no `max_wall_secs`.
 pub const DEFAULT_AGENT_WALL_SECS: u64 = 30 * 60;
@@ -52,7 +52,7 @@ impl ExternalTrial<'_> {
             Ok(upstream) => upstream,
             Err(error) => return failed(clock, TrialOutcome::HarnessError, error.to_string()),
         };
-        let watch = TamperWatch::start(self.task, workspace);
+        let mut watch = TamperWatch::start(&self.task.protected, workspace);
         let ran = run_agent(
             run,
             self.agent,
@@ -62,6 +62,8 @@ impl ExternalTrial<'_> {
             workspace,
         )
         .await;
+        // The checks run in `finish`: what they write is not the agent's.
+        watch.before_checks(workspace);
         let mut finished = match ran {
             Ok(agent_run) => {
                 finish(
@@ -76,6 +78,7 @@ impl ExternalTrial<'_> {
             }
             Err(error) => failed(clock, TrialOutcome::HarnessError, error.to_string()),
         };
+        watch.after_checks(workspace);
         finished.tampered = watch.tampered(workspace);
         finished
     }

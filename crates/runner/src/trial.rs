@@ -8,7 +8,7 @@ use tack_protocol::time::now_ms;
 use tack_protocol::{
     Event, EventSink, RunTotals, StopReason, TrialFinished, TrialOutcome, TrialStarted,
 };
-use tack_suite::{CommandSandbox, Fingerprint, Protected, Task, TrialWorkspace, Variant, Viewer};
+use tack_suite::{CommandSandbox, Task, TrialWorkspace, Variant, Viewer};
 use tack_trace::{RunWriter, TrialRecorder};
 
 use crate::{RunContext, TrialSpec, TrialSummary};
@@ -154,7 +154,6 @@ async fn execute(
         Ok(built) => built,
         Err(error) => return (failed(clock, TrialOutcome::HarnessError, error), None),
     };
-    let watch = TamperWatch::start(task, workspace.path());
     let pricer = match spec.replay {
         Some(_) => None,
         None => run.models.pricer(&variant.model),
@@ -168,8 +167,7 @@ async fn execute(
             recorder,
         )
         .await;
-    let tampered = watch.tampered(workspace.path());
-    let result = finished(clock, &outcome, tampered);
+    let result = finished(clock, &outcome, outcome.tampered);
     let kept = (result.outcome != TrialOutcome::Passed && spec.keep_failed_workspace)
         .then(|| workspace.keep());
     (result, kept)
@@ -222,30 +220,5 @@ pub(crate) fn failed(clock: Instant, outcome: TrialOutcome, error: String) -> Tr
         duration_ms: clock.elapsed().as_millis() as u64,
         finished_at_ms: now_ms(),
         error: Some(error),
-    }
-}
-
-/// Whether the agent changed the files the checks depend on (the task's
-/// `protected` globs), fingerprinted before it starts.
-pub(crate) struct TamperWatch {
-    protected: Option<Protected>,
-    before: Option<Fingerprint>,
-}
-
-impl TamperWatch {
-    pub(crate) fn start(task: &Task, workspace: &std::path::Path) -> TamperWatch {
-        let protected = Protected::new(&task.protected).ok();
-        let before = protected.as_ref().map(|p| p.fingerprint(workspace));
-        TamperWatch { protected, before }
-    }
-
-    pub(crate) fn tampered(&self, workspace: &std::path::Path) -> bool {
-        match (&self.protected, &self.before) {
-            (Some(protected), Some(before)) => !protected
-                .fingerprint(workspace)
-                .changed_since(before)
-                .is_empty(),
-            _ => false,
-        }
     }
 }

@@ -44,6 +44,6 @@ pub use provision::{
 };
 pub use soundness::{TaskSoundness, check_suite, check_task};
 pub use summary::{SoundnessTally, network_needs, soundness_text, suite_text};
-pub use tamper::{Fingerprint, Protected, ProtectedError};
+pub use tamper::{Fingerprint, Protected, ProtectedError, TamperWatch};
 pub use walls::{TaskWalls, Viewer};
 pub use workspace::{TrialWorkspace, apply_solution};

@@ -1,6 +1,7 @@
 //! Tamper detection: the files the checks depend on (the visible tests, by
-//! default) are fingerprinted before the agent starts and after it stops. An
-//! agent that "fixes" a failing test by editing the test is flagged.
+//! default) are fingerprinted before the agent starts and before the checks
+//! run ([`TamperWatch`]). An agent that "fixes" a failing test by editing the
+//! test is flagged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,9 +97,98 @@ impl Fingerprint {
     }
 }
 
+/// Whether the agent changed the files a task protects. They are compared
+/// before each round of checks with how they were when the agent started,
+/// or when the last round of checks ended: what the checks themselves write
+/// (a Harbor test leaving its output in `/app`) is not the agent's doing.
+#[derive(Debug)]
+pub struct TamperWatch {
+    protected: Option<Protected>,
+    /// The files as the agent found them, and whether checks ran since.
+    expected: Option<(Fingerprint, bool)>,
+    tampered: bool,
+}
+
+impl TamperWatch {
+    /// Fingerprints `workspace` as the agent starts on it. A task whose
+    /// globs do not compile (refused when the suite loads) is not watched.
+    pub fn start(patterns: &[String], workspace: &Path) -> TamperWatch {
+        let protected = Protected::new(patterns).ok();
+        let expected = protected
+            .as_ref()
+            .map(|p| (p.fingerprint(workspace), false));
+        TamperWatch {
+            protected,
+            expected,
+            tampered: false,
+        }
+    }
+
+    /// The agent stopped and the checks are about to run.
+    pub fn before_checks(&mut self, workspace: &Path) {
+        if let (Some(protected), Some((expected, _))) = (&self.protected, &self.expected) {
+            self.tampered |= !protected
+                .fingerprint(workspace)
+                .changed_since(expected)
+                .is_empty();
+        }
+    }
+
+    /// The checks ended; the agent may go on (their feedback sent back).
+    pub fn after_checks(&mut self, workspace: &Path) {
+        if let Some(protected) = &self.protected {
+            self.expected = Some((protected.fingerprint(workspace), true));
+        }
+    }
+
+    /// Whether the agent changed a protected file before some round of
+    /// checks, or, when no checks ran after it, since it last could.
+    pub fn tampered(&mut self, workspace: &Path) -> bool {
+        if matches!(self.expected, Some((_, false))) {
+            self.before_checks(workspace);
+        }
+        self.tampered
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_checks_write_is_not_the_agents_doing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("test_app.py"), "assert f() == 2").unwrap();
+        let defaults: Vec<String> = crate::DEFAULT_PROTECTED.map(String::from).to_vec();
+        let check_writes = |n: &str| std::fs::write(ws.join("test_output.txt"), n).unwrap();
+
+        // The agent fixes the code; the checks leave a file the globs match,
+        // twice (a feedback round between).
+        let mut watch = TamperWatch::start(&defaults, ws);
+        std::fs::write(ws.join("app.py"), "def f(): return 2").unwrap();
+        for round in ["1", "2"] {
+            watch.before_checks(ws);
+            check_writes(round);
+            watch.after_checks(ws);
+        }
+        assert!(!watch.tampered(ws));
+
+        // The agent edits the test in the feedback round.
+        let mut watch = TamperWatch::start(&defaults, ws);
+        watch.before_checks(ws);
+        check_writes("3");
+        watch.after_checks(ws);
+        std::fs::write(ws.join("test_app.py"), "assert True").unwrap();
+        watch.before_checks(ws);
+        watch.after_checks(ws);
+        assert!(watch.tampered(ws));
+
+        // No checks ran: compared when asked.
+        let mut watch = TamperWatch::start(&defaults, ws);
+        std::fs::write(ws.join("test_app.py"), "assert False").unwrap();
+        assert!(watch.tampered(ws));
+    }
 
     #[test]
     fn edits_to_protected_files_are_seen_and_others_are_not() {
