@@ -360,14 +360,15 @@ impl Harness {
             let verdict = checks
                 .run(&self.workspace, &self.env, &self.sandbox, &mut session)
                 .await;
-            if let Some(watch) = &mut watch {
-                watch.after_checks(&self.workspace);
-            }
             let Ok(Some(feedback)) = &verdict else {
                 break verdict.map(|failed| failed.is_none());
             };
             if stop != StopReason::Completed || rounds >= self.config.feedback_rounds {
                 break Ok(false);
+            }
+            // What the checks left is not the agent's doing.
+            if let Some(watch) = &mut watch {
+                watch.after_checks(&self.workspace);
             }
             rounds += 1;
             stop = session.run(model, feedback).await;

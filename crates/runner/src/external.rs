@@ -78,7 +78,6 @@ impl ExternalTrial<'_> {
             }
             Err(error) => failed(clock, TrialOutcome::HarnessError, error.to_string()),
         };
-        watch.after_checks(workspace);
         finished.tampered = watch.tampered(workspace);
         finished
     }

@@ -104,8 +104,10 @@ impl Fingerprint {
 #[derive(Debug)]
 pub struct TamperWatch {
     protected: Option<Protected>,
-    /// The files as the agent found them, and whether checks ran since.
-    expected: Option<(Fingerprint, bool)>,
+    /// The files as the agent found them.
+    expected: Option<Fingerprint>,
+    /// Some round of checks was about to run.
+    checked: bool,
     tampered: bool,
 }
 
@@ -114,19 +116,19 @@ impl TamperWatch {
     /// globs do not compile (refused when the suite loads) is not watched.
     pub fn start(patterns: &[String], workspace: &Path) -> TamperWatch {
         let protected = Protected::new(patterns).ok();
-        let expected = protected
-            .as_ref()
-            .map(|p| (p.fingerprint(workspace), false));
+        let expected = protected.as_ref().map(|p| p.fingerprint(workspace));
         TamperWatch {
             protected,
             expected,
+            checked: false,
             tampered: false,
         }
     }
 
     /// The agent stopped and the checks are about to run.
     pub fn before_checks(&mut self, workspace: &Path) {
-        if let (Some(protected), Some((expected, _))) = (&self.protected, &self.expected) {
+        self.checked = true;
+        if let (Some(protected), Some(expected)) = (&self.protected, &self.expected) {
             self.tampered |= !protected
                 .fingerprint(workspace)
                 .changed_since(expected)
@@ -134,17 +136,18 @@ impl TamperWatch {
         }
     }
 
-    /// The checks ended; the agent may go on (their feedback sent back).
+    /// The checks ended and the agent goes on (their feedback sent back):
+    /// what it finds now is what it is answerable for.
     pub fn after_checks(&mut self, workspace: &Path) {
         if let Some(protected) = &self.protected {
-            self.expected = Some((protected.fingerprint(workspace), true));
+            self.expected = Some(protected.fingerprint(workspace));
         }
     }
 
     /// Whether the agent changed a protected file before some round of
-    /// checks, or, when no checks ran after it, since it last could.
+    /// checks, or, when no checks ran, since it started.
     pub fn tampered(&mut self, workspace: &Path) -> bool {
-        if matches!(self.expected, Some((_, false))) {
+        if !self.checked {
             self.before_checks(workspace);
         }
         self.tampered
@@ -167,11 +170,11 @@ mod tests {
         // twice (a feedback round between).
         let mut watch = TamperWatch::start(&defaults, ws);
         std::fs::write(ws.join("app.py"), "def f(): return 2").unwrap();
-        for round in ["1", "2"] {
-            watch.before_checks(ws);
-            check_writes(round);
-            watch.after_checks(ws);
-        }
+        watch.before_checks(ws);
+        check_writes("1");
+        watch.after_checks(ws);
+        watch.before_checks(ws);
+        check_writes("2");
         assert!(!watch.tampered(ws));
 
         // The agent edits the test in the feedback round.
@@ -181,7 +184,7 @@ mod tests {
         watch.after_checks(ws);
         std::fs::write(ws.join("test_app.py"), "assert True").unwrap();
         watch.before_checks(ws);
-        watch.after_checks(ws);
+        check_writes("4");
         assert!(watch.tampered(ws));
 
         // No checks ran: compared when asked.
