@@ -238,7 +238,9 @@ fn suite_check_runs_setup_and_solution_scripts_in_the_sandbox() {
     assert!(!from_setup.exists(), "the setup command wrote outside");
     assert!(!from_solution.exists(), "the solution script wrote outside");
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let detail = json["tasks"][0]["detail"].as_str().unwrap_or_default();
+    let detail = json["tasks"][0]["solution_failed"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         detail.contains("Read-only file system") || detail.contains("Permission denied"),
         "{json}"

@@ -338,6 +338,74 @@ fn suite_check_proves_the_demo_sound() {
     assert_eq!(json["sound"], true);
 }
 
+/// A solution script that fixes the task and then fails (Harbor tasks do:
+/// a `solve.sh` whose last step runs a test tool the image lacks) leaves
+/// the verdict to the checks, in `tack suite check` as in `tack run`, and
+/// the check says how the script ended.
+#[test]
+fn a_solution_script_that_fails_after_its_fix_is_judged_by_the_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("suite/tasks/calc");
+    std::fs::create_dir_all(task.join("fixture")).unwrap();
+    std::fs::write(
+        dir.path().join("suite/suite.toml"),
+        "[suite]\nname = \"fails-late\"\n\n[[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("fixture/calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        "instruction = \"Fix add in calc.py.\"\n\n\
+         [[checks]]\nname = \"adds\"\n\
+         run = \"python3 -c 'import calc; assert calc.add(2, 2) == 4'\"\n\n\
+         [solution]\nscript = \"sed -i 's/a - b/a + b/' calc.py && echo fixed && no-such-test-tool\"\n",
+    )
+    .unwrap();
+    let tack_in = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let check = tack_in(&["suite", "check", "suite", "--json"]);
+    let json = stdout_json(&check);
+    let calc = &json["tasks"][0];
+    assert_eq!(json["sound"], true, "{json:#}");
+    assert_eq!(calc["checked"], true);
+    let said = calc["solution_failed"].as_str().unwrap();
+    assert!(
+        said.starts_with("the solution script exited with code 127"),
+        "{said}"
+    );
+    assert!(
+        said.contains("fixed") && said.contains("no-such-test-tool"),
+        "{said}"
+    );
+
+    let text = tack_in(&["suite", "check", "suite"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("the solution script exited with code 127"),
+        "{text}"
+    );
+
+    let run = tack_in(&[
+        "run",
+        "suite",
+        "--json",
+        "--traces",
+        "traces",
+        "--no-report",
+    ]);
+    let run = stdout_json(&run);
+    assert_eq!(run["run"]["trials"][0]["outcome"], "passed", "{run:#}");
+}
+
 #[test]
 fn suite_show_lists_variants_and_tasks() {
     let output = tack(&["suite", "show", "suites/demo"]);

@@ -169,7 +169,7 @@ async fn run_agent(
             let _ = proxy.shutdown().await;
             return Err(AgentError::SetupFailed {
                 setup: setup.clone(),
-                exit: exit_text(&output),
+                exit: output.ending(),
                 stderr: output.stderr.trim().to_string(),
             });
         }
@@ -304,7 +304,7 @@ async fn finish(
         }
     };
     if error.is_none() && !agent.output.success() {
-        error = Some(format!("the agent {}", exit_text(&agent.output)));
+        error = Some(format!("the agent {}", agent.output.ending()));
     }
     TrialFinished {
         outcome: TrialOutcome::decide(stop, checks_passed),
@@ -319,18 +319,6 @@ async fn finish(
     }
 }
 
-fn exit_text(output: &CommandOutput) -> String {
-    match (output.timed_out, output.exit_code, output.signal) {
-        (true, _, _) => format!(
-            "ran past its {} s and was killed",
-            output.duration.as_secs()
-        ),
-        (_, Some(code), _) => format!("exited with code {code}"),
-        (_, None, Some(signal)) => format!("was killed by signal {signal}"),
-        _ => "ended without an exit code".to_string(),
-    }
-}
-
 /// The agent's process as a span: its command, exit code and output.
 fn agent_span(span_id: u32, agent: &AgentRun) -> ToolCallRecord {
     let output = &agent.output;
@@ -341,7 +329,7 @@ fn agent_span(span_id: u32, agent: &AgentRun) -> ToolCallRecord {
         call_id: AGENT_SPAN.to_string(),
         tool_name: AGENT_SPAN.to_string(),
         arguments: agent.command.clone(),
-        result: exit_text(output),
+        result: output.ending(),
         exit_code: output.exit_code,
         stdout: Some(output.stdout.clone()),
         stderr: Some(output.stderr.clone()),

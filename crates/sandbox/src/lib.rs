@@ -120,6 +120,17 @@ impl CommandOutput {
     pub fn truncated(&self) -> bool {
         self.stdout_truncated || self.stderr_truncated
     }
+
+    /// How the command ended, for a sentence: "exited with code 2", "was
+    /// killed by signal 9", "ran past its 30 s and was killed".
+    pub fn ending(&self) -> String {
+        match (self.timed_out, self.exit_code, self.signal) {
+            (true, _, _) => format!("ran past its {} s and was killed", self.duration.as_secs()),
+            (_, Some(code), _) => format!("exited with code {code}"),
+            (_, None, Some(signal)) => format!("was killed by signal {signal}"),
+            _ => "ended without an exit code".to_string(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,10 +13,17 @@ use crate::{
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskSoundness {
     pub task: String,
+    /// Whether its checks ran both ways; not when the task needs its
+    /// container image, nor when setting it up failed (`detail` says why).
+    pub checked: bool,
     pub fails_untouched: bool,
     pub passes_with_solution: bool,
     /// Check output of the run that went the wrong way, or the error.
     pub detail: Option<String>,
+    /// How the solution script ended, when it failed: said beside the
+    /// verdict, which is the checks' (see [`apply_solution`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solution_failed: Option<String>,
     /// Not checked: the task runs only in its container image.
     pub requires_container: bool,
 }
@@ -50,9 +57,11 @@ pub async fn check_task(task: &Task, sandbox: &CommandSandbox) -> TaskSoundness 
 fn unchecked(task: &Task, detail: String) -> TaskSoundness {
     TaskSoundness {
         task: task.id.clone(),
+        checked: false,
         fails_untouched: false,
         passes_with_solution: false,
         detail: Some(detail),
+        solution_failed: None,
         requires_container: false,
     }
 }
@@ -66,7 +75,7 @@ async fn try_check_task(
     let fails_untouched = before.iter().any(|c| !c.passed);
 
     let solved = TrialWorkspace::prepare(task, sandbox).await?;
-    apply_solution(task, solved.path(), sandbox).await?;
+    let solution_failed = apply_solution(task, solved.path(), sandbox).await?;
     let after = run_checks(task, solved.path(), sandbox).await?;
     let passes_with_solution = after.iter().all(|c| c.passed);
 
@@ -93,9 +102,11 @@ async fn try_check_task(
     };
     Ok(TaskSoundness {
         task: task.id.clone(),
+        checked: true,
         fails_untouched,
         passes_with_solution,
         detail,
+        solution_failed,
         requires_container: false,
     })
 }

@@ -43,6 +43,8 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
         };
         if result.requires_container {
             let _ = writeln!(out, "{mark} {:<28} not checked", result.task);
+        } else if !result.checked {
+            let _ = writeln!(out, "{mark} {:<28} could not be checked", result.task);
         } else {
             let _ = writeln!(
                 out,
@@ -52,7 +54,8 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
                 yes(result.passes_with_solution)
             );
         }
-        for line in result.detail.iter().flat_map(|d| d.lines()) {
+        let notes = result.detail.iter().chain(&result.solution_failed);
+        for line in notes.flat_map(|d| d.lines()) {
             let _ = writeln!(out, "       {line}");
         }
     }
@@ -122,9 +125,11 @@ mod tests {
     fn task(name: &str, sound: bool, container: bool) -> TaskSoundness {
         TaskSoundness {
             task: name.into(),
+            checked: !container,
             fails_untouched: true,
             passes_with_solution: sound,
             detail: (!sound).then(|| "line 1\nline 2".to_string()),
+            solution_failed: None,
             requires_container: container,
         }
     }
@@ -156,6 +161,32 @@ mod tests {
             Some(
                 "1 of 2 tasks sound in suite `s`; 1 not checked (they need their container image)"
             )
+        );
+    }
+
+    #[test]
+    fn a_failed_solution_script_is_said_and_an_unchecked_task_says_so() {
+        let solved_anyway = TaskSoundness {
+            solution_failed: Some("the solution script exited with code 1".into()),
+            ..task("a", true, false)
+        };
+        let broken = TaskSoundness {
+            checked: false,
+            fails_untouched: false,
+            passes_with_solution: false,
+            ..task("b", false, false)
+        };
+        let text = soundness_text("s", &[solved_anyway, broken]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("ok   a ") && lines[0].ends_with("solution: yes"));
+        assert_eq!(lines[1], "       the solution script exited with code 1");
+        assert_eq!(
+            lines[2].trim_end(),
+            "FAIL b                            could not be checked"
+        );
+        assert_eq!(
+            lines.last().copied(),
+            Some("1 of 2 tasks sound in suite `s`")
         );
     }
 }

@@ -184,12 +184,16 @@ async fn run_step(
 }
 
 /// Applies the task's reference solution directly (not through an agent):
-/// edits in order, then the script, confined by `sandbox`.
+/// edits in order, then the script, confined by `sandbox`. A script that
+/// fails is not an error: the checks decide whether the task is solved, as
+/// they do when the oracle runs it in `tack run` (and in Harbor, whose
+/// oracle runs the verifier whatever `solve.sh` exited with). How it ended
+/// comes back, to be said beside the checks' verdict.
 pub async fn apply_solution(
     task: &Task,
     workspace: &Path,
     sandbox: &CommandSandbox,
-) -> Result<(), SuiteError> {
+) -> Result<Option<String>, SuiteError> {
     for edit in &task.solution.edits {
         let path = workspace.join(&edit.path);
         let text = std::fs::read_to_string(&path).map_err(|e| SuiteError::io(&path, e))?;
@@ -199,21 +203,41 @@ pub async fn apply_solution(
         })?;
         std::fs::write(&path, updated).map_err(|e| SuiteError::io(&path, e))?;
     }
-    if let Some(script) = &task.solution.script {
-        let env = task.env_pairs();
-        let confinement = task
-            .walls(workspace, Viewer::Solution)
-            .apply(sandbox.confinement(workspace, false));
-        let output = run_step(task, script, workspace, &env, &confinement).await?;
-        if !output.success() {
-            return Err(SuiteError::Environment {
-                task: task.id.clone(),
-                message: format!(
-                    "the solution script failed: {}{}",
-                    output.stdout, output.stderr
-                ),
-            });
-        }
+    let Some(script) = &task.solution.script else {
+        return Ok(None);
+    };
+    let env = task.env_pairs();
+    let confinement = task
+        .walls(workspace, Viewer::Solution)
+        .apply(sandbox.confinement(workspace, false));
+    let output = run_step(task, script, workspace, &env, &confinement).await?;
+    Ok((!output.success()).then(|| {
+        format!(
+            "the solution script {}; its last output:\n{}",
+            output.ending(),
+            last_lines(&format!("{}{}", output.stdout, output.stderr), 12)
+        )
+    }))
+}
+
+/// The last `n` lines of `text`: where a failing script says why.
+fn last_lines(text: &str, n: usize) -> &str {
+    let text = text.trim_end();
+    let start = text
+        .rmatch_indices('\n')
+        .nth(n.saturating_sub(1))
+        .map_or(0, |(i, _)| i + 1);
+    &text[start..]
+}
+
+#[cfg(test)]
+mod last_lines_tests {
+    use super::last_lines;
+
+    #[test]
+    fn keeps_the_last_lines_only() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(last_lines("a\nb\n", 5), "a\nb");
+        assert_eq!(last_lines("", 3), "");
     }
-    Ok(())
 }
