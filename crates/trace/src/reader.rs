@@ -12,6 +12,9 @@ use parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
 use crate::TraceError;
 use crate::schema::col;
 
+/// The reader's own default: rows decoded at once when many are wanted.
+const MAX_BATCH_ROWS: usize = 1024;
+
 /// The finished Parquet files of one table (`trials`, `spans`, `messages`),
 /// in name order. Temporary files are skipped.
 pub fn table_files(run_dir: &Path, table: &str) -> Result<Vec<PathBuf>, TraceError> {
@@ -158,7 +161,13 @@ pub(crate) fn read_rows_where(
     if keep.iter().all(|mask| mask.true_count() == 0) {
         return Ok(Vec::new());
     }
-    let mut rows = builder()?.with_row_groups(groups);
+    // Batches sized to the rows kept: a reader allocates each column's
+    // buffers for a whole batch (1024 rows by default), so a file's few
+    // wanted rows would otherwise hold a batch's worth of memory per column
+    // and per file, and a report's five hundred trials sit in hundreds of
+    // files of a large run.
+    let kept: usize = keep.iter().map(BooleanArray::true_count).sum();
+    let mut rows = (builder()?.with_row_groups(groups)).with_batch_size(kept.min(MAX_BATCH_ROWS));
     if let Some(columns) = columns {
         rows = rows.with_projection(ProjectionMask::columns(schema, columns.iter().copied()));
     }
