@@ -246,8 +246,8 @@ fn copy_context(context: &Path, to: &Path, task_dir: &Path) -> Result<(), WriteE
 }
 
 /// Why the task needs engine mode: its image starts services (an
-/// `ENTRYPOINT`), or it waits for one to be healthy; tack's sandbox runs
-/// neither.
+/// `ENTRYPOINT`), it waits for one to be healthy, or its solution starts
+/// one the tests then reach; tack's sandbox runs none of them.
 fn engine_reason(task: &HarborTask) -> Option<String> {
     let entrypoint = task.environment.dockerfile.ignored.iter().find(|i| {
         i.text
@@ -263,13 +263,20 @@ fn engine_reason(task: &HarborTask) -> Option<String> {
             names.join(", ")
         ));
     }
-    match (entrypoint, &task.config.healthcheck) {
-        (Some(line), _) => Some(format!(
+    // The tests reach what the solution left running (a web server, sshd);
+    // under tack's sandbox a command's processes end with it.
+    let daemon = (task.solution.as_ref()).and_then(|solution| solution.script.daemons.first());
+    match (entrypoint, &task.config.healthcheck, daemon) {
+        (Some(line), _, _) => Some(format!(
             "Its Dockerfile has an ENTRYPOINT (line {})",
             line.line
         )),
-        (None, Some(_)) => Some("It has a health check".to_string()),
-        (None, None) => None,
+        (None, Some(_), _) => Some("It has a health check".to_string()),
+        (None, None, Some(start)) => Some(format!(
+            "Its solution leaves a process running for the tests (solution/solve.sh line {}: `{}`)",
+            start.line, start.text
+        )),
+        (None, None, None) => None,
     }
 }
 
@@ -376,6 +383,8 @@ fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[Stri
         );
     }
     if let Some(why) = engine {
+        // A comment line: a command quoted in the reason may span lines.
+        let why = why.replace('\n', " ");
         let _ = writeln!(
             out,
             "# {why}: it runs in a container the engine starts.\nmode = \"engine\""

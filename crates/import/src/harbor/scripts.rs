@@ -22,6 +22,9 @@ pub struct Script {
     pub needs: ScriptNeeds,
     /// Commands that only work as root (`chown`, `su`, `useradd`, ...).
     pub root_commands: Vec<Instruction>,
+    /// Commands that leave a process running after they return (see
+    /// [`starts_daemon`]).
+    pub daemons: Vec<Instruction>,
 }
 
 /// What a script installs or fetches while it runs.
@@ -98,6 +101,7 @@ fn scan(path: &Path, text: String) -> Script {
         programs: BTreeSet::new(),
         needs: ScriptNeeds::default(),
         root_commands: Vec::new(),
+        daemons: Vec::new(),
         text: String::new(),
     };
     for line in shell::logical_lines(&text) {
@@ -120,11 +124,33 @@ fn scan(path: &Path, text: String) -> Script {
                     text: command.clone(),
                 });
             }
+            if starts_daemon(&words) {
+                script.daemons.push(Instruction {
+                    line: line.number,
+                    text: command.clone(),
+                });
+            }
             note_needs(&mut script.needs, line.number, &command, &words);
         }
     }
     script.text = text;
     script
+}
+
+/// Whether a command leaves a process running after it returns: a service
+/// started (`service nginx start`, `systemctl start`, `/etc/init.d/ssh
+/// restart`), a program detached (`nohup`, `setsid`, `start-stop-daemon`),
+/// or one sent to the background with `&`.
+fn starts_daemon(words: &[String]) -> bool {
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let starts = |verb: &&str| matches!(*verb, "start" | "restart");
+    match words.as_slice() {
+        ["service", _, verb, ..] => starts(verb),
+        ["systemctl", rest @ ..] => rest.iter().any(starts) || rest.contains(&"--now"),
+        [init, verb, ..] if init.starts_with("/etc/init.d/") => starts(verb),
+        ["nohup" | "setsid" | "start-stop-daemon" | "daemonize", ..] => true,
+        _ => words.contains(&"&"),
+    }
 }
 
 fn note_needs(needs: &mut ScriptNeeds, line: usize, command: &str, words: &[String]) {
@@ -272,6 +298,26 @@ mod tests {
         assert_eq!(run.python.as_deref(), Some("3.13"));
         assert_eq!(run.with, ["pytest==8.4.1", "rich"]);
         assert_eq!(run.command, ["pytest", "-rA", "-p", "x"]);
+    }
+
+    #[test]
+    fn commands_that_leave_a_process_running() {
+        let daemons = |script: &str| -> Vec<usize> {
+            scan(Path::new("solve.sh"), script.to_string())
+                .daemons
+                .iter()
+                .map(|d| d.line)
+                .collect()
+        };
+        let script = "service ssh start || echo failed\n\
+                      service nginx status\n\
+                      systemctl enable --now nginx\n\
+                      /etc/init.d/cron restart\n\
+                      nohup python3 serve.py > log 2>&1\n\
+                      python3 -m http.server 8080 &\n\
+                      make 2>&1 | tee log\n\
+                      cd /app && ./run.sh && echo done\n";
+        assert_eq!(daemons(script), [1, 3, 4, 5, 6]);
     }
 
     #[test]

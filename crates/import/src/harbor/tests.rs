@@ -398,3 +398,44 @@ fn two_sources_with_one_name_import_the_first_and_say_why_not_the_second() {
         import.skipped[0].reason
     );
 }
+
+/// A solution that starts a server the tests then reach (Terminal-Bench's
+/// configure-git-webserver starts nginx and sshd) imports in engine mode,
+/// the line named: under tack's sandbox the server would end with the
+/// command that started it.
+#[test]
+fn a_solution_that_leaves_a_server_running_imports_in_engine_mode() {
+    let dir = scratch();
+    write(
+        dir.path(),
+        "solution/solve.sh",
+        "#!/bin/bash\napt-get install -y nginx\nservice nginx start\n",
+    );
+    let task = match HarborTask::load(dir.path()) {
+        Ok(task) => task,
+        Err(e) => panic!("{e}"),
+    };
+    let out = scratch();
+    let converted = match image_task::write_image_task(
+        &task,
+        "minimal".into(),
+        &out.path().join("staged"),
+        &out.path().join("minimal"),
+    ) {
+        Ok(converted) => converted,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(converted.engine);
+    let toml = std::fs::read_to_string(out.path().join("staged/task.toml")).unwrap_or_default();
+    assert!(
+        toml.contains(
+            "# Its solution leaves a process running for the tests (solution/solve.sh line 3: \
+             `service nginx start`): it runs in a container the engine starts.\nmode = \"engine\""
+        ),
+        "{toml}"
+    );
+
+    // The same task without it runs in the image's filesystem.
+    let plain = load("minimal");
+    assert!(plain.solution.iter().all(|s| s.script.daemons.is_empty()));
+}
