@@ -41,6 +41,14 @@ pub struct QueryArgs {
 }
 
 pub fn run(args: QueryArgs) -> CommandResult {
+    // A run id holds no space; a run named by SQL is the arguments swapped.
+    if let Some(sql) = args.runs.iter().find(|run| looks_like_sql(run)) {
+        return Err(usage(format!(
+            "`{sql}` is SQL in the place of a run: the SQL comes first, then the runs \
+             (tack query \"{sql}\" {})",
+            args.sql
+        )));
+    }
     let run_dirs = if args.runs.is_empty() {
         let ids = tack_trace::run_ids(&args.traces);
         if ids.is_empty() {
@@ -83,4 +91,26 @@ fn query_failure(kind: Failure, error: QueryError) -> CommandError {
         other => anyhow::Error::new(other),
     };
     CommandError { kind, error }
+}
+
+/// Whether `text` reads as a query rather than a run: a statement's first
+/// word and a space.
+fn looks_like_sql(text: &str) -> bool {
+    let mut words = text.split_whitespace();
+    let first = words.next().unwrap_or_default().to_ascii_lowercase();
+    words.next().is_some() && matches!(first.as_str(), "select" | "with")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_sql;
+
+    #[test]
+    fn sql_is_told_from_run_ids() {
+        assert!(looks_like_sql("SELECT task, outcome from final_trials"));
+        assert!(looks_like_sql("with x as (select 1) select * from x"));
+        assert!(!looks_like_sql("20261205-111807-fetched-1f2e"));
+        assert!(!looks_like_sql("traces/select"));
+        assert!(!looks_like_sql("select"));
+    }
 }

@@ -371,6 +371,20 @@ fn report_cost_says_built_in_models_are_unpriced_not_free() {
 }
 
 #[test]
+fn a_run_before_the_sql_is_a_usage_error_that_says_the_order() {
+    let run = shared_run();
+    let dir = run.run_dir.to_str().unwrap();
+    let output = tack(&["query", dir, "select count(*) from trials"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the SQL comes first")
+            && stderr.contains(&format!("tack query \"select count(*) from trials\" {dir}")),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn query_without_runs_is_a_usage_error() {
     let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-traces-here");
     let _ = std::fs::create_dir_all(&empty);
