@@ -76,16 +76,7 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
             .is_some_and(|id| id.starts_with("sha256:")),
         "{manifest}"
     );
-    let query = run(
-        dir.path(),
-        &[
-            "query",
-            "select environment, outcome from final_trials",
-            run_dir.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    let rows: Value = serde_json::from_slice(&query.stdout).unwrap();
+    let rows = common::query_rows(&run_dir, "select environment, outcome from final_trials");
     assert_eq!(
         rows,
         serde_json::json!([{"environment": "engine", "outcome": "passed"}])

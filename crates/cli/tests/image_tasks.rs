@@ -431,17 +431,7 @@ script = "bash /solution/solve.sh"
 
     kill_once_containers_run(dir.path(), &suite, 1);
     let run_dir = resume_to_one_pass(dir.path());
-    let query = run(
-        dir.path(),
-        &[
-            "query",
-            "select environment, outcome from final_trials",
-            run_dir.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    assert!(query.status.success(), "{}", text(&query));
-    let rows: Value = serde_json::from_slice(&query.stdout).unwrap();
+    let rows = common::query_rows(&run_dir, "select environment, outcome from final_trials");
     assert_eq!(
         rows,
         serde_json::json!([{"environment": "engine", "outcome": "passed"}])

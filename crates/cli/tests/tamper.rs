@@ -9,6 +9,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -51,23 +53,12 @@ fn what_the_checks_write_is_not_tampering_and_what_the_agent_edits_is() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let traces = dir.path().join("traces");
-    let run_dir = std::fs::read_dir(&traces)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let query = tack(
-        dir.path(),
-        &[
-            "query",
-            "select task, outcome, tampered from final_trials order by task",
-            run_dir.to_str().unwrap(),
-            "--json",
-        ],
+    let json: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let run_dir = Path::new(json["run"]["run_dir"].as_str().unwrap());
+    let rows = common::query_rows(
+        &dir.path().join(run_dir),
+        "select task, outcome, tampered from final_trials order by task",
     );
-    let rows: Value = serde_json::from_slice(&query.stdout).unwrap();
     assert_eq!(
         rows,
         serde_json::json!([

@@ -156,8 +156,7 @@ fn base_ids(engine: &Engine, dockerfile: &str) -> String {
 /// The last lines of a log, for an error.
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
+    crate::last_lines(&text, TAIL_LINES).to_string()
 }
 
 /// A Dockerfile with each image the map names replaced by its local

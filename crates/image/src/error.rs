@@ -79,3 +79,25 @@ impl ImageError {
         }
     }
 }
+
+/// The last `n` lines of `text`: where a failed build or script says why.
+pub fn last_lines(text: &str, n: usize) -> &str {
+    let text = text.trim_end();
+    let start = text
+        .rmatch_indices('\n')
+        .nth(n.saturating_sub(1))
+        .map_or(0, |(i, _)| i + 1);
+    &text[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_lines;
+
+    #[test]
+    fn keeps_the_last_lines_only() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(last_lines("a\nb\n", 5), "a\nb");
+        assert_eq!(last_lines("", 3), "");
+    }
+}

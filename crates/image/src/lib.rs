@@ -29,6 +29,6 @@ pub use container::{
 };
 pub use context::{Escape, links_leaving, sources_outside_context};
 pub use engine::{Engine, EngineKind, ImageConfig};
-pub use error::ImageError;
+pub use error::{ImageError, last_lines};
 pub use rootfs::{Rootfs, rootfs};
 pub use user::{ImageUser, resolve_user};

@@ -158,7 +158,8 @@ pub(crate) fn read_rows_where(
                 .collect::<BooleanArray>(),
         );
     }
-    if keep.iter().all(|mask| mask.true_count() == 0) {
+    let kept: usize = keep.iter().map(BooleanArray::true_count).sum();
+    if kept == 0 {
         return Ok(Vec::new());
     }
     // Batches sized to the rows kept: a reader allocates each column's
@@ -166,7 +167,6 @@ pub(crate) fn read_rows_where(
     // wanted rows would otherwise hold a batch's worth of memory per column
     // and per file, and a report's five hundred trials sit in hundreds of
     // files of a large run.
-    let kept: usize = keep.iter().map(BooleanArray::true_count).sum();
     let mut rows = (builder()?.with_row_groups(groups)).with_batch_size(kept.min(MAX_BATCH_ROWS));
     if let Some(columns) = columns {
         rows = rows.with_projection(ProjectionMask::columns(schema, columns.iter().copied()));

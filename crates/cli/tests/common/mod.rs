@@ -15,6 +15,17 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// `tack query SQL RUN_DIR --json`: the rows, one object each.
+pub fn query_rows(run_dir: &std::path::Path, sql: &str) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["query", sql])
+        .arg(run_dir)
+        .arg("--json")
+        .output()
+        .unwrap();
+    stdout_json(&output)
+}
+
 /// Runs `tack` from the repository root: suites and manifests name
 /// `suites/demo` relative to it.
 pub fn tack(args: &[&str]) -> Output {

@@ -119,8 +119,9 @@ pub(super) fn write_image_task(
     if let Some(solution) = &task.solution {
         write::copy(&solution.dir, &root.join("solution"))?;
     }
-    let notes = notes(task);
-    let mut text = task_toml(task, &dockerfile_rel, &copied, &notes);
+    let engine = engine_reason(task);
+    let notes = notes(task, engine.is_some());
+    let mut text = task_toml(task, &dockerfile_rel, &copied, &notes, engine.as_deref());
     for (service, build) in &services {
         service_table(&mut text, service, build.as_ref());
     }
@@ -131,7 +132,7 @@ pub(super) fn write_image_task(
         task: id,
         dir: dir.to_path_buf(),
         mode: TaskMode::Image,
-        engine: engine_reason(task).is_some(),
+        engine: engine.is_some(),
         container_reasons: Vec::new(),
         python: Vec::new(),
         debian: Vec::new(),
@@ -304,11 +305,11 @@ fn health_fields(out: &mut String, health: &super::config::Healthcheck) {
     }
 }
 
-/// What tack does not enforce of the task's settings.
-fn notes(task: &HarborTask) -> Vec<String> {
+/// What tack does not enforce of the task's settings (`engine`: it runs in
+/// engine mode).
+fn notes(task: &HarborTask, engine: bool) -> Vec<String> {
     let mut notes = Vec::new();
     let resources = &task.config.resources;
-    let engine = engine_reason(task).is_some();
     if !engine && (resources.cpus.is_some() || resources.memory_mb.is_some()) {
         notes.push(
             "cpus and memory_mb hold in engine mode (the container's --cpus and --memory); under \
@@ -335,9 +336,16 @@ fn notes(task: &HarborTask) -> Vec<String> {
     notes
 }
 
-fn task_toml(task: &HarborTask, dockerfile: &Path, context: &Path, notes: &[String]) -> String {
+/// The task.toml of an image task; `engine` says why it runs in engine
+/// mode, when it does.
+fn task_toml(
+    task: &HarborTask,
+    dockerfile: &Path,
+    context: &Path,
+    notes: &[String],
+    engine: Option<&str>,
+) -> String {
     let mut out = String::new();
-    let engine = engine_reason(task);
     let _ = writeln!(
         out,
         "# Imported by `tack import harbor` from {} (Harbor task `{}`):\n\
