@@ -147,22 +147,22 @@ pub(crate) fn build(
     let file = AccessFs::from_file(abi);
     let mut created = new_ruleset(abi, tcp_connect)?;
     created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
-    for entry in read_roots(top_level_entries()?, paths.sealed, paths.rebuilt) {
-        let access = if entry.is_dir() {
+    for root in read_roots(top_level_entries()?, paths.sealed, paths.rebuilt) {
+        let access = if root.dir {
             read_access()
         } else {
             read_access() & file
         };
         // Below a sealed directory's parent (usually /tmp) entries come and
         // go while other commands run: one that is gone needs no rule.
-        let fd = match PathFd::new(&entry) {
+        let fd = match PathFd::new(&root.path) {
             Ok(fd) => fd,
-            Err(_) if !entry.exists() => continue,
+            Err(_) if !root.path.exists() => continue,
             Err(e) => return Err(LandlockError::Open(e)),
         };
         created = created
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(LandlockError::path_rule(&entry))?;
+            .map_err(LandlockError::path_rule(&root.path))?;
     }
     let devices = DEVICES.iter().chain(&["/dev/ptmx"]);
     for device in devices.map(Path::new).filter(|p| p.exists()) {
@@ -263,6 +263,13 @@ fn top_level_entries() -> Result<Vec<PathBuf>, LandlockError> {
         .collect())
 }
 
+/// A place a read rule goes: a path and whether it is a directory.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ReadRoot {
+    path: PathBuf,
+    dir: bool,
+}
+
 /// Where read rules go: `roots`, except that a root holding a sealed
 /// directory is replaced by its entries, level by level down to the sealed
 /// one, which gets no rule. Landlock only grants, so "everything but this
@@ -271,21 +278,47 @@ fn top_level_entries() -> Result<Vec<PathBuf>, LandlockError> {
 /// command's own writable paths have rules of their own. A `rebuilt`
 /// directory is replaced by its entries the same way: in the command's own
 /// root it is a directory of a tmpfs, and only its entries are the host's.
-fn read_roots(roots: Vec<PathBuf>, sealed: &[PathBuf], rebuilt: &[PathBuf]) -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = roots
+///
+/// An entry that is a symbolic link gets no rule: a rule is on what a path
+/// opens to, so a link in the system tmp to a sealed directory (anyone may
+/// make one there) would have granted it. What a link points at keeps the
+/// rule it has of its own, if any. For the same reason a root that resolves
+/// into a sealed directory (a top-level link) is dropped. The entries' kinds
+/// come from the directory listing, so a big system tmp costs an open and a
+/// rule per entry, no more.
+fn read_roots(roots: Vec<PathBuf>, sealed: &[PathBuf], rebuilt: &[PathBuf]) -> Vec<ReadRoot> {
+    let mut roots: Vec<ReadRoot> = roots
         .into_iter()
         .map(|root| std::fs::canonicalize(&root).unwrap_or(root))
+        .filter(|path| !sealed.iter().any(|s| path.starts_with(s) && path != s))
+        .map(|path| ReadRoot {
+            dir: path.is_dir(),
+            path,
+        })
         .collect();
-    while let Some(at) = roots
-        .iter()
-        .position(|root| sealed.iter().chain(rebuilt).any(|s| s.starts_with(root)))
-    {
+    while let Some(at) = roots.iter().position(|root| {
+        sealed
+            .iter()
+            .chain(rebuilt)
+            .any(|s| s.starts_with(&root.path))
+    }) {
         let root = roots.swap_remove(at);
-        if sealed.contains(&root) {
+        if sealed.contains(&root.path) {
             continue;
         }
-        if let Ok(entries) = std::fs::read_dir(&root) {
-            roots.extend(entries.filter_map(Result::ok).map(|entry| entry.path()));
+        let Ok(entries) = std::fs::read_dir(&root.path) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if !kind.is_symlink() {
+                roots.push(ReadRoot {
+                    path: entry.path(),
+                    dir: kind.is_dir(),
+                });
+            }
         }
     }
     roots
@@ -370,15 +403,43 @@ mod tests {
             std::fs::create_dir_all(root.join(path)).unwrap();
         }
         let sealed = root.join("a/sealed");
-        let mut roots = read_roots(vec![root.clone()], std::slice::from_ref(&sealed), &[]);
-        roots.sort();
-        assert_eq!(roots, vec![root.join("a/beside"), root.join("b")]);
+        let paths = |roots: Vec<ReadRoot>| {
+            let mut paths: Vec<PathBuf> = roots.into_iter().map(|r| r.path).collect();
+            paths.sort();
+            paths
+        };
+        let roots = read_roots(vec![root.clone()], std::slice::from_ref(&sealed), &[]);
+        assert_eq!(paths(roots), vec![root.join("a/beside"), root.join("b")]);
         let rebuilt = root.join("a");
-        let mut roots = read_roots(vec![root.clone()], &[], std::slice::from_ref(&rebuilt));
-        roots.sort();
+        let roots = read_roots(vec![root.clone()], &[], std::slice::from_ref(&rebuilt));
+        assert_eq!(
+            paths(roots),
+            vec![root.join("a/beside"), root.join("a/sealed"), root.join("b")]
+        );
+    }
+
+    /// A link beside a sealed directory, to it or into it, gets no rule;
+    /// nor does a root that resolves into it.
+    #[test]
+    fn links_to_a_sealed_directory_get_no_read_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let sealed = root.join("sealed");
+        std::fs::create_dir_all(sealed.join("trial")).unwrap();
+        std::fs::write(root.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink(&sealed, root.join("to-sealed")).unwrap();
+        std::os::unix::fs::symlink(sealed.join("trial"), root.join("into-sealed")).unwrap();
+        let roots = read_roots(
+            vec![root.clone(), root.join("into-sealed")],
+            std::slice::from_ref(&sealed),
+            &[],
+        );
         assert_eq!(
             roots,
-            vec![root.join("a/beside"), root.join("a/sealed"), root.join("b")]
+            vec![ReadRoot {
+                path: root.join("file"),
+                dir: false
+            }]
         );
     }
 

@@ -40,6 +40,7 @@ fn main() {
         test!(keeps_output_and_exit_status);
         test!(commands_share_the_trials_tmp_and_workspace);
         test!(another_trials_tmp_is_out_of_reach);
+        test!(a_link_in_the_system_tmp_does_not_open_a_sealed_directory);
         test!(the_walls_hold_for_every_command);
         test!(commands_run_at_once);
         test!(kills_the_group_on_timeout);
@@ -122,6 +123,38 @@ async fn another_trials_tmp_is_out_of_reach() {
         out.stdout.contains("readable"),
         "the rest of /tmp stays readable: {out:?}"
     );
+}
+
+/// The rest of the system tmp is readable entry by entry; an entry that is
+/// a symbolic link to another trial's tmp (anyone may make one there) is not
+/// a way in: the link gets no rule, and what it points at keeps its own.
+async fn a_link_in_the_system_tmp_does_not_open_a_sealed_directory() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = session(one.path()).await;
+    let out = sh(
+        &first,
+        "echo secret > \"$TMPDIR/kept\"; echo \"$TMPDIR\"",
+        one.path(),
+    )
+    .await;
+    assert!(out.success(), "{out:?}");
+    let tmp = out.stdout.trim().to_string();
+    let link = tempfile::Builder::new()
+        .prefix("tack-test-link-")
+        .tempdir()
+        .unwrap();
+    let link = link.path().with_extension("lnk");
+    std::os::unix::fs::symlink(&tmp, &link).unwrap();
+    let second = session(two.path()).await;
+    let out = sh(
+        &second,
+        &format!("cat '{}/kept'", link.display()),
+        two.path(),
+    )
+    .await;
+    std::fs::remove_file(&link).unwrap();
+    assert!(!out.stdout.contains("secret"), "{out:?}");
+    assert!(out.stderr.contains("Permission denied"), "{out:?}");
 }
 
 /// A file in the system tmp, beside tack's tmp root.
