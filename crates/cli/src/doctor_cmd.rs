@@ -28,6 +28,9 @@ image` or `dockerfile`; `tack import harbor` writes them): podman if it answers,
 the one `--engine` names on `tack run` and `tack suite check`. Their trials run in the image's \
 filesystem under the sandbox above; without an engine they cannot run here (import Harbor tasks \
 with --approximate to run them on the host).\n\n\
+It counts the system tmp's entries ($TMPDIR, else /tmp): confined commands may read it, granted \
+entry by entry, so each entry is a rule made at every command's start; from 1000 on it says how to \
+keep them out of the way.\n\n\
 TACK_SANDBOX_DISABLE=landlock,seccomp,userns (also netns, pidns, cgroup, landlock_net) pretends a mechanism is \
 missing, to see the messages.",
     after_help = "Exit codes: 0 the strict profile can run here, 1 it cannot (the output says why)."
@@ -51,6 +54,13 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             Err(error) => serde_json::json!({ "name": null, "error": error.to_string() }),
         };
         json["session_init"] = serde_json::json!(init.as_ref().map(|p| p.display().to_string()));
+        json["system_tmp"] = match tack_sandbox::system_tmp() {
+            Ok((path, entries)) => serde_json::json!({
+                "path": path.display().to_string(), "entries": entries,
+                "crowded": entries >= tack_sandbox::CROWDED_TMP,
+            }),
+            Err(error) => serde_json::json!({ "error": error.to_string() }),
+        };
         json["spawner"] = serde_json::json!({
             "enabled": tack_sandbox::spawner::enabled(),
             "program": tack_sandbox::spawner::program().map(|p| p.display().to_string()),
@@ -97,7 +107,26 @@ fn init_text(init: Option<&std::path::Path>) -> String {
                          beside it; each fork copies more)"
             .to_string(),
     };
-    format!("Trial sandboxes\n{init}\n{spawner}")
+    format!("Trial sandboxes\n{init}\n{spawner}\n{}", tmp_text())
+}
+
+/// The system tmp's line: each of its entries is a read rule of every
+/// confined command, so a crowded one says how to keep it out of the way.
+fn tmp_text() -> String {
+    match tack_sandbox::system_tmp() {
+        Ok((path, entries)) if entries >= tack_sandbox::CROWDED_TMP => format!(
+            "  system tmp          {} holds {entries} entries — a read rule each for every \
+             confined command, which slows each one's start; point TMPDIR at a directory of \
+             tack's own in a tidy parent (e.g. TMPDIR=/var/tmp/tack) or clear out {0}",
+            path.display()
+        ),
+        Ok((path, entries)) => format!(
+            "  system tmp          {} ({entries} entries; a read rule each for every confined \
+             command)",
+            path.display()
+        ),
+        Err(error) => format!("  system tmp          cannot be listed: {error}"),
+    }
 }
 
 /// The "Image tasks" section: the engine that builds task images, or why

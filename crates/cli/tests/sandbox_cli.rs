@@ -83,6 +83,46 @@ fn doctor_json_lists_every_mechanism_and_profile() {
     assert_eq!(code, if strict { 0 } else { 1 });
 }
 
+/// A system tmp of thousands of entries is a Landlock rule each for every
+/// confined command: doctor counts them and, past CROWDED_TMP, says how to
+/// keep them out of the way.
+#[test]
+fn doctor_counts_the_system_tmp_and_says_when_it_is_crowded() {
+    let (crowded, tidy) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for i in 0..tack_sandbox::CROWDED_TMP {
+        std::fs::write(crowded.path().join(format!("f{i}")), "").unwrap();
+    }
+    let run = |tmp: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(args)
+            .env("TMPDIR", tmp)
+            .output()
+            .unwrap()
+    };
+    let json: Value =
+        serde_json::from_slice(&run(crowded.path(), &["doctor", "--json"]).stdout).unwrap();
+    let system_tmp = &json["system_tmp"];
+    assert_eq!(system_tmp["path"], crowded.path().display().to_string());
+    // The probe may leave tack's own tmp root there too.
+    let entries = system_tmp["entries"].as_u64().unwrap();
+    assert!(entries >= tack_sandbox::CROWDED_TMP as u64, "{json}");
+    assert_eq!(system_tmp["crowded"], Value::Bool(true));
+    let out = text(&run(crowded.path(), &["doctor"]).stdout);
+    assert!(
+        out.contains("entries — a read rule each")
+            && out.contains("point TMPDIR at a directory of tack's own"),
+        "{out}"
+    );
+    let json: Value =
+        serde_json::from_slice(&run(tidy.path(), &["doctor", "--json"]).stdout).unwrap();
+    assert_eq!(json["system_tmp"]["crowded"], Value::Bool(false), "{json}");
+    let out = text(&run(tidy.path(), &["doctor"]).stdout);
+    assert!(
+        out.contains("a read rule each for every confined command)"),
+        "{out}"
+    );
+}
+
 #[test]
 fn doctor_says_what_is_missing_and_exits_1() {
     let (json, code) = doctor_json(Some("landlock"));

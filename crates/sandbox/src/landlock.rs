@@ -263,6 +263,20 @@ fn top_level_entries() -> Result<Vec<PathBuf>, LandlockError> {
         .collect())
 }
 
+/// Entries of the system tmp from which [`system_tmp`] calls it crowded.
+pub const CROWDED_TMP: usize = 1000;
+
+/// The system tmp (`$TMPDIR`, else `/tmp`) and how many entries it holds.
+/// Every confined command's read rules grant it entry by entry (all but
+/// the sealed directories tack keeps there, see [`read_roots`]), so each
+/// entry is a rule made at every command's (or trial's) start: with
+/// thousands, starting one costs many times what it does in a tidy tmp.
+pub fn system_tmp() -> std::io::Result<(PathBuf, usize)> {
+    let dir = std::env::temp_dir();
+    let entries = std::fs::read_dir(&dir)?.count();
+    Ok((dir, entries))
+}
+
 /// A place a read rule goes: a path and whether it is a directory.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct ReadRoot {
