@@ -104,21 +104,11 @@ async fn keeps_output_and_exit_status() {
 async fn another_trials_tmp_is_out_of_reach() {
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let readable = readable();
-    let first = session(one.path()).await;
-    let out = sh(
-        &first,
-        "echo secret > \"$TMPDIR/kept\"; echo \"$TMPDIR\"",
-        one.path(),
-    )
-    .await;
-    assert!(out.success(), "{out:?}");
-    let tmp = out.stdout.trim().to_string();
-    assert!(Path::new(&tmp).join("kept").exists(), "{tmp}");
+    let (_first, tmp) = a_trial_keeping_a_secret(one.path()).await;
     let second = session(two.path()).await;
     let script = format!("cat '{tmp}/kept'; ls \"$(dirname '{tmp}')\"; cat '{readable}'");
     let out = sh(&second, &script, two.path()).await;
-    assert!(!out.stdout.contains("secret"), "{out:?}");
-    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    assert_refused(&out);
     assert!(
         out.stdout.contains("readable"),
         "the rest of /tmp stays readable: {out:?}"
@@ -130,29 +120,30 @@ async fn another_trials_tmp_is_out_of_reach() {
 /// a way in: the link gets no rule, and what it points at keeps its own.
 async fn a_link_in_the_system_tmp_does_not_open_a_sealed_directory() {
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let first = session(one.path()).await;
-    let out = sh(
-        &first,
-        "echo secret > \"$TMPDIR/kept\"; echo \"$TMPDIR\"",
-        one.path(),
-    )
-    .await;
-    assert!(out.success(), "{out:?}");
-    let tmp = out.stdout.trim().to_string();
-    let link = tempfile::Builder::new()
-        .prefix("tack-test-link-")
-        .tempdir()
-        .unwrap();
-    let link = link.path().with_extension("lnk");
+    let (_first, tmp) = a_trial_keeping_a_secret(one.path()).await;
+    let link = std::env::temp_dir().join(format!("tack-test-link-{}", std::process::id()));
     std::os::unix::fs::symlink(&tmp, &link).unwrap();
     let second = session(two.path()).await;
-    let out = sh(
-        &second,
-        &format!("cat '{}/kept'", link.display()),
-        two.path(),
-    )
-    .await;
+    let script = format!("cat '{}/kept'", link.display());
+    let out = sh(&second, &script, two.path()).await;
     std::fs::remove_file(&link).unwrap();
+    assert_refused(&out);
+}
+
+/// A session whose trial wrote `secret` to `kept` in its private tmp, and
+/// that tmp.
+async fn a_trial_keeping_a_secret(workspace: &Path) -> (Session, String) {
+    let first = session(workspace).await;
+    let script = "echo secret > \"$TMPDIR/kept\"; echo \"$TMPDIR\"";
+    let out = sh(&first, script, workspace).await;
+    assert!(out.success(), "{out:?}");
+    let tmp = out.stdout.trim().to_string();
+    assert!(Path::new(&tmp).join("kept").exists(), "{tmp}");
+    (first, tmp)
+}
+
+/// Another trial's secret was not read: the sandbox refused.
+fn assert_refused(out: &CommandOutput) {
     assert!(!out.stdout.contains("secret"), "{out:?}");
     assert!(out.stderr.contains("Permission denied"), "{out:?}");
 }
