@@ -54,10 +54,10 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             Err(error) => serde_json::json!({ "name": null, "error": error.to_string() }),
         };
         json["session_init"] = serde_json::json!(init.as_ref().map(|p| p.display().to_string()));
-        json["system_tmp"] = match tack_sandbox::system_tmp() {
-            Ok((path, entries)) => serde_json::json!({
-                "path": path.display().to_string(), "entries": entries,
-                "crowded": entries >= tack_sandbox::CROWDED_TMP,
+        json["system_tmp"] = match tack_sandbox::SystemTmp::count() {
+            Ok(tmp) => serde_json::json!({
+                "path": tmp.path.display().to_string(), "entries": tmp.entries,
+                "crowded": tmp.crowded(),
             }),
             Err(error) => serde_json::json!({ "error": error.to_string() }),
         };
@@ -113,17 +113,12 @@ fn init_text(init: Option<&std::path::Path>) -> String {
 /// The system tmp's line: each of its entries is a read rule of every
 /// confined command, so a crowded one says how to keep it out of the way.
 fn tmp_text() -> String {
-    match tack_sandbox::system_tmp() {
-        Ok((path, entries)) if entries >= tack_sandbox::CROWDED_TMP => format!(
-            "  system tmp          {} holds {entries} entries — a read rule each for every \
-             confined command, which slows each one's start; point TMPDIR at a directory of \
-             tack's own in a tidy parent (e.g. TMPDIR=/var/tmp/tack) or clear out {0}",
-            path.display()
-        ),
-        Ok((path, entries)) => format!(
-            "  system tmp          {} ({entries} entries; a read rule each for every confined \
-             command)",
-            path.display()
+    match tack_sandbox::SystemTmp::count() {
+        Ok(tmp) if tmp.crowded() => format!("  system tmp          {}", tmp.advice()),
+        Ok(tmp) => format!(
+            "  system tmp          {} ({} entries; a read rule each for every confined command)",
+            tmp.path.display(),
+            tmp.entries
         ),
         Err(error) => format!("  system tmp          cannot be listed: {error}"),
     }

@@ -261,6 +261,7 @@ pub struct Output {
 
 /// Runs a checked plan, writes its report and prints the outcome.
 pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
+    warn_if_tmp_is_crowded(&plan);
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
     stop_on_ctrl_c(cancel.clone());
@@ -367,6 +368,21 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         return Ok(Failure::Internal.into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A confined run over a crowded system tmp is slow from its first command
+/// on ([`tack_sandbox::SystemTmp`]): said before it starts, as `tack
+/// doctor` says it.
+fn warn_if_tmp_is_crowded(plan: &RunPlan) {
+    let confined = plan.selected_variants().is_ok_and(|variants| {
+        (variants.iter()).any(|v| v.harness.sandbox != tack_protocol::SandboxProfile::Off)
+    });
+    if let Ok(tmp) = tack_sandbox::SystemTmp::count()
+        && confined
+        && tmp.crowded()
+    {
+        eprintln!("warning: the system tmp {}", tmp.advice());
+    }
 }
 
 /// First Ctrl-C: let running trials finish and record them, start no more.

@@ -138,6 +138,47 @@ fn sandbox_denied_results(run_dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Each entry of the system tmp is a read rule of every confined command:
+/// a run over a crowded one says so before it starts, and still runs.
+#[test]
+fn a_confined_run_over_a_crowded_system_tmp_says_so() {
+    if !sandbox_available() {
+        return;
+    }
+    let case = Case::new(
+        "import sys, os\nsys.path.insert(0, os.getcwd())\nimport calc\nassert calc.add(2, 3) == 5\n",
+        "[[solution.edits]]\npath = \"calc.py\"\nold = \"a - b\"\nnew = \"a + b\"\n",
+    );
+    let crowded = case.dir.path().join("tmp");
+    std::fs::create_dir(&crowded).unwrap();
+    for i in 0..tack_sandbox::CROWDED_TMP {
+        std::fs::write(crowded.join(format!("f{i}")), "").unwrap();
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "run",
+            "suite",
+            "--json",
+            "--no-report",
+            "--traces",
+            "traces",
+        ])
+        .current_dir(case.dir.path())
+        .env("TMPDIR", &crowded)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "warning: the system tmp {} holds",
+            crowded.display()
+        )) && stderr.contains("point TMPDIR at a directory of tack's own"),
+        "{stderr}"
+    );
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["run"]["trials"][0]["outcome"], "passed", "{stderr}");
+}
+
 #[test]
 fn a_check_that_imports_the_agents_code_cannot_write_outside() {
     if !sandbox_available() {

@@ -263,7 +263,7 @@ fn top_level_entries() -> Result<Vec<PathBuf>, LandlockError> {
         .collect())
 }
 
-/// Entries of the system tmp from which [`system_tmp`] calls it crowded.
+/// Entries of the system tmp from which [`SystemTmp`] calls it crowded.
 pub const CROWDED_TMP: usize = 1000;
 
 /// The system tmp (`$TMPDIR`, else `/tmp`) and how many entries it holds.
@@ -271,10 +271,35 @@ pub const CROWDED_TMP: usize = 1000;
 /// the sealed directories tack keeps there, see [`read_roots`]), so each
 /// entry is a rule made at every command's (or trial's) start: with
 /// thousands, starting one costs many times what it does in a tidy tmp.
-pub fn system_tmp() -> std::io::Result<(PathBuf, usize)> {
-    let dir = std::env::temp_dir();
-    let entries = std::fs::read_dir(&dir)?.count();
-    Ok((dir, entries))
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemTmp {
+    pub path: PathBuf,
+    pub entries: usize,
+}
+
+impl SystemTmp {
+    /// Lists the system tmp.
+    pub fn count() -> std::io::Result<SystemTmp> {
+        let path = std::env::temp_dir();
+        let entries = std::fs::read_dir(&path)?.count();
+        Ok(SystemTmp { path, entries })
+    }
+
+    /// At least [`CROWDED_TMP`] entries.
+    pub fn crowded(&self) -> bool {
+        self.entries >= CROWDED_TMP
+    }
+
+    /// What a crowded one costs and what to do about it.
+    pub fn advice(&self) -> String {
+        format!(
+            "{} holds {} entries — a read rule each for every confined command, which slows \
+             each one's start; point TMPDIR at a directory of tack's own in a tidy parent \
+             (e.g. TMPDIR=/var/tmp/tack) or clear out {0}",
+            self.path.display(),
+            self.entries
+        )
+    }
 }
 
 /// A place a read rule goes: a path and whether it is a directory.

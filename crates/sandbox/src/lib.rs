@@ -68,7 +68,7 @@ pub use denials::{MAX_DENIALS, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
 pub use files::{FileAccessError, WorkspaceFiles, read_left_file};
 pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
-pub use landlock::{CROWDED_TMP, LandlockError, MIN_ABI as MIN_LANDLOCK_ABI, system_tmp};
+pub use landlock::{CROWDED_TMP, LandlockError, MIN_ABI as MIN_LANDLOCK_ABI, SystemTmp};
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
 pub use profiles::{check_confinement, check_profile};
 pub use seccomp::{SeccompError, denied_calls};
