@@ -114,12 +114,7 @@ fn init_text(init: Option<&std::path::Path>) -> String {
 /// confined command, so a crowded one says how to keep it out of the way.
 fn tmp_text() -> String {
     match tack_sandbox::SystemTmp::count() {
-        Ok(tmp) if tmp.crowded() => format!("  system tmp          {}", tmp.advice()),
-        Ok(tmp) => format!(
-            "  system tmp          {} ({} entries; a read rule each for every confined command)",
-            tmp.path.display(),
-            tmp.entries
-        ),
+        Ok(tmp) => format!("  system tmp          {}", tmp.summary()),
         Err(error) => format!("  system tmp          cannot be listed: {error}"),
     }
 }

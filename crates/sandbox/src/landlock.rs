@@ -268,7 +268,7 @@ pub const CROWDED_TMP: usize = 1000;
 
 /// The system tmp (`$TMPDIR`, else `/tmp`) and how many entries it holds.
 /// Every confined command's read rules grant it entry by entry (all but
-/// the sealed directories tack keeps there, see [`read_roots`]), so each
+/// the sealed directories tack keeps there), so each
 /// entry is a rule made at every command's (or trial's) start: with
 /// thousands, starting one costs many times what it does in a tidy tmp.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,6 +290,18 @@ impl SystemTmp {
         self.entries >= CROWDED_TMP
     }
 
+    /// Where it is and what its entries cost; when crowded, [`advice`](Self::advice).
+    pub fn summary(&self) -> String {
+        if self.crowded() {
+            return self.advice();
+        }
+        format!(
+            "{} ({} entries; a read rule each for every confined command)",
+            self.path.display(),
+            self.entries
+        )
+    }
+
     /// What a crowded one costs and what to do about it.
     pub fn advice(&self) -> String {
         format!(
@@ -303,7 +315,7 @@ impl SystemTmp {
 }
 
 /// A place a read rule goes: a path and whether it is a directory.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ReadRoot {
     path: PathBuf,
     dir: bool,
