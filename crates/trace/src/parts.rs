@@ -84,6 +84,9 @@ pub(crate) fn next_session(run_dir: &Path) -> u32 {
         .unwrap_or(0)
 }
 
+/// Rows in a row group at most.
+const ROW_GROUP_ROWS: usize = 16 * 1024;
+
 /// A Parquet writer for one file of a table, as every part is written.
 ///
 /// Sized for traces, where a model call must cost a small fraction of a
@@ -99,7 +102,7 @@ pub(crate) fn parquet_writer(
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(9)?))
         // Row groups small enough that a reader looking for one trial skips
         // most of a part by its statistics.
-        .set_max_row_group_row_count(Some(16 * 1024))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_statistics_truncate_length(Some(32));
     for column in crate::schema::BULK_TEXT {
@@ -114,6 +117,18 @@ pub(crate) fn parquet_writer(
         properties =
             properties.set_column_statistics_enabled(list_item(list), EnabledStatistics::None);
     }
+    // A message is stored once, by the first trial that sent it, so a
+    // reader of a trial's transcript looks for the messages it shares in
+    // other parts; a bloom filter on the id lets it pass over a part that
+    // holds none of them without decoding its ids. Sized for a full row
+    // group and folded down to the ids written, so a small part's filter is
+    // small; at one in a thousand, a search for a hundred ids still passes
+    // over nine parts in ten.
+    let message_id = || ColumnPath::from(col::MESSAGE_ID);
+    properties = properties
+        .set_column_bloom_filter_enabled(message_id(), true)
+        .set_column_bloom_filter_fpp(message_id(), 0.001)
+        .set_column_bloom_filter_max_ndv(message_id(), ROW_GROUP_ROWS as u64);
     for column in [col::STARTED_AT_MS, col::SEQ] {
         properties = properties
             .set_column_dictionary_enabled(ColumnPath::from(column), false)

@@ -95,10 +95,10 @@ pub(crate) fn each_text_of(
     Ok(true)
 }
 
-/// The rows of `path` whose text column `key` holds a value `wanted`
-/// accepts, with `columns` (every one when `None`; they must include `key`
-/// for the caller to see it), from the row groups `may_hold` (given a row
-/// group and `key`'s column index) does not rule out. Read in two passes over
+/// The rows of `path` whose text column `key` holds one of `wanted`, with
+/// `columns` (every one when `None`; they must include `key` for the caller
+/// to see it), from the row groups that the column's statistics and bloom
+/// filter (where the file has them) do not rule out. Read in two passes over
 /// one parse of the footer: `key` alone, then the rows found only, the pages
 /// of the other columns that hold none of them skipped by the file's offset
 /// index rather than decompressed — tool output and message text are most of
@@ -106,9 +106,8 @@ pub(crate) fn each_text_of(
 pub(crate) fn read_rows_where(
     path: &Path,
     key: &str,
-    may_hold: impl Fn(&RowGroupMetaData, usize) -> bool,
+    wanted: &HashSet<&str>,
     columns: Option<&[&str]>,
-    wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<RecordBatch>, TraceError> {
     let parquet_error = |source| TraceError::Parquet {
         path: path.to_path_buf(),
@@ -132,10 +131,15 @@ pub(crate) fn read_rows_where(
     let Some(key_column) = (schema.columns().iter()).position(|c| c.path().string() == key) else {
         return Err(format(format!("the table has no {key} column")));
     };
-    let groups: Vec<usize> = (metadata.metadata().row_groups().iter().enumerate())
-        .filter(|(_, group)| may_hold(group, key_column))
-        .map(|(i, _)| i)
-        .collect();
+    let probe = builder()?;
+    let mut groups = Vec::new();
+    for (i, group) in metadata.metadata().row_groups().iter().enumerate() {
+        if may_hold(group, key_column, wanted)
+            && bloom_may_hold(&probe, i, key_column, wanted).map_err(parquet_error)?
+        {
+            groups.push(i);
+        }
+    }
     if groups.is_empty() {
         return Ok(Vec::new());
     }
@@ -154,7 +158,7 @@ pub(crate) fn read_rows_where(
             .ok_or_else(|| format(format!("{key} is not text")))?;
         keep.push(
             (0..batch.num_rows())
-                .map(|i| Some(keys.is_valid(i) && wanted(keys.value(i))))
+                .map(|i| Some(keys.is_valid(i) && wanted.contains(keys.value(i))))
                 .collect::<BooleanArray>(),
         );
     }
@@ -264,30 +268,37 @@ pub fn read_trial_rows_in(
         }
     };
     for path in files {
-        let rows = read_rows_where(
-            &path,
-            col::TRIAL_ID,
-            |group, column| may_hold(group, column, trial_ids),
-            columns,
-            |id| trial_ids.contains(id),
-        )?;
+        let rows = read_rows_where(&path, col::TRIAL_ID, trial_ids, columns)?;
         batches.extend(rows.into_iter().map(|batch| (path.clone(), batch)));
     }
     Ok(batches)
 }
 
-/// Whether a row group's `trial_id` range (its statistics, bounds even when
-/// truncated) can hold one of `trial_ids`; without statistics it can.
-fn may_hold(group: &RowGroupMetaData, column: usize, trial_ids: &HashSet<&str>) -> bool {
+/// Whether a row group's range of column `column` (its statistics, bounds
+/// even when truncated) can hold one of `keys`; without statistics it can.
+fn may_hold(group: &RowGroupMetaData, column: usize, keys: &HashSet<&str>) -> bool {
     let Some(stats) = group.column(column).statistics() else {
         return true;
     };
     let (Some(min), Some(max)) = (stats.min_bytes_opt(), stats.max_bytes_opt()) else {
         return true;
     };
-    trial_ids
-        .iter()
+    keys.iter()
         .any(|id| min <= id.as_bytes() && id.as_bytes() <= max)
+}
+
+/// Whether row group `group`'s bloom filter on column `column` may hold one
+/// of `keys`; without a filter (files written before tack wrote them, and
+/// columns without one) it may. A filter is a few kilobytes read where the
+/// column itself would be decompressed and every value looked up.
+fn bloom_may_hold(
+    reader: &ParquetRecordBatchReaderBuilder<File>,
+    group: usize,
+    column: usize,
+    keys: &HashSet<&str>,
+) -> Result<bool, parquet::errors::ParquetError> {
+    let filter = reader.get_row_group_column_bloom_filter(group, column)?;
+    Ok(filter.is_none_or(|filter| keys.iter().any(|key| filter.check(*key))))
 }
 
 /// Rows in a table.
@@ -296,4 +307,64 @@ pub fn count_rows(run_dir: &Path, table: &str) -> Result<usize, TraceError> {
         .iter()
         .map(RecordBatch::num_rows)
         .sum())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+    use super::*;
+    use arrow_schema::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    /// A file of one `message_id` column holding `ids`, as tack writes parts.
+    fn ids_file(dir: &Path, name: &str, ids: &[&str]) -> PathBuf {
+        let path = dir.join(name);
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            col::MESSAGE_ID,
+            DataType::Utf8,
+            false,
+        )]));
+        let column = Arc::new(StringArray::from(ids.to_vec()));
+        let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
+        let mut writer =
+            crate::parts::parquet_writer(File::create(&path).unwrap(), schema).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        path
+    }
+
+    #[test]
+    fn a_part_without_the_ids_wanted_is_passed_over_by_its_bloom_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let own: Vec<String> = (0..2000).map(|i| format!("{:016x}", 2 * i)).collect();
+        let own: Vec<&str> = own.iter().map(String::as_str).collect();
+        let path = ids_file(dir.path(), "part.parquet", &own);
+        let reader = open_parquet(&path).unwrap();
+        let column = (reader.parquet_schema().columns().iter())
+            .position(|c| c.path().string() == col::MESSAGE_ID)
+            .unwrap();
+        let filter = reader.get_row_group_column_bloom_filter(0, column).unwrap();
+        assert!(
+            filter.is_some(),
+            "message ids are written with a bloom filter"
+        );
+        // Ids of other parts: in range of the part's statistics, so only
+        // the filter rules them out.
+        let others: Vec<String> = (0..100).map(|i| format!("{:016x}", 2 * i + 1)).collect();
+        let others: HashSet<&str> = others.iter().map(String::as_str).collect();
+        assert!(may_hold(reader.metadata().row_group(0), column, &others));
+        assert!(!bloom_may_hold(&reader, 0, column, &others).unwrap());
+        assert!(
+            read_rows_where(&path, col::MESSAGE_ID, &others, None)
+                .unwrap()
+                .is_empty()
+        );
+        // One of its own among them: the filter lets it through and the row
+        // is found.
+        let mut wanted = others.clone();
+        wanted.insert(own[1234]);
+        assert!(bloom_may_hold(&reader, 0, column, &wanted).unwrap());
+        let rows = read_rows_where(&path, col::MESSAGE_ID, &wanted, None).unwrap();
+        assert_eq!(rows.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    }
 }

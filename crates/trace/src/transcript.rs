@@ -147,13 +147,7 @@ fn find_messages(
             break;
         }
         let table = TraceError::table(&path);
-        let rows = read_rows_where(
-            &path,
-            col::MESSAGE_ID,
-            |_, _| true,
-            None,
-            |id| needed.contains(id),
-        )?;
+        let rows = read_rows_where(&path, col::MESSAGE_ID, &needed, None)?;
         for batch in rows {
             let ids = strings(&batch, col::MESSAGE_ID).map_err(&table)?;
             for i in 0..batch.num_rows() {
