@@ -88,7 +88,7 @@ pub fn trial_transcripts_in(
             own_parts.push(name.to_string());
         }
     }
-    let needed: HashSet<&str> = listed
+    let needed: foldhash::HashSet<&str> = listed
         .values()
         .flatten()
         .map(|(id, _)| id.as_str())
@@ -131,7 +131,7 @@ pub fn trial_transcripts_in(
 /// decoded only when it is needed.
 fn find_messages(
     run_dir: &Path,
-    mut needed: HashSet<&str>,
+    mut needed: foldhash::HashSet<&str>,
     first: &[String],
 ) -> Result<HashMap<String, Message>, TraceError> {
     let mut found = HashMap::new();
