@@ -109,35 +109,7 @@ pub(crate) fn scan_as(
 /// The columns of every file, in file order. A million trials are a thousand
 /// parts per table; their footers are read on every core.
 fn file_schemas(files: &[PathBuf]) -> Result<Vec<Schema>, AnalysisError> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(files.len().div_ceil(32))
-        .max(1);
-    if threads == 1 {
-        return files.iter().map(|file| file_schema(file)).collect();
-    }
-    let chunk = files.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|file| file_schema(file))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-            })
-            .collect();
-        let mut schemas = Vec::with_capacity(files.len());
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => schemas.extend(part?),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        Ok(schemas)
-    })
+    crate::map_on_cores(files, 32, |file| file_schema(file))
 }
 
 /// The columns of one Parquet file, from its footer. Polars' error for a

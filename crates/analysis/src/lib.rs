@@ -16,6 +16,7 @@ mod attempts;
 mod batch;
 pub mod browse;
 pub mod compare;
+mod cores;
 pub mod cost;
 mod counts;
 mod error;
@@ -32,6 +33,7 @@ mod tables;
 mod trace;
 mod trials;
 
+pub use cores::map_on_cores;
 pub use counts::{Counts, VariantCount, VariantCounts};
 pub use error::AnalysisError;
 pub use load::{

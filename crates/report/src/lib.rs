@@ -181,39 +181,15 @@ fn write_trial_pages(
     dir: &Path,
     traces: &[TrialTrace],
 ) -> Result<Vec<(String, PathBuf)>, ReportError> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(traces.len().div_ceil(16))
-        .max(1);
-    let chunk = traces.len().div_ceil(threads).max(1);
-    let write_part = |part: &[TrialTrace]| -> Result<Vec<(String, PathBuf)>, ReportError> {
-        part.iter()
-            .map(|trace| {
-                let view = trial_page::trial_view(trace);
-                let ctx = context! {
-                    trial => Serde(view), back => "../index.html", back_label => "the run",
-                };
-                let html = render(env, "trial.html", ctx)?;
-                let path = dir.join(trial_page::file_name(&trace.trial.trial_id));
-                write(&path, &html)?;
-                Ok((trace.trial.trial_id.clone(), path))
-            })
-            .collect()
-    };
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = traces
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || write_part(part)))
-            .collect();
-        let mut pages = Vec::with_capacity(traces.len());
-        for worker in workers {
-            match worker.join() {
-                Ok(part) => pages.extend(part?),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        Ok(pages)
+    tack_analysis::map_on_cores(traces, 16, |trace| {
+        let view = trial_page::trial_view(trace);
+        let ctx = context! {
+            trial => Serde(view), back => "../index.html", back_label => "the run",
+        };
+        let html = render(env, "trial.html", ctx)?;
+        let path = dir.join(trial_page::file_name(&trace.trial.trial_id));
+        write(&path, &html)?;
+        Ok((trace.trial.trial_id.clone(), path))
     })
 }
 
