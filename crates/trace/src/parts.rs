@@ -90,10 +90,12 @@ const ROW_GROUP_ROWS: usize = 16 * 1024;
 /// A Parquet writer for one file of a table, as every part is written.
 ///
 /// Sized for traces, where a model call must cost a small fraction of a
-/// kilobyte: zstd across a whole part; statistics per row group only (no
-/// page index) and none on the bulk text columns, whose minimum and maximum
-/// no reader filters on; timestamps delta-encoded; and no embedded Arrow
-/// schema, since the Parquet types say all the tables need.
+/// kilobyte: zstd across a whole part; statistics per row group only (the
+/// offset index, by which a reader of a few rows skips the other pages, is
+/// kept; no column index) and none on the bulk text columns, whose minimum
+/// and maximum no reader filters on; a bloom filter on the messages' ids;
+/// timestamps delta-encoded; and no embedded Arrow schema, since the
+/// Parquet types say all the tables need.
 pub(crate) fn parquet_writer(
     file: File,
     schema: arrow_schema::SchemaRef,
