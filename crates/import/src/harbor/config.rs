@@ -35,6 +35,9 @@ pub struct TaskConfig {
     pub artifacts: Vec<String>,
     /// `[environment] skills_dir`, a directory of agent skills.
     pub skills_dir: Option<String>,
+    /// `[environment] docker_image`: a prebuilt image Harbor pulls instead
+    /// of building `environment/Dockerfile`.
+    pub docker_image: Option<String>,
     /// How many MCP servers the environment declares.
     pub mcp_servers: usize,
     /// `[agent] user`: who the agent (and the solution) runs as.
@@ -123,6 +126,7 @@ pub(super) fn load(path: &Path) -> Result<TaskConfig, HarborError> {
         environment_env: fields.env(&["environment", "env"])?,
         artifacts: fields.strings(&["artifacts"])?,
         skills_dir: fields.string(&["environment", "skills_dir"])?,
+        docker_image: fields.string(&["environment", "docker_image"])?,
         agent_user: fields.string(&["agent", "user"])?,
         healthcheck: fields.healthcheck()?,
         mcp_servers: match fields.get(&["environment", "mcp_servers"]) {

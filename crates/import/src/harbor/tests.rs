@@ -216,6 +216,18 @@ fn schema_1_3_task_toml_with_network_mode_and_env_tables() {
         Some("none")
     );
     assert_eq!(config.skills_dir.as_deref(), Some("/skills"));
+    assert_eq!(
+        config.docker_image.as_deref(),
+        Some("example.org/tasks/schema13:1.0")
+    );
+    let mut notes = Vec::new();
+    super::write::unenforced_notes(&task, &mut notes);
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "docker_image example.org/tasks/schema13:1.0 is not pulled: the task's image is built"
+        )),
+        "{notes:?}"
+    );
     assert_eq!(config.artifacts, ["/app/out.txt"]);
     assert_eq!(config.resources.gpus, Some(0));
     assert!(task.solution.is_none());

@@ -524,8 +524,14 @@ fn resource_notes(task: &HarborTask, notes: &mut Vec<String>) {
 }
 
 /// What of the task's settings tack does not carry out, in either mode:
-/// GPUs, skills, MCP servers, artifacts.
+/// a prebuilt image, GPUs, skills, MCP servers, artifacts.
 pub(super) fn unenforced_notes(task: &HarborTask, notes: &mut Vec<String>) {
+    if let Some(image) = &task.config.docker_image {
+        notes.push(format!(
+            "docker_image {image} is not pulled: the task's image is built from \
+             environment/Dockerfile, the recipe of the same image"
+        ));
+    }
     let resources = &task.config.resources;
     if resources.gpus.is_some_and(|g| g > 0) {
         notes.push("the task asks for GPUs, which tack does not provide".to_string());
