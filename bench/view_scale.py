@@ -170,9 +170,15 @@ def row(n, tack, duck, duck_kib):
 
 
 def main():
-    if sys.argv[1] == "--row":
+    usage = ("usage: view_scale.py TACK RUN_DIR [both|tack|duckdb]\n"
+             "       view_scale.py --row TRIALS TACK_JSON DUCKDB_JSON DUCKDB_RSS_KIB")
+    if sys.argv[1:2] == ["--row"]:
+        if len(sys.argv) != 6:
+            sys.exit(usage)
         row(*sys.argv[2:6])
         return
+    if len(sys.argv) < 3:
+        sys.exit(usage)
     tack, run = sys.argv[1], sys.argv[2]
     run_id = json.load(open(os.path.join(run, "manifest.json")))["run_id"]
     what = sys.argv[3] if len(sys.argv) > 3 else "both"
@@ -184,4 +190,5 @@ def main():
     print(json.dumps(out))
 
 
-main()
+if __name__ == "__main__":
+    main()
