@@ -383,8 +383,11 @@ fn a_user_clicks_through_the_viewer_in_chromium() {
                 "done"
             };
             let entry = (state, finished_in(&row));
-            if state == "running" && entry.1 > 0 {
+            if state == "running" && entry.1 > 0 && entry.1 < planned {
                 // Passes shown as they happen, before any part is written.
+                // (Once the last trial is in, the run writes its part before
+                // it says it finished: a poll in between sees the part's
+                // figures, still running.)
                 let live = format!("oracle {n} of {n} passed", n = entry.1);
                 assert!(row.contains(&live), "{row}");
             }
