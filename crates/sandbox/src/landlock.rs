@@ -268,9 +268,9 @@ pub const CROWDED_TMP: usize = 1000;
 
 /// The system tmp (`$TMPDIR`, else `/tmp`) and how many entries it holds.
 /// Every confined command's read rules grant it entry by entry (all but
-/// the sealed directories tack keeps there), so each
-/// entry is a rule made at every command's (or trial's) start: with
-/// thousands, starting one costs many times what it does in a tidy tmp.
+/// the sealed directories tack keeps there), so each entry is a rule made
+/// at every command's (or trial's) start: with thousands, starting one
+/// costs many times what it does in a tidy tmp.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemTmp {
     pub path: PathBuf,

@@ -132,11 +132,12 @@ pub(crate) fn read_rows_where<S: BuildHasher>(
     let Some(key_column) = (schema.columns().iter()).position(|c| c.path().string() == key) else {
         return Err(format(format!("the table has no {key} column")));
     };
-    let probe = builder()?;
+    // The reader of the first pass reads the bloom filters first.
+    let first_pass = builder()?;
     let mut groups = Vec::new();
     for (i, group) in metadata.metadata().row_groups().iter().enumerate() {
         if may_hold(group, key_column, wanted)
-            && bloom_may_hold(&probe, i, key_column, wanted).map_err(parquet_error)?
+            && bloom_may_hold(&first_pass, i, key_column, wanted).map_err(parquet_error)?
         {
             groups.push(i);
         }
@@ -146,7 +147,7 @@ pub(crate) fn read_rows_where<S: BuildHasher>(
     }
     let key_only = ProjectionMask::leaves(schema, [key_column]);
     let mut keep = Vec::new();
-    for batch in builder()?
+    for batch in first_pass
         .with_row_groups(groups.clone())
         .with_projection(key_only)
         .build()
