@@ -276,8 +276,9 @@ fn no_process_in(dir: &Path) -> bool {
 /// docker-compose) imports as an image task that is sound and passes with
 /// the oracle; a copy whose tests/ links out of it and one whose Dockerfile
 /// copies from above its context are refused (exit 1), nothing of the
-/// host's is read into the suite, and the good task is imported all the
-/// same.
+/// host's is read into the suite, and the good tasks are imported all the
+/// same. A task with no Dockerfile and a prebuilt `docker_image` runs from
+/// that image, mapped by the suite's `[images]`.
 #[test]
 fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
     let Some(python) = python_image() else { return };
@@ -285,6 +286,7 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
     let fixtures = common::repo().join("crates/cli/tests/fixtures/harbor");
     let sources = dir.path().join("harbor");
     common::copy_dir(&fixtures.join("scores"), &sources.join("scores"));
+    common::copy_dir(&fixtures.join("prebuilt"), &sources.join("prebuilt"));
     write(
         &dir.path().join("secret/the-host.txt"),
         "the host's secret\n",
@@ -312,9 +314,20 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
     assert_eq!(import.status.code(), Some(1), "{}", text(&import));
     let json: Value = serde_json::from_slice(&import.stdout).unwrap();
     let converted = json["converted"].as_array().unwrap();
-    assert_eq!(converted.len(), 1, "{json}");
-    assert_eq!(converted[0]["task"], "scores");
-    assert_eq!(converted[0]["mode"], "image");
+    let modes: Vec<(&str, &str)> = converted
+        .iter()
+        .map(|t| (t["task"].as_str().unwrap(), t["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        modes,
+        [("prebuilt", "image"), ("scores", "image")],
+        "{json}"
+    );
+    let prebuilt = std::fs::read_to_string(suite.join("tasks/prebuilt/task.toml")).unwrap();
+    assert!(
+        prebuilt.contains("\nimage = \"python:3.12-slim\"\n"),
+        "{prebuilt}"
+    );
     let refused: Vec<String> = json["refused"]
         .as_array()
         .unwrap()
@@ -345,7 +358,24 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
         );
     }
 
+    // The base image standing in for python:3.12-slim sets no WORKDIR, as
+    // the real one does not: tack says where to give the agent a workspace.
     let suite_arg = suite.to_str().unwrap();
+    let check = run(dir.path(), &["suite", "check", suite_arg]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
+    assert!(
+        text(&check).contains("the image sets no WORKDIR (or `/`), so there is no workspace")
+            && text(&check).contains("set `workdir` in the task's [environment]"),
+        "{}",
+        text(&check)
+    );
+    write(
+        &suite.join("tasks/prebuilt/task.toml"),
+        &prebuilt.replace(
+            "image = \"python:3.12-slim\"",
+            "image = \"python:3.12-slim\"\nworkdir = \"/app\"",
+        ),
+    );
     let check = run(dir.path(), &["suite", "check", suite_arg]);
     assert!(check.status.success(), "{}", text(&check));
     let output = run(dir.path(), &["run", suite_arg, "--json", "--no-report"]);
@@ -355,7 +385,7 @@ fn harbor_tasks_import_as_image_tasks_and_pass_with_the_oracle() {
         .iter()
         .map(|t| t["outcome"].as_str().unwrap())
         .collect();
-    assert_eq!(outcomes, ["passed"], "{json}");
+    assert_eq!(outcomes, ["passed", "passed"], "{json}");
 }
 
 /// Engine mode: a task whose image's ENTRYPOINT starts a web server runs

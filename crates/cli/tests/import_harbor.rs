@@ -135,11 +135,11 @@ fn harbor_tasks_import_check_sound_and_pass_with_the_oracle() {
         .iter()
         .map(|t| t["task"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["compiled", "greeting", "scores"]);
+    assert_eq!(names, ["compiled", "greeting", "prebuilt", "scores"]);
     let reasons = |i: usize| converted[i]["container_reasons"].as_array().unwrap().len();
     assert_eq!(
-        (reasons(0), reasons(1), reasons(2)),
-        (1, 0, 0),
+        (reasons(0), reasons(1), reasons(2), reasons(3)),
+        (1, 0, 1, 0),
         "{report:#}"
     );
 
@@ -167,7 +167,7 @@ fn harbor_tasks_import_check_sound_and_pass_with_the_oracle() {
     }
     // The task files as a user reads them, the findings on top.
     let fixtures_text = fixtures.to_str().unwrap();
-    for task in ["greeting", "scores", "compiled"] {
+    for task in ["greeting", "scores", "compiled", "prebuilt"] {
         let text = std::fs::read_to_string(suite.join("tasks").join(task).join("task.toml"))
             .unwrap()
             .replace(fixtures_text, "<fixtures>");
@@ -179,12 +179,17 @@ fn harbor_tasks_import_check_sound_and_pass_with_the_oracle() {
     let check = tack_in(dir.path(), &["suite", "check", suite_arg, "--json"], &[]);
     let check_json = json_of(&check);
     assert_eq!(check_json["sound"], true, "{check_json:#}");
-    assert_eq!(check_json["not_checked"], 1, "{check_json:#}");
+    assert_eq!(check_json["not_checked"], 2, "{check_json:#}");
 
     let run = run_oracle(dir.path(), &suite, &[]);
     let run_json = json_of(&run);
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("left out task `compiled`"), "{stderr}");
+    for left_out in ["compiled", "prebuilt"] {
+        assert!(
+            stderr.contains(&format!("left out task `{left_out}`")),
+            "{stderr}"
+        );
+    }
     let trials = run_json["run"]["trials"].as_array().unwrap();
     let outcomes: Vec<(&str, &str)> = trials
         .iter()
@@ -214,7 +219,7 @@ fn harbor_tasks_import_check_sound_and_pass_with_the_oracle() {
     // Again: every task is already there, so each is skipped (exit 1).
     let again = import(dir.path(), &fixtures, &suite, &[]);
     assert_eq!(again.status.code(), Some(1), "{again:?}");
-    assert_eq!(json_of(&again)["skipped"].as_array().unwrap().len(), 3);
+    assert_eq!(json_of(&again)["skipped"].as_array().unwrap().len(), 4);
 
     // A task with a workdir has its own /tmp: tool environments there
     // would be out of its sight, so that is refused up front.

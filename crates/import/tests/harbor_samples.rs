@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tack_import::harbor::{Assessment, HarborTask, RewardKind};
+use tack_import::harbor::{Assessment, Dockerfile, HarborTask, RewardKind};
 
 fn samples() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/harbor-samples");
@@ -14,6 +14,13 @@ fn samples() -> Option<PathBuf> {
     } else {
         eprintln!("skipped: {} is absent", dir.display());
         None
+    }
+}
+
+fn dockerfile(task: &HarborTask) -> &Dockerfile {
+    match &task.environment.dockerfile {
+        Some(file) => file,
+        None => panic!("{} has no Dockerfile", task.dir.display()),
     }
 }
 
@@ -34,7 +41,7 @@ fn log_report_copies_its_log_and_tests_with_the_image_pytest() {
     let Some(samples) = samples() else { return };
     let (task, assessment) = load(&samples, "log-report");
     assert_eq!(task.name, "dynamo/log-report");
-    let file = &task.environment.dockerfile;
+    let file = dockerfile(&task);
     assert_eq!(file.base_image.name, "python");
     assert!(file.base_image.digest.is_some());
     assert_eq!(file.workdir.as_deref(), Some("/app"));
@@ -69,7 +76,7 @@ fn cookbook_simple_task_installs_curl_and_uv_at_test_time() {
     let (task, assessment) = load(&samples, "cookbook-simple-task");
     assert_eq!(task.name, "cookbook-simple-task");
     assert_eq!(task.config.timeouts.agent, Some(Duration::from_secs(120)));
-    assert!(task.environment.dockerfile.runs.is_empty());
+    assert!(dockerfile(&task).runs.is_empty());
     let needs = &task.tests.script.needs;
     assert_eq!(needs.debian_packages, ["curl"]);
     assert_eq!(
@@ -91,7 +98,7 @@ fn cookbook_simple_task_installs_curl_and_uv_at_test_time() {
 fn sha256_xor_c_needs_a_c_toolchain_and_pytest_8_0() {
     let Some(samples) = samples() else { return };
     let (task, assessment) = load(&samples, "sha256-xor-c");
-    let file = &task.environment.dockerfile;
+    let file = dockerfile(&task);
     assert_eq!(file.base_image.reference, "ubuntu:24.04");
     assert_eq!(
         file.debian_packages(),
@@ -125,7 +132,7 @@ fn reconcile_batch_is_schema_1_3_and_copies_its_project() {
     );
     assert!(config.verifier_env.is_empty());
     assert_eq!(config.timeouts.agent, Some(Duration::from_secs(1800)));
-    let file = &task.environment.dockerfile;
+    let file = dockerfile(&task);
     assert_eq!(file.base_image.reference, "python:3.12-slim");
     assert_eq!(file.env.len(), 2);
     assert_eq!(file.copies[0].sources, ["project/"]);
@@ -159,7 +166,7 @@ fn cookbook_multi_reward_writes_two_keys_to_reward_json() {
     let needs = &task.tests.script.needs;
     assert_eq!(needs.uv_runs.len(), 2);
     assert!(task.tests.script.programs.contains("python3"));
-    assert_eq!(task.environment.dockerfile.debian_packages(), ["python3"]);
+    assert_eq!(dockerfile(&task).debian_packages(), ["python3"]);
     assert_eq!(
         task.tests.files,
         ["test.sh", "test_correctness.py", "test_performance.py"].map(PathBuf::from)

@@ -84,7 +84,18 @@ pub(super) fn assess(task: &HarborTask) -> Assessment {
 }
 
 fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
-    let file = &task.environment.dockerfile;
+    let Some(file) = &task.environment.dockerfile else {
+        // What a prebuilt image holds is not known before it is pulled.
+        out.container_reasons.push(format!(
+            "it has no Dockerfile: it runs from the prebuilt image {} (docker_image), whose \
+             contents only the image holds",
+            task.config
+                .docker_image
+                .as_deref()
+                .unwrap_or("named in task.toml")
+        ));
+        return;
+    };
     let image = &file.base_image;
     if file.stages > 1 {
         out.container_reasons.push(format!(
@@ -136,7 +147,7 @@ fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
                 .to_string(),
         ),
     }
-    copy_findings(task, out);
+    copy_findings(task, file, out);
     if let Some(user) = &file.user {
         out.notes.push(format!("the image runs as USER {user}"));
     }
@@ -144,8 +155,7 @@ fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
 
 /// Each local COPY/ADD source becomes a placement; what tack cannot place
 /// (another stage, a URL, an archive to extract) is a container reason.
-fn copy_findings(task: &HarborTask, out: &mut Assessment) {
-    let file = &task.environment.dockerfile;
+fn copy_findings(task: &HarborTask, file: &super::Dockerfile, out: &mut Assessment) {
     let workdir = file.workdir.as_deref();
     for copy in &file.copies {
         let at = |what: &str| format!("Dockerfile line {}: {} {what}", copy.line, copy.instruction);

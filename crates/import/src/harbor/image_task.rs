@@ -40,16 +40,20 @@ pub(super) fn links_out(source: &Path) -> Option<String> {
 /// task — of its own image or of a service's.
 pub(super) fn build_escapes(task: &HarborTask) -> Option<String> {
     let env = &task.environment;
-    let builds = std::iter::once((
-        env.compose_file.as_deref().unwrap_or(&env.dockerfile.path),
-        env.build_context.as_path(),
-        env.dockerfile.path.clone(),
-    ))
-    .chain(env.services.iter().filter_map(|service| {
-        let (context, dockerfile) = service.build.as_ref()?;
-        let compose = env.compose_file.as_deref()?;
-        Some((compose, context.as_path(), context.join(dockerfile)))
-    }));
+    let own = env.dockerfile.as_ref().map(|file| {
+        (
+            env.compose_file.as_deref().unwrap_or(&file.path),
+            env.build_context.as_path(),
+            file.path.clone(),
+        )
+    });
+    let builds = own
+        .into_iter()
+        .chain(env.services.iter().filter_map(|service| {
+            let (context, dockerfile) = service.build.as_ref()?;
+            let compose = env.compose_file.as_deref()?;
+            Some((compose, context.as_path(), context.join(dockerfile)))
+        }));
     builds
         .into_iter()
         .find_map(|(named_in, context, dockerfile)| escape(task, named_in, context, &dockerfile))
@@ -104,7 +108,21 @@ pub(super) fn write_image_task(
         root,
         copied: Vec::new(),
     };
-    let (copied, dockerfile_rel) = contexts.place(&env.build_context, &env.dockerfile.path)?;
+    let image = match (&env.dockerfile, &task.config.docker_image) {
+        (Some(file), _) => {
+            let (context, dockerfile) = contexts.place(&env.build_context, &file.path)?;
+            Image::Built {
+                context,
+                dockerfile,
+            }
+        }
+        (None, Some(reference)) => Image::Prebuilt(reference),
+        // HarborTask::load refuses a task with neither.
+        (None, None) => {
+            let path = task.dir.join("environment/Dockerfile");
+            return Err(io(&path)(std::io::ErrorKind::NotFound.into()));
+        }
+    };
     let mut services = Vec::new();
     for service in &env.services {
         let build = match &service.build {
@@ -121,7 +139,7 @@ pub(super) fn write_image_task(
     }
     let engine = engine_reason(task);
     let notes = notes(task, engine.is_some());
-    let mut text = task_toml(task, &dockerfile_rel, &copied, &notes, engine.as_deref());
+    let mut text = task_toml(task, &image, &notes, engine.as_deref());
     for (service, build) in &services {
         service_table(&mut text, service, build.as_ref());
     }
@@ -138,6 +156,18 @@ pub(super) fn write_image_task(
         debian: Vec::new(),
         notes,
     })
+}
+
+/// Where an image task's image comes from.
+enum Image<'a> {
+    /// Built from `dockerfile` in `context`, both as copied into the
+    /// imported task.
+    Built {
+        context: PathBuf,
+        dockerfile: PathBuf,
+    },
+    /// Harbor's `docker_image`, for a task without a Dockerfile.
+    Prebuilt(&'a str),
 }
 
 /// The build contexts copied into the imported task so far.
@@ -250,7 +280,12 @@ fn copy_context(context: &Path, to: &Path, task_dir: &Path) -> Result<(), WriteE
 /// `ENTRYPOINT`), it waits for one to be healthy, or its solution starts
 /// one the tests then reach; tack's sandbox runs none of them.
 fn engine_reason(task: &HarborTask) -> Option<String> {
-    let entrypoint = task.environment.dockerfile.ignored.iter().find(|i| {
+    let ignored = task
+        .environment
+        .dockerfile
+        .iter()
+        .flat_map(|file| &file.ignored);
+    let entrypoint = ignored.into_iter().find(|i| {
         i.text
             .split_whitespace()
             .next()
@@ -338,20 +373,18 @@ fn notes(task: &HarborTask, engine: bool) -> Vec<String> {
 
 /// The task.toml of an image task; `engine` says why it runs in engine
 /// mode, when it does.
-fn task_toml(
-    task: &HarborTask,
-    dockerfile: &Path,
-    context: &Path,
-    notes: &[String],
-    engine: Option<&str>,
-) -> String {
+fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "# Imported by `tack import harbor` from {} (Harbor task `{}`):\n\
-         # built from its Dockerfile, each trial {}.",
+         # {}, each trial {}.",
         task.dir.display(),
         task.name,
+        match image {
+            Image::Built { .. } => "built from its Dockerfile".to_string(),
+            Image::Prebuilt(reference) => format!("run from its prebuilt image {reference}"),
+        },
         if engine.is_some() {
             "in a container the engine starts"
         } else {
@@ -364,13 +397,29 @@ fn task_toml(
     out.push('\n');
     let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
     out.push_str("tags = [\"harbor\"]\n\n[environment]\n");
-    let _ = writeln!(
-        out,
-        "dockerfile = {}",
-        quote(&dockerfile.display().to_string())
-    );
-    if context != Path::new("environment") || dockerfile.parent() != Some(context) {
-        let _ = writeln!(out, "context = {}", quote(&context.display().to_string()));
+    match image {
+        Image::Built {
+            context,
+            dockerfile,
+        } => {
+            let _ = writeln!(
+                out,
+                "dockerfile = {}",
+                quote(&dockerfile.display().to_string())
+            );
+            if context != Path::new("environment") || dockerfile.parent() != Some(context) {
+                let _ = writeln!(out, "context = {}", quote(&context.display().to_string()));
+            }
+        }
+        Image::Prebuilt(reference) => {
+            let _ = writeln!(
+                out,
+                "# Harbor's docker_image. Where no registry is reachable, the suite's [images]\n\
+                 # maps it to a local image. The agent works in the image's WORKDIR; if the\n\
+                 # image sets none, name one here: workdir = \"/app\".\nimage = {}",
+                quote(reference)
+            );
+        }
     }
     if let Some(user) = &task.config.agent_user {
         let _ = writeln!(

@@ -102,7 +102,10 @@ pub struct Environment {
     pub build_context: PathBuf,
     /// The compose file that set the context, when there is one.
     pub compose_file: Option<PathBuf>,
-    pub dockerfile: Dockerfile,
+    /// `None` when the task has no Dockerfile and names a prebuilt image
+    /// instead (`[environment] docker_image`, in [`TaskConfig`]), as tasks
+    /// made for clusters that cannot build do.
+    pub dockerfile: Option<Dockerfile>,
     /// The compose file's other services, in the order they start.
     pub services: Vec<ComposeService>,
 }
@@ -130,7 +133,8 @@ impl HarborTask {
     pub fn load(dir: &Path) -> Result<HarborTask, HarborError> {
         let config = config::load(&required(dir, "task.toml", "its settings")?)?;
         let instruction = read_text(&required(dir, "instruction.md", "the agent's instruction")?)?;
-        let environment = load_environment(&dir.join("environment"))?;
+        let environment =
+            load_environment(&dir.join("environment"), config.docker_image.is_some())?;
         let tests_dir = dir.join("tests");
         let test_script = scripts::load(&required(&tests_dir, "test.sh", "a verifier script")?)?;
         let tests = Tests {
@@ -189,7 +193,9 @@ pub(crate) fn read_text(path: &Path) -> Result<String, HarborError> {
     })
 }
 
-fn load_environment(env_dir: &Path) -> Result<Environment, HarborError> {
+/// Reads `environment/`; `prebuilt`: task.toml names a `docker_image`,
+/// which stands in for a missing Dockerfile.
+fn load_environment(env_dir: &Path, prebuilt: bool) -> Result<Environment, HarborError> {
     let compose = ["docker-compose.yaml", "docker-compose.yml"]
         .iter()
         .map(|name| env_dir.join(name))
@@ -205,16 +211,22 @@ fn load_environment(env_dir: &Path) -> Result<Environment, HarborError> {
     // A compose file without a build section leaves the Dockerfile where
     // Harbor looks by default.
     let dockerfile_path = if dockerfile_path.is_file() {
-        dockerfile_path
-    } else {
-        required(
+        Some(dockerfile_path)
+    } else if env_dir.join("Dockerfile").is_file() || !prebuilt {
+        Some(required(
             env_dir,
             "Dockerfile",
-            "a Dockerfile describing its environment",
-        )?
+            "a Dockerfile describing its environment, or [environment] docker_image in \
+             task.toml naming a prebuilt image",
+        )?)
+    } else {
+        None
     };
     Ok(Environment {
-        dockerfile: dockerfile::load(&dockerfile_path)?,
+        dockerfile: dockerfile_path
+            .as_deref()
+            .map(dockerfile::load)
+            .transpose()?,
         build_context,
         compose_file: compose,
         services,

@@ -30,7 +30,9 @@ fn minimal_task_with_workdir_copy_and_reward_txt() {
     assert!(task.config.network.allow_internet);
     assert_eq!(task.config.network.raw, None);
 
-    let file = &task.environment.dockerfile;
+    let Some(file) = &task.environment.dockerfile else {
+        panic!("no Dockerfile read")
+    };
     assert_eq!(file.base_image.name, "debian");
     assert!(file.base_image.is_stock());
     assert_eq!(file.workdir.as_deref(), Some("/app"));
@@ -66,7 +68,9 @@ fn compose_context_chown_and_copy_outside_workdir() {
         Some("allow_internet = false")
     );
 
-    let file = &task.environment.dockerfile;
+    let Some(file) = &task.environment.dockerfile else {
+        panic!("no Dockerfile read")
+    };
     assert_eq!(file.base_image.name, "python");
     assert_eq!(file.base_image.tag.as_deref(), Some("3.12-slim-bookworm"));
     assert!(
@@ -133,7 +137,9 @@ fn compose_context_chown_and_copy_outside_workdir() {
 #[test]
 fn multi_line_run_with_a_build_step_is_unreproducible_as_a_whole() {
     let task = load("mixed-run");
-    let file = &task.environment.dockerfile;
+    let Some(file) = &task.environment.dockerfile else {
+        panic!("no Dockerfile read")
+    };
     assert_eq!(file.workdir, None);
     assert_eq!(
         file.env,
@@ -450,4 +456,69 @@ fn a_solution_that_leaves_a_server_running_imports_in_engine_mode() {
     // The same task without it runs in the image's filesystem.
     let plain = load("minimal");
     assert!(plain.solution.iter().all(|s| s.script.daemons.is_empty()));
+}
+
+/// A task made for a cluster that cannot build (Harbor's `docker_image`,
+/// no Dockerfile) imports as an image task of that image; approximated on
+/// the host it needs its container, and without either it is refused with
+/// what to add.
+#[test]
+fn a_task_with_a_prebuilt_image_and_no_dockerfile_runs_from_that_image() {
+    let dir = scratch();
+    std::fs::remove_file(dir.path().join("environment/Dockerfile")).ok();
+    let message = load_error(dir.path());
+    assert!(
+        message.contains("environment/Dockerfile is missing")
+            && message.contains("or [environment] docker_image in task.toml"),
+        "{message}"
+    );
+    write(
+        dir.path(),
+        "task.toml",
+        "[environment]\ndocker_image = \"example.org/tasks/prebuilt:2\"\n",
+    );
+    let task = match HarborTask::load(dir.path()) {
+        Ok(task) => task,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(task.environment.dockerfile.is_none());
+    let assessment = task.assessment();
+    assert!(
+        assessment.container_reasons.iter().any(|r| r.contains(
+            "it has no Dockerfile: it runs from the prebuilt image example.org/tasks/prebuilt:2"
+        )),
+        "{assessment:?}"
+    );
+
+    let out = scratch();
+    let converted = match image_task::write_image_task(
+        &task,
+        "prebuilt".into(),
+        &out.path().join("staged"),
+        &out.path().join("prebuilt"),
+    ) {
+        Ok(converted) => converted,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(!converted.engine);
+    assert!(
+        converted.notes.iter().all(|n| !n.contains("is not pulled")),
+        "{:?}",
+        converted.notes
+    );
+    let toml = std::fs::read_to_string(out.path().join("staged/task.toml")).unwrap_or_default();
+    assert!(
+        toml.contains("# run from its prebuilt image example.org/tasks/prebuilt:2, each trial")
+            && toml.contains("workdir = \"/app\".\nimage = \"example.org/tasks/prebuilt:2\"\n")
+            && !toml.contains("dockerfile ="),
+        "{toml}"
+    );
+    let config: toml::Table = match toml.parse() {
+        Ok(config) => config,
+        Err(e) => panic!("{e}\n{toml}"),
+    };
+    assert_eq!(
+        config["environment"]["image"].as_str(),
+        Some("example.org/tasks/prebuilt:2")
+    );
 }

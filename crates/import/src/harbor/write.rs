@@ -268,10 +268,12 @@ fn write_host_task(
     dir: &Path,
 ) -> Result<ConvertedTask, WriteError> {
     let assessment = task.assessment();
-    let workdir = task.environment.dockerfile.workdir.clone();
+    let dockerfile = task.environment.dockerfile.as_ref();
+    let workdir = dockerfile.and_then(|file| file.workdir.clone());
     let files = layout(&assessment.placements, workdir.as_deref().unwrap_or("/"));
     let mut plan = TaskPlan::new(task, &assessment, &files);
-    if workdir.is_none() {
+    // Without a Dockerfile the assessment already says why.
+    if workdir.is_none() && dockerfile.is_some() {
         plan.container_reasons.push(
             "the Dockerfile sets no WORKDIR, so the agent would work in the base image's \
              (`/`); tack needs a directory of its own for the workspace"
@@ -357,7 +359,12 @@ impl TaskPlan {
             ));
         }
         let mut env = task.config.environment_env.clone();
-        for (name, value) in &task.environment.dockerfile.env {
+        let image_env = task
+            .environment
+            .dockerfile
+            .iter()
+            .flat_map(|file| &file.env);
+        for (name, value) in image_env {
             if name == "PATH" || value.contains('$') {
                 notes.push(format!(
                     "Dockerfile ENV {name}={value} refers to the image's own variables; not carried over"
@@ -526,7 +533,9 @@ fn resource_notes(task: &HarborTask, notes: &mut Vec<String>) {
 /// What of the task's settings tack does not carry out, in either mode:
 /// a prebuilt image, GPUs, skills, MCP servers, artifacts.
 pub(super) fn unenforced_notes(task: &HarborTask, notes: &mut Vec<String>) {
-    if let Some(image) = &task.config.docker_image {
+    if let Some(image) = &task.config.docker_image
+        && task.environment.dockerfile.is_some()
+    {
         notes.push(format!(
             "docker_image {image} is not pulled: the task's image is built from \
              environment/Dockerfile, the recipe of the same image"
