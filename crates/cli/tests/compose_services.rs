@@ -3,8 +3,11 @@
 //! agent's container imports as an image task with that service; the
 //! `tack` binary builds both images with the real engine, waits for the
 //! service's health check, and the oracle and the checks reach it by its
-//! name. A run killed with `kill -9` leaves both containers; the resumed
-//! run removes them, and nothing is left. A service that ends before the
+//! name; its entrypoint, user and volumes (a volume of the trial filled
+//! from its image, one shared with the agent's container, files of the
+//! task) are as the compose file says. A run killed with `kill -9` leaves
+//! both containers and the volumes; the resumed run removes them, and
+//! nothing is left. A service that ends before the
 //! trial starts makes its trials infrastructure errors quoting its log.
 //! Without an engine or the base images the tests say so and skip, unless
 //! `TACK_REQUIRE_ENGINE=1`.
@@ -39,10 +42,21 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
     let converted = &json["converted"][0];
     assert_eq!(converted["mode"], "image", "{json}");
     assert_eq!(converted["engine"], true, "{json}");
-    let notes = converted["notes"].to_string();
-    assert!(
-        notes.contains("service `kv`: not reproduced: `volumes`"),
-        "{notes}"
+    // A mount of the host's is the one thing of the compose file left out.
+    let notes: Vec<&str> = converted["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|note| note.contains("not reproduced"))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "service `kv`: not reproduced: `volumes: /var/run/docker.sock:/var/run/docker.sock` \
+          (not a file of the task)"
+        ],
+        "{json}"
     );
     let task_dir = suite
         .join("tasks")
@@ -50,21 +64,34 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
     let task_toml = std::fs::read_to_string(task_dir.join("task.toml")).unwrap();
     for expected in [
         "mode = \"engine\"",
+        "volumes = [{ name = \"exchange\", at = \"/exchange\" }]",
         "[[environment.services]]\nname = \"kv\"\ndockerfile = \"environment/kv/Dockerfile\"",
-        "command = [\"python3\", \"/srv/serve.py\"]",
+        "entrypoint = [\"python3\", \"-u\"]\ncommand = [\"/srv/serve.py\"]\nuser = \"nobody\"",
+        "volumes = [{ name = \"kv-data\", at = \"/data\" }, { name = \"exchange\", at = \
+         \"/exchange\", read_only = true }, { path = \"mounts/environment/kv/words\", at = \
+         \"/srv/words\", read_only = true }]",
         "[environment.services.healthcheck]",
     ] {
         assert!(task_toml.contains(expected), "{expected}\n{task_toml}");
     }
     assert!(task_dir.join("environment/kv/serve.py").is_file());
+    assert!(
+        task_dir
+            .join("mounts/environment/kv/words/answer.txt")
+            .is_file()
+    );
 
     let check = run(dir.path(), &["suite", "check", suite_arg]);
     assert!(check.status.success(), "{}", text(&check));
     assert_eq!(containers_under(dir.path()), Vec::<String>::new());
+    assert_eq!(volumes_under(dir.path()), Vec::<String>::new());
 
-    // Killed once both containers run: the resumed run removes them.
+    // Killed once both containers run: the resumed run removes them, and
+    // the killed trial's volumes.
     kill_once_containers_run(dir.path(), &suite, 2);
+    assert_eq!(volumes_under(dir.path()).len(), 2);
     let run_dir = resume_to_one_pass(dir.path());
+    assert_eq!(volumes_under(dir.path()), Vec::<String>::new());
 
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).unwrap()).unwrap();

@@ -28,6 +28,15 @@ pub struct Bind {
     pub writable: bool,
 }
 
+/// One of the engine's volumes mounted in a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeMount {
+    /// The volume's name on the engine (see [`volume_name`]).
+    pub volume: String,
+    pub at: String,
+    pub read_only: bool,
+}
+
 /// What a trial's container is started from.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec<'a> {
@@ -47,6 +56,8 @@ pub struct ContainerSpec<'a> {
     pub id_base: u32,
     pub id_count: u32,
     pub binds: &'a [Bind],
+    /// The trial's volumes it mounts.
+    pub volumes: &'a [VolumeMount],
     /// `--cpus`: the CPUs the container may use.
     pub cpus: Option<f64>,
     /// `--memory`, in MiB: all the container's processes together.
@@ -72,6 +83,14 @@ pub struct ServiceSpec<'a> {
     pub env: &'a [(String, String)],
     /// Its command instead of the image's `CMD`.
     pub command: Option<&'a [String]>,
+    /// Its program instead of the image's `ENTRYPOINT` (then without the
+    /// image's `CMD`, as the engines do); empty for none.
+    pub entrypoint: Option<&'a [String]>,
+    /// `--user`: who it runs as instead of the image's `USER`.
+    pub user: Option<&'a str>,
+    /// Files of the trial and volumes of the trial it mounts.
+    pub binds: &'a [Bind],
+    pub volumes: &'a [VolumeMount],
     /// A hosts file naming the trial's services, shown at `/etc/hosts`
     /// (an engine adds no host names to a container that joins another's
     /// network).
@@ -105,13 +124,7 @@ impl Engine {
         for host in spec.hosts {
             args.extend(["--add-host".into(), format!("{host}:127.0.0.1")]);
         }
-        for bind in spec.binds {
-            let mode = if bind.writable { "rw" } else { "ro" };
-            args.extend([
-                "--volume".into(),
-                format!("{}:{}:{mode}", bind.host.display(), bind.at),
-            ]);
-        }
+        mounts(&mut args, spec.binds, spec.volumes);
         args.push(spec.image.into());
         args.extend(KEEP_ALIVE.map(String::from));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -134,10 +147,56 @@ impl Engine {
         for (name, value) in spec.env {
             args.extend(["--env".into(), format!("{name}={value}")]);
         }
+        if let Some(user) = spec.user {
+            args.extend(["--user".into(), user.into()]);
+        }
+        mounts(&mut args, spec.binds, spec.volumes);
+        // `--entrypoint` takes one program; its arguments lead the command.
+        let mut command: Vec<String> = Vec::new();
+        if let Some(entrypoint) = spec.entrypoint {
+            let (program, rest) = entrypoint
+                .split_first()
+                .map_or(("", &[][..]), |(p, r)| (p.as_str(), r));
+            args.push(format!("--entrypoint={program}"));
+            command.extend(rest.iter().cloned());
+        }
+        command.extend(spec.command.unwrap_or_default().iter().cloned());
         args.push(spec.image.into());
-        args.extend(spec.command.unwrap_or_default().iter().cloned());
+        args.extend(command);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.output(&args).map(|_| ())
+    }
+
+    /// Makes the trial's volume `name` (see [`volume_name`]), labelled with
+    /// the trial it belongs to like its containers.
+    pub fn create_volume(&self, name: &str, trial: &Path) -> Result<(), ImageError> {
+        let label = format!("{TRIAL_LABEL}={}", trial.display());
+        self.output(&["volume", "create", "--label", &label, name])
+            .map(|_| ())
+    }
+
+    /// Removes a volume; one already gone is no error.
+    pub fn remove_volume(&self, name: &str) -> Result<(), ImageError> {
+        match self.output(&["volume", "rm", "--force", name]) {
+            Ok(_) => Ok(()),
+            Err(ImageError::Engine { stderr, .. }) if stderr.contains("no such volume") => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Every volume a trial made, with its trial directory, of this run or
+    /// of a killed one.
+    pub fn trial_volumes(&self) -> Result<Vec<(String, PathBuf)>, ImageError> {
+        let format = format!("{{{{.Name}}}}\t{{{{index .Labels \"{TRIAL_LABEL}\"}}}}");
+        let text = self.output(&[
+            "volume",
+            "ls",
+            "--filter",
+            &format!("label={TRIAL_LABEL}"),
+            "--format",
+            &format,
+        ])?;
+        Ok(labelled(&text))
     }
 
     /// Whether the container `name` still runs.
@@ -197,19 +256,45 @@ impl Engine {
             "--format",
             &format,
         ])?;
-        Ok(text
-            .lines()
-            .filter_map(|line| {
-                let (name, trial) = line.split_once('\t')?;
-                Some((name.trim().to_string(), PathBuf::from(trial.trim())))
-            })
-            .filter(|(name, trial)| !name.is_empty() && trial.is_absolute())
-            .collect())
+        Ok(labelled(&text))
     }
 
     /// The program to run for this engine (`podman`, `docker`).
     pub fn program(&self) -> &'static str {
         self.kind.as_str()
+    }
+}
+
+/// The `name<TAB>trial directory` lines of a listing, those with both.
+fn labelled(text: &str) -> Vec<(String, PathBuf)> {
+    text.lines()
+        .filter_map(|line| {
+            let (name, trial) = line.split_once('\t')?;
+            Some((name.trim().to_string(), PathBuf::from(trial.trim())))
+        })
+        .filter(|(name, trial)| !name.is_empty() && trial.is_absolute())
+        .collect()
+}
+
+/// `--volume` for each bind and volume.
+fn mounts(args: &mut Vec<String>, binds: &[Bind], volumes: &[VolumeMount]) {
+    let mode = |read_only: bool| if read_only { "ro" } else { "rw" };
+    for bind in binds {
+        args.extend([
+            "--volume".into(),
+            format!(
+                "{}:{}:{}",
+                bind.host.display(),
+                bind.at,
+                mode(!bind.writable)
+            ),
+        ]);
+    }
+    for volume in volumes {
+        args.extend([
+            "--volume".into(),
+            format!("{}:{}:{}", volume.volume, volume.at, mode(volume.read_only)),
+        ]);
     }
 }
 
@@ -233,6 +318,12 @@ pub fn container_name(trial: &Path) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(trial.as_os_str().as_encoded_bytes());
     format!("tack-trial-{}", crate::build::hex(&digest[..8]))
+}
+
+/// The engine's name of the trial's volume `volume` (a task's name for
+/// it), unique to the trial like its containers' names.
+pub fn volume_name(trial: &Path, volume: &str) -> String {
+    format!("{}-vol-{volume}", container_name(trial))
 }
 
 /// The name of the container of service `service` of the trial in `trial`.

@@ -24,8 +24,8 @@ mod user;
 
 pub use build::{BuildSpec, Built, ImageMap, build, context_hash, mapped};
 pub use container::{
-    Bind, ContainerSpec, ContainerState, KEEP_ALIVE, ServiceSpec, TRIAL_LABEL, container_name,
-    service_container_name,
+    Bind, ContainerSpec, ContainerState, KEEP_ALIVE, ServiceSpec, TRIAL_LABEL, VolumeMount,
+    container_name, service_container_name, volume_name,
 };
 pub use context::{Escape, links_leaving, sources_outside_context};
 pub use engine::{Engine, EngineKind, ImageConfig};

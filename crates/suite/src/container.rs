@@ -1,28 +1,30 @@
 //! Engine mode's trial container: started when the trial's directory is
 //! made, with the workspace bound at the image's `WORKDIR`, removed with
-//! the directory. A run killed before it removed its containers leaves
-//! them labelled with their trial directory; the next run removes those
-//! whose directory no living trial holds.
+//! the directory, its services' containers and its volumes. A run killed
+//! before it removed them leaves them labelled with their trial directory;
+//! the next run removes those whose directory no living trial holds.
 
 use std::path::Path;
 
-use tack_image::{Bind, ContainerSpec, Engine, ServiceSpec};
+use tack_image::{Bind, ContainerSpec, Engine, ServiceSpec, VolumeMount};
 use tack_protocol::SandboxProfile;
 use tack_sandbox::{IMAGE_ID_BASE, IMAGE_IDS};
 
-use crate::{CommandSandbox, SuiteError, Task, TaskImage};
+use crate::{CommandSandbox, SuiteError, Task, TaskImage, Volume};
 
 /// Where a trial's agent logs are, in its container (Harbor's).
 const AGENT_LOGS_AT: &str = "/logs/agent";
 
-/// A running trial container and its services' containers; removed when
-/// dropped.
+/// A running trial container, its services' containers and its volumes;
+/// removed when dropped.
 #[derive(Debug)]
 pub(crate) struct TrialContainer {
     pub(crate) engine: Engine,
     name: String,
     /// The services' containers started so far, with the services' names.
     pub(crate) services: Vec<(String, String)>,
+    /// The engine's names of the trial's volumes made so far.
+    volumes: Vec<String>,
 }
 
 impl TrialContainer {
@@ -78,30 +80,63 @@ impl TrialContainer {
             || task.checks.iter().any(|check| check.network);
         let name = tack_image::container_name(trial);
         let hosts: Vec<String> = image.services.iter().map(|s| s.name.clone()).collect();
+        // Made before anything is started, so that what fails leaves
+        // nothing behind when it drops.
+        let mut container = TrialContainer {
+            engine,
+            name,
+            services: Vec::new(),
+            volumes: Vec::new(),
+        };
+        container.make_volumes(task, trial, &fail)?;
+        let (own_binds, volumes) = mounts(task, trial, "main", &task.environment.volumes)?;
+        binds.extend(own_binds);
         let spec = ContainerSpec {
             image: &image.id,
-            name: &name,
+            name: &container.name,
             trial,
             network,
             id_base: IMAGE_ID_BASE,
             id_count: IMAGE_IDS,
             binds: &binds,
+            volumes: &volumes,
             cpus: task.environment.cpus,
             memory_mb: task.environment.memory_mb,
             hosts: &hosts,
         };
-        engine
+        container
+            .engine
             .start_container(&spec)
             .map_err(|e| fail(format!("the trial's container could not start: {e}")))?;
-        let mut container = TrialContainer {
-            engine,
-            name,
-            services: Vec::new(),
-        };
         if !image.services.is_empty() {
             container.start_services(task, image, trial, &fail)?;
         }
         Ok(container)
+    }
+
+    /// Makes each volume the trial's containers name, once.
+    fn make_volumes(
+        &mut self,
+        task: &Task,
+        trial: &Path,
+        fail: &dyn Fn(String) -> SuiteError,
+    ) -> Result<(), SuiteError> {
+        let env = &task.environment;
+        let declared = env
+            .volumes
+            .iter()
+            .chain(env.services.iter().flat_map(|s| &s.volumes));
+        let mut names: Vec<&str> = declared.filter_map(|v| v.name.as_deref()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let volume = tack_image::volume_name(trial, name);
+            self.engine
+                .create_volume(&volume, trial)
+                .map_err(|e| fail(format!("volume `{name}` could not be made: {e}")))?;
+            self.volumes.push(volume);
+        }
+        Ok(())
     }
 
     /// Starts the task's services beside the trial's container, in the
@@ -129,6 +164,7 @@ impl TrialContainer {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            let (binds, volumes) = mounts(task, trial, &service.name, &declared.volumes)?;
             let spec = ServiceSpec {
                 image: &service.id,
                 name: &name,
@@ -136,6 +172,10 @@ impl TrialContainer {
                 beside: &self.name,
                 env: &env,
                 command: declared.command.as_deref(),
+                entrypoint: declared.entrypoint.as_deref(),
+                user: declared.user.as_deref(),
+                binds: &binds,
+                volumes: &volumes,
                 hosts_file: &hosts_file,
             };
             self.engine
@@ -156,11 +196,54 @@ impl Drop for TrialContainer {
             let _ = self.engine.remove_container(name);
         }
         let _ = self.engine.remove_container(&self.name);
+        for volume in &self.volumes {
+            let _ = self.engine.remove_volume(volume);
+        }
     }
 }
 
-/// Removes, once per process, the trial containers whose trial directory
-/// is gone or held by no living trial (a killed run's).
+/// What one of the trial's containers (`main`, or a service's name)
+/// mounts of `volumes`: the trial's volumes by their engine names, and a
+/// copy for this trial of each file or directory of the task, owned by the
+/// image's root (as an engine's copy of a named volume is), under the
+/// trial's `mounts/<container>/<i>`.
+fn mounts(
+    task: &Task,
+    trial: &Path,
+    container: &str,
+    volumes: &[Volume],
+) -> Result<(Vec<Bind>, Vec<VolumeMount>), SuiteError> {
+    let mut binds = Vec::new();
+    let mut named = Vec::new();
+    for (i, volume) in volumes.iter().enumerate() {
+        if let Some(name) = &volume.name {
+            named.push(VolumeMount {
+                volume: tack_image::volume_name(trial, name),
+                at: volume.at.clone(),
+                read_only: volume.read_only,
+            });
+        } else if let Some(path) = &volume.path {
+            let source = task.dir.join(path);
+            let file_name = source.file_name().unwrap_or(source.as_os_str());
+            let copy = trial
+                .join("mounts")
+                .join(container)
+                .join(i.to_string())
+                .join(file_name);
+            crate::copy::copy_path_owned(&source, &copy, Some((IMAGE_ID_BASE, IMAGE_ID_BASE)))
+                .map_err(|e| SuiteError::io(&source, e))?;
+            binds.push(Bind {
+                host: copy,
+                at: volume.at.clone(),
+                writable: !volume.read_only,
+            });
+        }
+    }
+    Ok((binds, named))
+}
+
+/// Removes, once per process, the trial containers and volumes whose trial
+/// directory is gone or held by no living trial (a killed run's).
 fn sweep_once(engine: &Engine) {
     static SWEPT: std::sync::Once = std::sync::Once::new();
     SWEPT.call_once(|| {
@@ -172,6 +255,12 @@ fn sweep_once(engine: &Engine) {
         for (name, trial) in containers {
             if !tack_sandbox::held::held(&trial) {
                 let _ = engine.remove_container(&name);
+            }
+        }
+        // Their containers gone, the volumes they mounted.
+        for (name, trial) in engine.trial_volumes().unwrap_or_default() {
+            if !tack_sandbox::held::held(&trial) {
+                let _ = engine.remove_volume(&name);
             }
         }
     });

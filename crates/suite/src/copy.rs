@@ -60,6 +60,22 @@ pub(crate) fn copy_tree_owned(
     Ok(())
 }
 
+/// A file or a directory copied as [`copy_tree_owned`] copies a tree.
+pub(crate) fn copy_path_owned(
+    from: &Path,
+    to: &Path,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    if fs::symlink_metadata(from)?.is_dir() {
+        return copy_tree_owned(from, to, owner);
+    }
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    fs::copy(from, to)?;
+    copy_meta(from, to, owner)
+}
+
 /// `target` owned as `source` is (or by `owner`), with its mode.
 fn copy_meta(source: &Path, target: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
     let meta = fs::symlink_metadata(source)?;

@@ -218,6 +218,11 @@ pub struct Environment {
     /// `127.0.0.1`; a task with services runs in engine mode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<Service>,
+    /// The engine's volumes, mounted in the trial's container (a compose
+    /// file's `volumes` of the agent's service): a task with volumes runs
+    /// in engine mode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
 }
 
 /// A container started beside a trial's, from an image or a Dockerfile of
@@ -245,6 +250,38 @@ pub struct Service {
     /// A command run in it until it succeeds before the trial starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthcheck: Option<Healthcheck>,
+    /// Its program, instead of its image's `ENTRYPOINT` (and, as in
+    /// compose, without the image's `CMD`: `command` follows it); empty
+    /// for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
+    /// The user it runs as (a name or uid of its image), instead of its
+    /// image's `USER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// What it mounts: the trial's volumes, files of the task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+}
+
+/// A mount of a container in engine mode: a volume of the trial (`name`),
+/// made when the trial starts with what the first image to mount it holds
+/// at `at` (as the engine fills a new named volume), shared by every
+/// container of the trial that names it and removed with the trial; or a
+/// file or directory of the task (`path`), copied for each trial so that
+/// what a trial writes to it stays in that trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Volume {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Relative to the task directory, inside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Where the container sees it (an absolute path).
+    pub at: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// Harbor's (and Docker's) health check: `command` is tried every

@@ -149,10 +149,13 @@ impl Task {
 
     /// Whether the task's trials run in a container the engine starts
     /// (`mode = "engine"`, or the variant's `image_tasks`, already
-    /// applied by [`Task::for_variant`]).
+    /// applied by [`Task::for_variant`]; services and volumes are the
+    /// engine's).
     pub fn in_engine(&self) -> bool {
         self.wants_image()
-            && (self.environment.mode == ImageMode::Engine || !self.environment.services.is_empty())
+            && (self.environment.mode == ImageMode::Engine
+                || !self.environment.services.is_empty()
+                || !self.environment.volumes.is_empty())
     }
 
     /// The task as `variant` runs it: in engine mode if either asks.

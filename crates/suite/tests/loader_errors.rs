@@ -101,6 +101,15 @@ fn errors_name_file_field_and_fix() {
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\ncommand = []"), &["environment.services[0].command", "is empty"]),
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nenv = { 1X = \"a\" }"), &["environment.services[0].env.1X", "not a usable variable name"]),
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nhealthcheck = { command = \"true\", interval_secs = 0 }"), &["environment.services[0].healthcheck.interval_secs", "give seconds"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nuser = \"a b\""), &["environment.services[0].user", "not a user of an image"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ at = \"/data\" }]"), &["environment.services[0].volumes[0]", "mounts nothing: add `name`"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"d\", path = \"file.txt\", at = \"/d\" }]"), &["environment.services[0].volumes[0].name", "and `path` both"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"-d\", at = \"/d\" }]"), &["environment.services[0].volumes[0].name", "`-d` is not a volume name"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ path = \"../secret\", at = \"/d\" }]"), &["environment.services[0].volumes[0].path", "inside the task directory"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ path = \"nope.txt\", at = \"/d\" }]"), &["environment.services[0].volumes[0].path", "cannot be read"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"d\", at = \"data\" }]"), &["environment.services[0].volumes[0].at", "give an absolute path"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"d\", at = \"/d\" }, { name = \"e\", at = \"/d/\" }]"), &["environment.services[0].volumes[1].at", "`/d/` is mounted twice"]),
+        (SUITE.to_string(), TASK.replace("instruction = \"fix it\"", "instruction = \"fix it\"\n[environment]\nvolumes = [{ name = \"d\", at = \"/d\" }]"), &["environment.volumes", "the task names no image"]),
     ];
     for (suite, task, words) in cases {
         let message = load_error(&suite, &task);

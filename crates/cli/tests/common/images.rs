@@ -138,6 +138,18 @@ pub fn containers_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The engine's volumes of trials under `dir`.
+pub fn volumes_under(dir: &Path) -> Vec<String> {
+    let engine = tack_image::Engine::detect(None).unwrap();
+    engine
+        .trial_volumes()
+        .unwrap()
+        .into_iter()
+        .filter(|(_, trial)| trial.starts_with(dir))
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// Runs `tack run SUITE --no-report` in `dir` and kills it (SIGKILL) once
 /// `containers` trial containers run; a killed run cannot remove them.
 pub fn kill_once_containers_run(dir: &Path, suite: &Path, containers: usize) {

@@ -67,6 +67,15 @@ pub(super) fn assess(task: &HarborTask) -> Assessment {
             names.join(", ")
         ));
     }
+    let volumes = &task.environment.volumes;
+    if !volumes.is_empty() {
+        let places: Vec<&str> = volumes.iter().map(|v| v.at.as_str()).collect();
+        out.container_reasons.push(format!(
+            "docker-compose.yaml mounts volumes in the agent's container ({}); only an engine \
+             mounts them",
+            places.join(", ")
+        ));
+    }
     let mut scripts = vec![("tests/test.sh", &task.tests.script)];
     if let Some(solution) = &task.solution {
         scripts.push(("solution/solve.sh", &solution.script));

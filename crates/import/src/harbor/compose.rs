@@ -5,10 +5,11 @@
 //! `[[environment.services]]`.
 //!
 //! Of a service, tack reproduces its image or build, `environment`,
-//! `command`, `healthcheck` and the order `depends_on` gives; every
-//! service shares the trial's network (each reached by its name on
-//! `127.0.0.1`), so `ports`, `expose` and `networks` need nothing. The
-//! rest (`volumes`, `entrypoint`, `user`, …) is listed as not reproduced.
+//! `command`, `entrypoint`, `user`, `volumes` (see [`super::volumes`]),
+//! `healthcheck` and the order `depends_on` gives; every service shares
+//! the trial's network (each reached by its name on `127.0.0.1`), so
+//! `ports`, `expose` and `networks` need nothing. The rest is listed as
+//! not reproduced.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use serde::Serialize;
 use serde_norway::Value;
 
 use super::config::Healthcheck;
+use super::volumes::{ComposeVolume, external_volumes, volumes_of};
 use super::{HarborError, read_text, shell};
 
 /// Keys that need nothing when every service shares one network.
@@ -40,6 +42,10 @@ pub struct ComposeService {
     pub build: Option<(PathBuf, String)>,
     pub env: BTreeMap<String, String>,
     pub command: Option<Vec<String>>,
+    /// Its program instead of its image's `ENTRYPOINT`.
+    pub entrypoint: Option<Vec<String>>,
+    pub user: Option<String>,
+    pub volumes: Vec<ComposeVolume>,
     pub healthcheck: Option<Healthcheck>,
     /// What of it tack does not reproduce, said for the task's notes.
     pub unreproduced: Vec<String>,
@@ -52,6 +58,9 @@ pub(super) struct Compose {
     pub main_build: (PathBuf, String),
     /// The other services, each after those it depends on.
     pub services: Vec<ComposeService>,
+    /// What the agent's service mounts, and what of its `volumes` is not
+    /// reproduced.
+    pub main_volumes: (Vec<ComposeVolume>, Vec<String>),
 }
 
 pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> {
@@ -86,19 +95,28 @@ pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> 
         field: format!("services.{name}.{key}"),
         message,
     };
+    let task_dir = env_dir.parent().unwrap_or(env_dir);
+    let external = external_volumes(&yaml);
     let mut others = Vec::new();
     let mut depends = BTreeMap::new();
     for (i, (name, body)) in named.iter().enumerate() {
         if Some(i) == main {
             continue;
         }
-        let service = service(name, body, env_dir, &field)?;
+        let mut service = service(name, body, env_dir, &field)?;
+        let (volumes, unreproduced) = volumes_of(body, env_dir, task_dir, &external);
+        service.volumes = volumes;
+        service.unreproduced.extend(unreproduced);
         depends.insert(name.clone(), depends_on(body));
         others.push(service);
     }
+    let main_volumes = main.map_or_else(Default::default, |i| {
+        volumes_of(named[i].1, env_dir, task_dir, &external)
+    });
     Ok(Compose {
         main_build,
         services: in_start_order(others, &depends),
+        main_volumes,
     })
 }
 
@@ -198,6 +216,25 @@ fn service(
             ));
         }
     };
+    let entrypoint = match body.get("entrypoint") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(shell::words(text)),
+        Some(Value::Sequence(items)) => Some(items.iter().filter_map(scalar).collect()),
+        Some(_) => {
+            return Err(field(
+                name,
+                "entrypoint",
+                "is neither a string nor a list".to_string(),
+            ));
+        }
+    };
+    let user = match body.get("user") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            scalar(value)
+                .ok_or_else(|| field(name, "user", "is not a user name or id".to_string()))?,
+        ),
+    };
     let healthcheck = match body.get("healthcheck") {
         None => None,
         Some(health) => {
@@ -210,6 +247,9 @@ fn service(
         "environment",
         "env_file",
         "command",
+        "entrypoint",
+        "user",
+        "volumes",
         "healthcheck",
         "depends_on",
     ];
@@ -226,6 +266,9 @@ fn service(
         build,
         env,
         command,
+        entrypoint,
+        user,
+        volumes: Vec::new(),
         healthcheck,
         unreproduced,
     })
@@ -477,7 +520,10 @@ mod tests {
         assert_eq!(health.retries, Some(5));
         assert_eq!(
             db.unreproduced,
-            ["`FROM_HOST` from the host's environment", "`volumes`"]
+            [
+                "`FROM_HOST` from the host's environment",
+                "`volumes: ./data:/var/lib/postgresql/data` (not a file of the task)"
+            ]
         );
     }
 

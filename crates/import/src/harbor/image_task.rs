@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::write::{ConvertedTask, TaskMode, WriteError, io, quote, write_table};
-use super::{ComposeService, HarborTask, write};
+use super::{ComposeService, ComposeVolume, HarborTask, VolumeSource, write};
 
 /// Why the task in `source` must not be read at all: links in it that
 /// lead out of it (a symlinked `tests/`, `solution/` or context file).
@@ -133,6 +133,9 @@ pub(super) fn write_image_task(
         };
         services.push((service, build));
     }
+    for path in mounted_paths(task) {
+        write::copy(&task_dir.join(path), &root.join(MOUNTS).join(path))?;
+    }
     write::copy(&task.tests.dir, &root.join("checks"))?;
     if let Some(solution) = &task.solution {
         write::copy(&solution.dir, &root.join("solution"))?;
@@ -156,6 +159,52 @@ pub(super) fn write_image_task(
         debian: Vec::new(),
         notes,
     })
+}
+
+/// Where the imported task keeps the files of the task its containers
+/// mount, each at its path in the Harbor task.
+const MOUNTS: &str = "mounts";
+
+/// The task's files its containers mount, relative to the task.
+fn mounted_paths(task: &HarborTask) -> Vec<&Path> {
+    let env = &task.environment;
+    let mut paths: Vec<&Path> = (env.volumes.iter())
+        .chain(env.services.iter().flat_map(|s| &s.volumes))
+        .filter_map(|volume| match &volume.source {
+            VolumeSource::Task(path) => Some(path.as_path()),
+            VolumeSource::Named(_) => None,
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// `volumes = [...]` in tack's spelling, the task's files as the import
+/// placed them.
+fn volumes_line(out: &mut String, volumes: &[ComposeVolume]) {
+    if volumes.is_empty() {
+        return;
+    }
+    let items: Vec<String> = volumes
+        .iter()
+        .map(|volume| {
+            let source = match &volume.source {
+                VolumeSource::Named(name) => format!("name = {}", quote(name)),
+                VolumeSource::Task(path) => format!(
+                    "path = {}",
+                    quote(&Path::new(MOUNTS).join(path).display().to_string())
+                ),
+            };
+            let read_only = if volume.read_only {
+                ", read_only = true"
+            } else {
+                ""
+            };
+            format!("{{ {source}, at = {}{read_only} }}", quote(&volume.at))
+        })
+        .collect();
+    let _ = writeln!(out, "volumes = [{}]", items.join(", "));
 }
 
 /// Where an image task's image comes from.
@@ -247,10 +296,19 @@ fn service_table(out: &mut String, service: &ComposeService, build: Option<&(Pat
         }
         (None, None) => {}
     }
-    if let Some(command) = &service.command {
-        let words: Vec<String> = command.iter().map(|w| quote(w)).collect();
-        let _ = writeln!(out, "command = [{}]", words.join(", "));
+    for (key, words) in [
+        ("entrypoint", &service.entrypoint),
+        ("command", &service.command),
+    ] {
+        if let Some(words) = words {
+            let words: Vec<String> = words.iter().map(|w| quote(w)).collect();
+            let _ = writeln!(out, "{key} = [{}]", words.join(", "));
+        }
     }
+    if let Some(user) = &service.user {
+        let _ = writeln!(out, "user = {}", quote(user));
+    }
+    volumes_line(out, &service.volumes);
     write_table(out, "env", &service.env);
     if let Some(health) = &service.healthcheck {
         let _ = writeln!(out, "[environment.services.healthcheck]");
@@ -292,6 +350,14 @@ fn engine_reason(task: &HarborTask) -> Option<String> {
             .is_some_and(|word| word.eq_ignore_ascii_case("ENTRYPOINT"))
     });
     let services = &task.environment.services;
+    let volumes = &task.environment.volumes;
+    if !volumes.is_empty() && services.is_empty() {
+        let places: Vec<&str> = volumes.iter().map(|v| v.at.as_str()).collect();
+        return Some(format!(
+            "It mounts volumes in its container ({})",
+            places.join(", ")
+        ));
+    }
     if !services.is_empty() {
         let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
         return Some(format!(
@@ -353,6 +419,13 @@ fn notes(task: &HarborTask, engine: bool) -> Vec<String> {
         );
     }
     write::unenforced_notes(task, &mut notes);
+    let unmounted = &task.environment.unreproduced_volumes;
+    if !unmounted.is_empty() {
+        notes.push(format!(
+            "the agent's container: not reproduced: {}",
+            unmounted.join(", ")
+        ));
+    }
     for service in &task.environment.services {
         if !service.unreproduced.is_empty() {
             notes.push(format!(
@@ -439,6 +512,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
             "memory_mb = {memory}   # the container's, in engine mode"
         );
     }
+    volumes_line(&mut out, &task.environment.volumes);
     if let Some(why) = engine {
         // A comment line: a command quoted in the reason may span lines.
         let why = why.replace('\n', " ");

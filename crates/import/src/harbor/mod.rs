@@ -18,6 +18,7 @@ mod scripts;
 mod shell;
 #[cfg(test)]
 mod tests;
+mod volumes;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub use config::{EnvVars, Network, Resources, TaskConfig, Timeouts};
 pub use dockerfile::{BaseImage, Dockerfile, FileCopy, Instruction, RunCommand, RunStep};
 pub use install::Install;
 pub use scripts::{RewardKind, Script, ScriptNeeds, UvRun};
+pub use volumes::{ComposeVolume, VolumeSource};
 pub use write::{ConvertedTask, SkippedTask, SuiteImport, TaskMode, WriteError, import_tasks};
 
 /// Why a task directory could not be read as a Harbor task.
@@ -108,6 +110,10 @@ pub struct Environment {
     pub dockerfile: Option<Dockerfile>,
     /// The compose file's other services, in the order they start.
     pub services: Vec<ComposeService>,
+    /// What the compose file mounts in the agent's own container.
+    pub volumes: Vec<ComposeVolume>,
+    /// What of the agent's container's `volumes` tack does not reproduce.
+    pub unreproduced_volumes: Vec<String>,
 }
 
 /// `tests/`: Harbor places it at `/tests` and runs `test.sh` after the agent.
@@ -200,13 +206,19 @@ fn load_environment(env_dir: &Path, prebuilt: bool) -> Result<Environment, Harbo
         .iter()
         .map(|name| env_dir.join(name))
         .find(|path| path.is_file());
-    let (build_context, dockerfile_name, services) = match &compose {
+    let (build_context, dockerfile_name, compose_parts) = match &compose {
         Some(path) => {
             let compose = compose::load(path, env_dir)?;
-            (compose.main_build.0, compose.main_build.1, compose.services)
+            let (context, dockerfile) = compose.main_build;
+            (
+                context,
+                dockerfile,
+                Some((compose.services, compose.main_volumes)),
+            )
         }
-        None => (env_dir.to_path_buf(), "Dockerfile".to_string(), Vec::new()),
+        None => (env_dir.to_path_buf(), "Dockerfile".to_string(), None),
     };
+    let (services, (volumes, unreproduced_volumes)) = compose_parts.unwrap_or_default();
     let dockerfile_path = build_context.join(&dockerfile_name);
     // A compose file without a build section leaves the Dockerfile where
     // Harbor looks by default.
@@ -230,6 +242,8 @@ fn load_environment(env_dir: &Path, prebuilt: bool) -> Result<Environment, Harbo
         build_context,
         compose_file: compose,
         services,
+        volumes,
+        unreproduced_volumes,
     })
 }
 

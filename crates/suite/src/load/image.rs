@@ -32,6 +32,14 @@ pub(super) fn check_image(file: &Path, task: &Task) -> Result<(), SuiteError> {
                  `image` or `dockerfile`, or remove the services",
             ));
         }
+        if !env.volumes.is_empty() {
+            return Err(SuiteError::invalid(
+                file,
+                "environment.volumes",
+                "are mounts of the container the engine starts for a trial, and the task names \
+                 no image: add `image` or `dockerfile`, or remove the volumes",
+            ));
+        }
         if !env.mode.is_sandbox() {
             return Err(SuiteError::invalid(
                 file,
@@ -80,7 +88,123 @@ pub(super) fn check_image(file: &Path, task: &Task) -> Result<(), SuiteError> {
             env.context.as_deref(),
         )?;
     }
+    check_volumes(file, task, "environment.volumes", &env.volumes)?;
     check_services(file, task)
+}
+
+/// Each volume names one thing to mount, a volume by a name the engine
+/// takes or a file or directory inside the task that leads nowhere out of
+/// it, at an absolute path of its own.
+fn check_volumes(
+    file: &Path,
+    task: &Task,
+    table: &str,
+    volumes: &[crate::Volume],
+) -> Result<(), SuiteError> {
+    let mut places = std::collections::BTreeSet::new();
+    for (i, volume) in volumes.iter().enumerate() {
+        let at = format!("{table}[{i}]");
+        match (&volume.name, &volume.path) {
+            (Some(_), Some(_)) => {
+                return Err(SuiteError::invalid(
+                    file,
+                    format!("{at}.name"),
+                    "and `path` both say what is mounted: keep one",
+                ));
+            }
+            (None, None) => {
+                return Err(SuiteError::invalid(
+                    file,
+                    &at,
+                    "mounts nothing: add `name` (a volume of the trial) or `path` (a file or \
+                     directory of the task)",
+                ));
+            }
+            (Some(name), None) => {
+                let fine = name.len() <= 64
+                    && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+                if !fine {
+                    return Err(SuiteError::invalid(
+                        file,
+                        format!("{at}.name"),
+                        format!(
+                            "`{name}` is not a volume name: use letters, digits, `_`, `.` and \
+                             `-`, starting with a letter or digit"
+                        ),
+                    ));
+                }
+            }
+            (None, Some(path)) => check_mounted_path(file, task, &format!("{at}.path"), path)?,
+        }
+        let target = Path::new(&volume.at);
+        let absolute = target.is_absolute()
+            && target.components().all(|c| c != Component::ParentDir)
+            && target.components().count() > 1;
+        if !absolute {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.at"),
+                format!(
+                    "`{}` is not where a container can mount it: give an absolute path other \
+                     than `/`, without `..`",
+                    volume.at
+                ),
+            ));
+        }
+        if !places.insert(target.components().collect::<Vec<_>>()) {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.at"),
+                format!("`{}` is mounted twice: keep one", volume.at),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A file or directory of the task a container mounts: there, and with no
+/// link in it that leads out of the task (a copy would follow none, but a
+/// task whose files reach outside it is refused whole).
+fn check_mounted_path(file: &Path, task: &Task, field: &str, path: &str) -> Result<(), SuiteError> {
+    let full = inside(file, task, field, path)?;
+    let meta = std::fs::symlink_metadata(&full).map_err(|e| {
+        SuiteError::invalid(
+            file,
+            field,
+            format!(
+                "{} cannot be read ({e}): add it or fix the path",
+                full.display()
+            ),
+        )
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(SuiteError::invalid(
+            file,
+            field,
+            format!(
+                "{} is a symbolic link; a mount of the task's files follows none: name the file \
+                 itself",
+                full.display()
+            ),
+        ));
+    }
+    if meta.is_dir() {
+        let links = tack_image::links_leaving(&full, &task.dir)
+            .map_err(|e| SuiteError::file(&full, e.to_string()))?;
+        if let Some((link, target)) = links.first() {
+            return Err(SuiteError::file(
+                link,
+                format!(
+                    "is a symbolic link to {}, outside the task: copy the file in instead",
+                    target.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A service is named as a host (its name is one), named once, and made
@@ -161,6 +285,16 @@ fn check_services(file: &Path, task: &Task) -> Result<(), SuiteError> {
         if let Some(health) = &service.healthcheck {
             super::task::check_healthcheck(file, &format!("{at}.healthcheck"), health)?;
         }
+        if let Some(user) = &service.user
+            && (user.trim().is_empty() || user.contains(char::is_whitespace))
+        {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.user"),
+                format!("`{user}` is not a user of an image (a name or uid, e.g. `nobody`)"),
+            ));
+        }
+        check_volumes(file, task, &format!("{at}.volumes"), &service.volumes)?;
     }
     Ok(())
 }
