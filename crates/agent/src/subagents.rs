@@ -96,6 +96,9 @@ impl Subagents {
         let ctx = ToolContext {
             confinement: std::sync::Arc::new(confinement),
             session: None,
+            // A child's file tools hold the root open under its own
+            // confinement.
+            held_workspace: Default::default(),
             ..ctx
         };
         let dispatcher = Dispatcher::builtin(&config.tools, ctx)?;

@@ -52,6 +52,7 @@ async fn run_on_workspace(
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
     let run = run_agent(config, model, &dispatcher, "fix it", sink).await;
@@ -321,6 +322,7 @@ async fn gates_deny_and_ask_and_every_ask_is_an_intervention() {
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     };
     let dispatcher = Dispatcher::builtin(&config.tools, ctx).unwrap();
     let approver = tack_agent::RulesApprover::new(&["str_replace".to_string()]).unwrap();

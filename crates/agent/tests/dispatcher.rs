@@ -43,6 +43,7 @@ fn context(workspace: &std::path::Path) -> ToolContext {
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     }
 }
 

@@ -56,6 +56,7 @@ fn dispatcher(workspace: &Path, output_limit: usize) -> Dispatcher {
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     };
     Dispatcher::builtin(&names, ctx).unwrap()
 }

@@ -231,6 +231,7 @@ impl Harness {
         let ctx = ToolContext {
             results_dir: results_path,
             skills: Arc::clone(&skills),
+            held_workspace: Default::default(),
             workspace: setup.workspace.clone(),
             env: setup.env.clone(),
             command_timeout: Duration::from_secs(config.command_timeout_secs),

@@ -51,6 +51,7 @@ fn ctx(workspace: &Path) -> ToolContext {
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     }
 }
 

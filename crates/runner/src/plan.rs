@@ -287,6 +287,7 @@ fn check_variant(variant: &Variant, models: &Models) -> Result<(), PlanError> {
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     };
     Dispatcher::builtin(&variant.harness.tools, ctx).map_err(|e| PlanError::Variant {
         variant: variant.name.clone(),

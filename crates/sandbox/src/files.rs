@@ -26,6 +26,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
@@ -89,7 +90,7 @@ pub fn read_left_file(path: &Path, limit: u64) -> Result<Option<String>, String>
 /// inside it (or inside where the confinement places it: `/app/x`).
 #[derive(Debug)]
 pub struct WorkspaceFiles {
-    root: Root,
+    root: Arc<Root>,
     read_only: Vec<Protected>,
     hidden: Vec<Protected>,
     /// In an image, the owner (the workspace's) of what the tools create:
@@ -108,6 +109,13 @@ struct Protected {
     name: String,
 }
 
+/// A trial's workspace root, held open from its file tools' first call on:
+/// each call then resolves beneath the same directory instead of opening
+/// the root and resolving its path again (under `strict` the workspace is
+/// a mount point for `bash`, which cannot move it). Clones share it.
+#[derive(Debug, Default, Clone)]
+pub struct HeldWorkspace(Arc<OnceLock<Arc<Root>>>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
     Read,
@@ -118,17 +126,25 @@ impl WorkspaceFiles {
     /// Holds the workspace root open and notes the confinement's read-only
     /// and hidden paths (those that exist, as the mounts do).
     pub fn new(workspace: &Path, confinement: &Confinement) -> Result<Self, FileAccessError> {
-        let mut root = Root::open(workspace).map_err(|source| FileAccessError::Io {
-            path: workspace.display().to_string(),
-            source,
-        })?;
-        // The workspace placed elsewhere for `bash` (`/app`) is that path to
-        // the model, so the file tools take it too.
-        for placement in &confinement.placed {
-            if placement.host.canonicalize().ok().as_deref() == Some(root.real()) {
-                root = root.with_alias(placement.at.clone());
+        Self::held(&HeldWorkspace::default(), workspace, confinement)
+    }
+
+    /// [`new`](Self::new) with the root `held` keeps open for `workspace`
+    /// (opened now if it holds none); the read-only and hidden paths are
+    /// noted afresh, as by `new`.
+    pub fn held(
+        held: &HeldWorkspace,
+        workspace: &Path,
+        confinement: &Confinement,
+    ) -> Result<Self, FileAccessError> {
+        let root = match held.0.get() {
+            Some(root) if root.is_named(workspace) => root.clone(),
+            _ => {
+                let root = Arc::new(open_root(workspace, confinement)?);
+                held.0.get_or_init(|| root.clone());
+                root
             }
-        }
+        };
         let (read_only, hidden) = if confinement.is_confined() {
             (
                 protected(&root, &confinement.read_only),
@@ -165,8 +181,12 @@ impl WorkspaceFiles {
 
     /// The content of a regular file.
     pub fn read(&self, path: &str) -> Result<Vec<u8>, FileAccessError> {
-        let mut bytes = Vec::new();
-        self.open(path)?
+        let (file, stat) = self.open_regular(path)?;
+        // Sized by the open's own fstat: `File::read_to_end` would ask the
+        // size again (statx and lseek) before reading.
+        let size = usize::try_from(stat.st_size).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(size.saturating_add(1));
+        file.take(u64::MAX)
             .read_to_end(&mut bytes)
             .map_err(|source| io_error(path, source))?;
         Ok(bytes)
@@ -175,6 +195,10 @@ impl WorkspaceFiles {
     /// A regular file opened for reading, after the same checks as
     /// [`read`](Self::read): for tools that stream (grep).
     pub fn open(&self, path: &str) -> Result<File, FileAccessError> {
+        self.open_regular(path).map(|(file, _)| file)
+    }
+
+    fn open_regular(&self, path: &str) -> Result<(File, rustix::fs::Stat), FileAccessError> {
         // O_NONBLOCK keeps a FIFO from blocking the open; regular files,
         // the only kind returned, ignore it.
         let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -185,7 +209,7 @@ impl WorkspaceFiles {
         let stat = fstat(path, &fd)?;
         self.refuse(path, &[FileId::from_stat(&stat)], Access::Read)?;
         regular_file(path, &stat)?;
-        Ok(File::from(fd))
+        Ok((File::from(fd), stat))
     }
 
     /// Replaces the content of a file, or creates it (and any missing
@@ -368,6 +392,11 @@ impl WorkspaceFiles {
     /// Refuses `access` to anything in or below the opened directory `dir`
     /// that the confinement protects, judged by where `dir` really is.
     fn check_dir(&self, path: &str, dir: &OwnedFd, access: Access) -> Result<(), FileAccessError> {
+        // Nothing to refuse (an unconfined trial, a read where nothing is
+        // hidden): no climb to the root.
+        if self.hidden.is_empty() && (access == Access::Read || self.read_only.is_empty()) {
+            return Ok(());
+        }
         let ids = self
             .root
             .ancestors(dir)
@@ -446,6 +475,23 @@ impl WorkspaceFiles {
             io_error(path, error)
         }
     }
+}
+
+/// The workspace root, also answering the paths the confinement shows it
+/// at.
+fn open_root(workspace: &Path, confinement: &Confinement) -> Result<Root, FileAccessError> {
+    let mut root = Root::open(workspace).map_err(|source| FileAccessError::Io {
+        path: workspace.display().to_string(),
+        source,
+    })?;
+    // The workspace placed elsewhere for `bash` (`/app`) is that path to the
+    // model, so the file tools take it too.
+    for placement in &confinement.placed {
+        if placement.host.canonicalize().ok().as_deref() == Some(root.real()) {
+            root = root.with_alias(placement.at.clone());
+        }
+    }
+    Ok(root)
 }
 
 fn protected(root: &Root, paths: &[PathBuf]) -> Vec<Protected> {

@@ -11,7 +11,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use tack_sandbox::{Confinement, FileAccessError, WorkspaceFiles};
+use tack_sandbox::{Confinement, FileAccessError, HeldWorkspace, WorkspaceFiles};
 use tempfile::TempDir;
 
 /// A workspace `ws/` beside a directory `outside/` holding `target.txt`,
@@ -347,4 +347,30 @@ fn the_placed_workspace_path_names_workspace_files() {
     denied(files.write("/app/../outside/target.txt", b"x"));
     assert_eq!(s.target(), "original");
     denied(files.write("/app/.git/config", b"x"));
+}
+
+/// A trial's file tools share one root, opened at their first call: later
+/// calls resolve beneath that same directory (even once its path names
+/// another, which under `strict` bash cannot do to a mount point), and a
+/// call for another workspace opens its own.
+#[test]
+fn a_held_root_serves_every_call_of_its_workspace_and_no_other() {
+    let s = Setup::new();
+    let held = HeldWorkspace::default();
+    let confinement = Confinement::strict(&s.ws);
+    let first = WorkspaceFiles::held(&held, &s.ws, &confinement).unwrap();
+    first.write("notes.txt", b"kept").unwrap();
+    let moved = s.ws.with_file_name("ws-moved");
+    fs::rename(&s.ws, &moved).unwrap();
+    fs::create_dir(&s.ws).unwrap();
+    let later = WorkspaceFiles::held(&held, &s.ws, &confinement).unwrap();
+    assert_eq!(later.read("notes.txt").unwrap(), b"kept");
+    // Without the held root, the path is looked up again.
+    let fresh = WorkspaceFiles::new(&s.ws, &confinement).unwrap();
+    assert!(fresh.read("notes.txt").is_err());
+
+    fs::write(s.outside.join("own.txt"), "its own").unwrap();
+    let other = WorkspaceFiles::held(&held, &s.outside, &Confinement::strict(&s.outside)).unwrap();
+    assert_eq!(other.read("own.txt").unwrap(), b"its own");
+    assert!(other.read("notes.txt").is_err());
 }

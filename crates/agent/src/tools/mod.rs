@@ -51,6 +51,8 @@ pub struct ToolContext {
     pub results_dir: Option<PathBuf>,
     /// The skills `read_skill` loads (listed in the system prompt).
     pub skills: Arc<Vec<crate::skills::Skill>>,
+    /// The workspace root the file tools hold open for the trial.
+    pub held_workspace: tack_sandbox::HeldWorkspace,
 }
 
 /// What a tool produced.

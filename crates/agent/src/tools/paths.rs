@@ -11,7 +11,7 @@ use super::{ToolContext, ToolError};
 
 /// The call's view of the workspace, under the trial's confinement.
 pub(crate) fn workspace_files(ctx: &ToolContext) -> Result<WorkspaceFiles, ToolError> {
-    WorkspaceFiles::new(&ctx.workspace, &ctx.confinement).map_err(file_error)
+    WorkspaceFiles::held(&ctx.held_workspace, &ctx.workspace, &ctx.confinement).map_err(file_error)
 }
 
 /// What a tool that searches under an optional `path` (default: the

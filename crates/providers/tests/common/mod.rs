@@ -124,6 +124,7 @@ pub async fn run_loop(
         session: None,
         results_dir: None,
         skills: Default::default(),
+        held_workspace: Default::default(),
     };
     let dispatcher = Dispatcher::builtin(&harness.tools, ctx).unwrap();
     let mut sink = VecSink::default();

@@ -87,11 +87,7 @@ impl Root {
         let fd = rustix::fs::open(&given, DIR_PATH, Mode::empty())?;
         let id = FileId::of(&fd)?;
         let real = given.canonicalize()?;
-        let forced_off = std::env::var(DISABLE_ENV)
-            .unwrap_or_default()
-            .split(',')
-            .any(|name| name.trim().eq_ignore_ascii_case("openat2"));
-        let openat2 = !forced_off && openat2_works(&fd);
+        let openat2 = openat2_usable(&fd);
         Ok(Root {
             fd,
             id,
@@ -110,6 +106,11 @@ impl Root {
 
     pub fn real(&self) -> &Path {
         &self.real
+    }
+
+    /// Whether `workspace` is the path this root was opened as.
+    pub fn is_named(&self, workspace: &Path) -> bool {
+        std::path::absolute(workspace).is_ok_and(|given| given == self.given)
     }
 
     #[cfg(test)]
@@ -237,6 +238,19 @@ impl Root {
             Err(io::Error::other("moved while being opened; try again"))
         }
     }
+}
+
+/// Whether lookups use `openat2`: asked once per process (the file tools
+/// open a root per call), unless `TACK_SANDBOX_DISABLE` names it.
+fn openat2_usable(root: &OwnedFd) -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| {
+        let forced_off = std::env::var(DISABLE_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .any(|name| name.trim().eq_ignore_ascii_case("openat2"));
+        !forced_off && openat2_works(root)
+    })
 }
 
 /// Whether the kernel has `openat2` for us. Kernels before 5.6 answer
