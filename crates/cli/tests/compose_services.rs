@@ -71,6 +71,8 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
          \"/exchange\", read_only = true }, { path = \"mounts/environment/kv/words\", at = \
          \"/srv/words\", read_only = true }]",
         "[environment.services.healthcheck]",
+        "[[environment.services]]\nname = \"seed\"\nimage = \"python:3.12-slim\"",
+        "wait = \"completed\"",
     ] {
         assert!(task_toml.contains(expected), "{expected}\n{task_toml}");
     }
@@ -86,9 +88,9 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
     assert_eq!(containers_under(dir.path()), Vec::<String>::new());
     assert_eq!(volumes_under(dir.path()), Vec::<String>::new());
 
-    // Killed once both containers run: the resumed run removes them, and
-    // the killed trial's volumes.
-    kill_once_containers_run(dir.path(), &suite, 2);
+    // Killed once the three containers are there (the seed job starts
+    // last): the resumed run removes them, and the killed trial's volumes.
+    kill_once_containers_run(dir.path(), &suite, 3);
     assert_eq!(volumes_under(dir.path()).len(), 2);
     let run_dir = resume_to_one_pass(dir.path());
     assert_eq!(volumes_under(dir.path()), Vec::<String>::new());
@@ -111,13 +113,32 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
 }
 
 #[test]
-fn a_service_that_ends_before_the_trial_is_an_infrastructure_error_with_its_log() {
+fn a_service_that_ends_before_the_trial_or_a_job_that_fails_is_an_infrastructure_error() {
     let Some(python) = python_image() else { return };
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite");
     write(
         &suite.join("suite.toml"),
         &oracle_suite_toml("services", &python),
+    );
+    // A job that fails: the trial waited for it to end well.
+    write(
+        &suite.join("tasks/job/task.toml"),
+        r#"instruction = "Use the seeded data."
+[environment]
+image = "python:3.12-slim"
+workdir = "/app"
+[[environment.services]]
+name = "seed"
+image = "python:3.12-slim"
+command = ["python3", "-c", "import sys; print('no data to seed'); sys.exit(4)"]
+wait = "completed"
+[[checks]]
+name = "tests"
+run = "true"
+[solution]
+script = "true"
+"#,
     );
     write(
         &suite.join("tasks/gone/task.toml"),
@@ -146,12 +167,26 @@ script = "true"
         &["run", suite.to_str().unwrap(), "--json", "--no-report"],
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
-    let trial = &trials(&json)[0];
-    assert_eq!(trial["outcome"], "infra_error", "{}", text(&output));
-    let error = trial["error"].as_str().unwrap();
+    let error_of = |task: &str| {
+        let trial = trials(&json)
+            .iter()
+            .find(|t| t["task"] == task)
+            .unwrap_or_else(|| panic!("no trial of {task}: {}", text(&output)))
+            .clone();
+        assert_eq!(trial["outcome"], "infra_error", "{}", text(&output));
+        trial["error"].as_str().unwrap().to_string()
+    };
+    let error = error_of("gone");
     assert!(
         error.contains("service `db` ended (exit 3) before it was healthy")
             && error.contains("no database here"),
+        "{error}"
+    );
+    let error = error_of("job");
+    assert!(
+        error.contains(
+            "service `seed` ended with exit 4; the trial waits for it to complete successfully"
+        ) && error.contains("no data to seed"),
         "{error}"
     );
     assert_eq!(containers_under(dir.path()), Vec::<String>::new());

@@ -108,9 +108,6 @@ impl TrialContainer {
             .engine
             .start_container(&spec)
             .map_err(|e| fail(format!("the trial's container could not start: {e}")))?;
-        if !image.services.is_empty() {
-            container.start_services(task, image, trial, &fail)?;
-        }
         Ok(container)
     }
 
@@ -140,15 +137,24 @@ impl TrialContainer {
     }
 
     /// Starts the task's services beside the trial's container, in the
-    /// task's order; one that cannot start fails the trial's setup (the
-    /// ones started are removed with the container).
-    fn start_services(
+    /// task's order, each once what the trial waits for of the one before
+    /// holds (compose's `depends_on` conditions: see
+    /// [`crate::health::wait_service`]); one that cannot start, or fails
+    /// its wait, fails the trial's setup (the ones started are removed with
+    /// the container).
+    pub(crate) async fn start_services(
         &mut self,
         task: &Task,
         image: &TaskImage,
         trial: &Path,
-        fail: &dyn Fn(String) -> SuiteError,
     ) -> Result<(), SuiteError> {
+        if image.services.is_empty() {
+            return Ok(());
+        }
+        let fail = |message: String| SuiteError::Environment {
+            task: task.id.clone(),
+            message,
+        };
         let hosts_file = trial.join("hosts");
         let mut hosts = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.0.1\tmain");
         for service in &image.services {
@@ -181,7 +187,8 @@ impl TrialContainer {
             self.engine
                 .start_service(&spec)
                 .map_err(|e| fail(format!("service `{}` could not start: {e}", service.name)))?;
-            self.services.push((service.name.clone(), name));
+            self.services.push((service.name.clone(), name.clone()));
+            crate::health::wait_service(task, self, declared, &name).await?;
         }
         Ok(())
     }

@@ -262,6 +262,45 @@ pub struct Service {
     /// What it mounts: the trial's volumes, files of the task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    /// What the trial waits for of it before the services after it start,
+    /// and the agent (compose's `depends_on` conditions): by default
+    /// `healthy` when it has a health check, else `started`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<ServiceWait>,
+}
+
+impl Service {
+    /// What the trial waits for of it.
+    pub fn waits_for(&self) -> ServiceWait {
+        self.wait.unwrap_or(match self.healthcheck {
+            Some(_) => ServiceWait::Healthy,
+            None => ServiceWait::Started,
+        })
+    }
+}
+
+/// What the trial waits for of a service before going on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceWait {
+    /// Nothing: it is started, and must still run when the agent starts.
+    Started,
+    /// Its health check passes; it must still run when the agent starts.
+    Healthy,
+    /// It ends with exit 0: a job run once (a migration, a seed), whose
+    /// end is no failure.
+    Completed,
+}
+
+impl ServiceWait {
+    /// Its name in task.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceWait::Started => "started",
+            ServiceWait::Healthy => "healthy",
+            ServiceWait::Completed => "completed",
+        }
+    }
 }
 
 /// A mount of a container in engine mode: a volume of the trial (`name`),

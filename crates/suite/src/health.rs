@@ -11,7 +11,7 @@ use tack_image::ContainerState;
 use tack_sandbox::{CommandSpec, Confinement};
 
 use crate::container::TrialContainer;
-use crate::{Healthcheck, SuiteError, Task};
+use crate::{Healthcheck, Service, ServiceWait, SuiteError, Task};
 
 /// How a failed try of a health check ended: its exit and what it printed.
 struct Failed {
@@ -53,49 +53,108 @@ pub(crate) async fn wait_healthy(
     .await
 }
 
-/// Waits for each of the trial's services to pass its health check (in
-/// the task's order), then finds every service still running: one that
-/// ended fails the trial's setup with its exit and its log's tail.
-pub(crate) async fn wait_services(
+/// Waits for what the trial waits for of `service` (its container `name`)
+/// before the next service starts: its health check to pass, or it to end
+/// with exit 0; one that ends too soon, or badly, fails the trial's setup
+/// with its exit and its log's tail.
+pub(crate) async fn wait_service(
     task: &Task,
     container: &TrialContainer,
+    service: &Service,
+    name: &str,
 ) -> Result<(), SuiteError> {
-    let program = container.engine.program();
-    for (service, name) in &container.services {
-        let declared = task
-            .environment
-            .services
-            .iter()
-            .find(|s| s.name == *service);
-        let Some(health) = declared.and_then(|s| s.healthcheck.as_ref()) else {
-            continue;
-        };
-        let what = format!("service `{service}`");
-        let attempt = || async {
-            let failed = exec_try(program, name, health).await?;
-            if failed.is_some()
-                && let ContainerState::Exited(code) = state(task, container, name).await?
-            {
+    let waited = match (service.waits_for(), &service.healthcheck) {
+        (ServiceWait::Completed, _) => wait_completed(task, container, service, name).await,
+        (ServiceWait::Healthy, Some(health)) => {
+            let program = container.engine.program();
+            let attempt = || async {
+                let failed = exec_try(program, name, health).await?;
+                if failed.is_some()
+                    && let ContainerState::Exited(code) = state(task, container, name).await?
+                {
+                    return Err(SuiteError::Environment {
+                        task: task.id.clone(),
+                        message: format!(
+                            "service `{}` ended (exit {code}) before it was healthy",
+                            service.name
+                        ),
+                    });
+                }
+                Ok(failed)
+            };
+            let what = format!("service `{}`", service.name);
+            until_healthy(task, &what, health, attempt).await
+        }
+        (ServiceWait::Healthy | ServiceWait::Started, _) => Ok(()),
+    };
+    match waited {
+        Err(SuiteError::Environment { task, message }) => {
+            let log = service_log(container, name).await;
+            Err(SuiteError::Environment {
+                task,
+                message: format!("{message}\nits log ends:\n{log}"),
+            })
+        }
+        other => other,
+    }
+}
+
+/// How often a job's container is looked at while the trial waits for it
+/// to end.
+const JOB_POLL: Duration = Duration::from_millis(200);
+/// How long a job may run before the trial stops waiting for it (compose
+/// waits forever; a seed or a migration takes seconds).
+const JOB_LIMIT: Duration = Duration::from_secs(600);
+
+/// Waits for `service`, a job, to end: with exit 0 the trial goes on; with
+/// another, or still running after [`JOB_LIMIT`], its setup fails.
+async fn wait_completed(
+    task: &Task,
+    container: &TrialContainer,
+    service: &Service,
+    name: &str,
+) -> Result<(), SuiteError> {
+    let started = Instant::now();
+    loop {
+        match state(task, container, name).await? {
+            ContainerState::Exited(0) => return Ok(()),
+            ContainerState::Exited(code) => {
                 return Err(SuiteError::Environment {
                     task: task.id.clone(),
                     message: format!(
-                        "service `{service}` ended (exit {code}) before it was healthy"
+                        "service `{}` ended with exit {code}; the trial waits for it to complete \
+                         successfully (exit 0)",
+                        service.name
                     ),
                 });
             }
-            Ok(failed)
-        };
-        let waited = until_healthy(task, &what, health, attempt).await;
-        if let Err(SuiteError::Environment { task, message }) = waited {
-            let log = service_log(container, name).await;
-            return Err(SuiteError::Environment {
-                task,
-                message: format!("{message}\nits log ends:\n{log}"),
-            });
+            ContainerState::Running if started.elapsed() >= JOB_LIMIT => {
+                return Err(SuiteError::Environment {
+                    task: task.id.clone(),
+                    message: format!(
+                        "service `{}` still runs after {}s; the trial waits for it to complete",
+                        service.name,
+                        JOB_LIMIT.as_secs()
+                    ),
+                });
+            }
+            ContainerState::Running => tokio::time::sleep(JOB_POLL).await,
         }
-        waited?;
     }
+}
+
+/// Finds every service the trial does not wait to end still running: one
+/// that ended fails the trial's setup with its exit and its log's tail.
+pub(crate) async fn services_running(
+    task: &Task,
+    container: &TrialContainer,
+) -> Result<(), SuiteError> {
     for (service, name) in &container.services {
+        let job = (task.environment.services.iter())
+            .any(|s| s.name == *service && s.waits_for() == ServiceWait::Completed);
+        if job {
+            continue;
+        }
         if let ContainerState::Exited(code) = state(task, container, name).await? {
             return Err(SuiteError::Environment {
                 task: task.id.clone(),

@@ -30,7 +30,7 @@ pub use copy::copy_tree;
 pub use error::SuiteError;
 pub use format::{
     Check, DEFAULT_PROTECTED, Environment, ExternalAgent, Healthcheck, Limits, Place,
-    ProviderSettings, Requirement, Service, Suite, Task, Variant, Volume,
+    ProviderSettings, Requirement, Service, ServiceWait, Suite, Task, Variant, Volume,
 };
 pub use hash::{TaskHashes, content_hash, json_hash, task_hashes};
 pub use images::{

@@ -57,13 +57,17 @@ impl TrialWorkspace {
             std::fs::create_dir(&tmp).map_err(|e| SuiteError::io(&tmp, e))?;
         }
         let container = match task.ready_image().filter(|_| task.in_engine()) {
-            Some(image) => Some(crate::container::TrialContainer::start(
-                task,
-                image,
-                dir.path(),
-                &path,
-                sandbox,
-            )?),
+            Some(image) => {
+                let mut container = crate::container::TrialContainer::start(
+                    task,
+                    image,
+                    dir.path(),
+                    &path,
+                    sandbox,
+                )?;
+                container.start_services(task, image, dir.path()).await?;
+                Some(container)
+            }
             None => None,
         };
         let env = task.env_pairs();
@@ -86,7 +90,7 @@ impl TrialWorkspace {
             }
         }
         if let Some(container) = &container {
-            crate::health::wait_services(task, container).await?;
+            crate::health::services_running(task, container).await?;
         }
         if let Some(health) = &task.environment.healthcheck {
             crate::health::wait_healthy(task, health, &path, &env, &confinement).await?;

@@ -110,6 +110,8 @@ fn errors_name_file_field_and_fix() {
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"d\", at = \"data\" }]"), &["environment.services[0].volumes[0].at", "give an absolute path"]),
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"d\", at = \"/d\" }, { name = \"e\", at = \"/d/\" }]"), &["environment.services[0].volumes[1].at", "`/d/` is mounted twice"]),
         (SUITE.to_string(), TASK.replace("instruction = \"fix it\"", "instruction = \"fix it\"\n[environment]\nvolumes = [{ name = \"d\", at = \"/d\" }]"), &["environment.volumes", "the task names no image"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nwait = \"healthy\""), &["environment.services[0].wait", "has no health check"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nwait = \"done\""), &["task.toml", "unknown variant `done`"]),
     ];
     for (suite, task, words) in cases {
         let message = load_error(&suite, &task);

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_norway::Value;
 
+use tack_suite::ServiceWait;
+
 use super::config::Healthcheck;
 use super::volumes::{ComposeVolume, external_volumes, volumes_of};
 use super::{HarborError, read_text, shell};
@@ -46,6 +48,9 @@ pub struct ComposeService {
     pub entrypoint: Option<Vec<String>>,
     pub user: Option<String>,
     pub volumes: Vec<ComposeVolume>,
+    /// What the other services' `depends_on` conditions wait for of it,
+    /// when they ask for more than its start.
+    pub wait: Option<ServiceWait>,
     pub healthcheck: Option<Healthcheck>,
     /// What of it tack does not reproduce, said for the task's notes.
     pub unreproduced: Vec<String>,
@@ -110,6 +115,7 @@ pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> 
         depends.insert(name.clone(), depends_on(body));
         others.push(service);
     }
+    set_waits(&mut others, &named);
     let main_volumes = main.map_or_else(Default::default, |i| {
         volumes_of(named[i].1, env_dir, task_dir, &external)
     });
@@ -269,6 +275,7 @@ fn service(
         entrypoint,
         user,
         volumes: Vec::new(),
+        wait: None,
         healthcheck,
         unreproduced,
     })
@@ -423,18 +430,67 @@ fn shell_quote(word: &str) -> String {
 
 /// The services `depends_on` names (a list, or a mapping of conditions).
 fn depends_on(body: &Value) -> Vec<String> {
+    conditions(body).into_iter().map(|(name, _)| name).collect()
+}
+
+/// The services `depends_on` names, each with its `condition` (none in
+/// the list form: `service_started`).
+fn conditions(body: &Value) -> Vec<(String, Option<String>)> {
     match body.get("depends_on") {
         Some(Value::Sequence(items)) => items
             .iter()
             .filter_map(Value::as_str)
-            .map(str::to_string)
+            .map(|name| (name.to_string(), None))
             .collect(),
         Some(Value::Mapping(map)) => map
-            .keys()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
+            .iter()
+            .filter_map(|(name, body)| {
+                let condition = body.get("condition").and_then(Value::as_str);
+                Some((name.as_str()?.to_string(), condition.map(str::to_string)))
+            })
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// What the trial waits for of each service, from the conditions every
+/// service (the agent's included) puts on it: a job another waits to
+/// complete, or a service another waits to be healthy; a condition tack
+/// cannot keep is noted on the service.
+fn set_waits(services: &mut [ComposeService], named: &[(String, &Value)]) {
+    let mut asked: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (_, body) in named {
+        for (target, condition) in conditions(body) {
+            if let (Some(service), Some(condition)) =
+                (services.iter().find(|s| s.name == target), condition)
+            {
+                asked
+                    .entry(service.name.as_str())
+                    .or_default()
+                    .push(condition);
+            }
+        }
+    }
+    let asked: BTreeMap<String, Vec<String>> = asked
+        .into_iter()
+        .map(|(name, conditions)| (name.to_string(), conditions))
+        .collect();
+    for service in services.iter_mut() {
+        let Some(conditions) = asked.get(&service.name) else {
+            continue;
+        };
+        let has = |condition: &str| conditions.iter().any(|c| c == condition);
+        if has("service_completed_successfully") {
+            service.wait = Some(ServiceWait::Completed);
+        } else if has("service_healthy") {
+            if service.healthcheck.is_some() {
+                service.wait = Some(ServiceWait::Healthy);
+            } else {
+                service.unreproduced.push(
+                    "`depends_on` waits for it to be healthy, and it has no `healthcheck`".into(),
+                );
+            }
+        }
     }
 }
 

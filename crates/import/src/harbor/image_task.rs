@@ -308,6 +308,9 @@ fn service_table(out: &mut String, service: &ComposeService, build: Option<&(Pat
     if let Some(user) = &service.user {
         let _ = writeln!(out, "user = {}", quote(user));
     }
+    if let Some(wait) = service.wait {
+        let _ = writeln!(out, "wait = \"{}\"", wait.as_str());
+    }
     volumes_line(out, &service.volumes);
     write_table(out, "env", &service.env);
     if let Some(health) = &service.healthcheck {

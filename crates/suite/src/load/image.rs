@@ -295,6 +295,14 @@ fn check_services(file: &Path, task: &Task) -> Result<(), SuiteError> {
             ));
         }
         check_volumes(file, task, &format!("{at}.volumes"), &service.volumes)?;
+        if service.wait == Some(crate::ServiceWait::Healthy) && service.healthcheck.is_none() {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.wait"),
+                "is `healthy`, and the service has no health check: add \
+                 [environment.services.healthcheck], or wait for `started`",
+            ));
+        }
     }
     Ok(())
 }
