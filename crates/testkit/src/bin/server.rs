@@ -23,6 +23,12 @@ const USAGE: &str = "usage: tack-testkit-server --provider openai|anthropic \
                    tool's first required parameter; --latency-ms delays every answer;
                    --context-window refuses longer requests as the provider would";
 
+/// As tack's own (see its Cargo.toml): the server answers a thousand
+/// conversations at once in the concurrency benchmark, beside tack on the
+/// same cores.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 enum Answers {
     Script(Vec<ScriptedResponse>),
     Loop(ToolLoop),
