@@ -27,6 +27,7 @@
 mod anthropic_wire;
 mod io;
 mod openai_wire;
+mod request_view;
 mod responses_wire;
 mod script;
 mod server;

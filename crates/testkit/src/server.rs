@@ -27,6 +27,7 @@ use tokio::net::TcpListener;
 
 use crate::ServerOptions;
 use crate::io::Resettable;
+use crate::request_view::RequestView;
 use crate::script::{Reply, ScriptedResponse};
 use crate::tool_loop::{LoopError, ToolLoop};
 use crate::{anthropic_wire, openai_wire, responses_wire};
@@ -298,10 +299,13 @@ async fn handle(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let dialect = shared.dialect;
+    // What a tool loop reads of the body, borrowed from it; the whole JSON
+    // tree only when the request is recorded.
+    let view = RequestView::parse(&bytes);
     if !shared.keep_alive() {
-        let recorded = record(shared, &parts, json.clone());
+        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let recorded = record(shared, &parts, json);
         if let Some(path) = &shared.record_to {
             append_line(path, &recorded);
         }
@@ -318,7 +322,7 @@ async fn handle(
     };
     let next = match &shared.answers {
         Answers::Script(script) => lock(script).pop_front(),
-        Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &json, bytes.len()) {
+        Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &bytes) {
             Ok((reply, _)) => {
                 ScriptedResponse::delayed(tool_loop.latency_ms, ScriptedResponse::Reply(reply))
             }
@@ -333,12 +337,8 @@ async fn handle(
         dialect,
         api,
         pace: Duration::ZERO,
-        stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        model: json
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown")
-            .to_string(),
+        stream: view.stream.unwrap_or(false),
+        model: view.model.as_deref().unwrap_or("unknown").to_string(),
         id: format!("tack-test-{number}"),
     };
     respond(&context, next, reset).await

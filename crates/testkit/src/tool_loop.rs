@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::request_view::{Content, RequestView};
 use crate::script::{Reply, ScriptedCall, ScriptedUsage};
 use crate::server::Dialect;
 
@@ -67,27 +68,24 @@ pub(crate) enum LoopError {
 
 impl ToolLoop {
     /// The answer to one request body, and its step (0 for the final one).
-    pub(crate) fn answer(
-        &self,
-        dialect: Dialect,
-        request: &Value,
-        body_len: usize,
-    ) -> Result<(Reply, u32), LoopError> {
+    pub(crate) fn answer(&self, dialect: Dialect, body: &[u8]) -> Result<(Reply, u32), LoopError> {
         if let Some(window) = self.context_window {
-            let tokens = request_tokens(request);
+            let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let tokens = request_tokens(&request);
             if tokens > window {
                 return Err(LoopError::TooLong { tokens, window });
             }
         }
-        let done = progress(dialect, request);
+        let request = RequestView::parse(body);
+        let done = progress(dialect, &request);
         // Rough token figures, so harnesses record non-zero usage: four
         // bytes of request per input token.
         let usage = |output: &str| ScriptedUsage {
-            input: (body_len / 4) as u64,
+            input: (body.len() / 4) as u64,
             output: (output.len() / 4 + 1) as u64,
             ..ScriptedUsage::default()
         };
-        if done > 0 && asks_for_text(dialect, request) {
+        if done > 0 && asks_for_text(dialect, &request) {
             let text = format!("Summary: {done} of {} steps done; carry on.", self.steps);
             let reply = Reply {
                 usage: usage(&text),
@@ -97,7 +95,7 @@ impl ToolLoop {
             return Ok((reply, 0));
         }
         if self.read_saved_results
-            && let Some(path) = saved_result(dialect, request)
+            && let Some(path) = saved_result(dialect, &request)
         {
             let arguments = serde_json::json!({ "path": path }).to_string();
             let reply = Reply {
@@ -120,7 +118,7 @@ impl ToolLoop {
             return Ok((reply, 0));
         }
         let step = done as u32 + 1;
-        let parameter = first_parameter(dialect, request, &self.tool)?;
+        let parameter = first_parameter(dialect, &request, &self.tool)?;
         let value = self.argument.replace("{step}", &step.to_string());
         let arguments = serde_json::json!({ parameter: value }).to_string();
         let reply = Reply {
@@ -136,20 +134,11 @@ impl ToolLoop {
     }
 }
 
-/// The request's messages (none when it has no list).
-fn messages(request: &Value) -> &[Value] {
-    request
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
 /// Steps done: the step of the last tool result's call (`call_<step>`,
 /// or `read_<step>` for the read of a saved result, as this loop names its
 /// calls), which a harness that dropped or summarised older results still
 /// sends; else the results counted.
-fn progress(dialect: Dialect, request: &Value) -> usize {
+fn progress(dialect: Dialect, request: &RequestView) -> usize {
     last_tool_result(dialect, request)
         .and_then(|(id, _)| {
             id.strip_prefix("call_")
@@ -161,36 +150,22 @@ fn progress(dialect: Dialect, request: &Value) -> usize {
 }
 
 /// The call id and text of the conversation's last tool result.
-fn last_tool_result(dialect: Dialect, request: &Value) -> Option<(String, String)> {
-    let text = |content: Option<&Value>| match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter_map(|b| b.get("text")?.as_str())
-            .collect(),
-        _ => String::new(),
-    };
-    messages(request).iter().rev().find_map(|m| match dialect {
-        Dialect::OpenAi => {
-            let id = m.get("tool_call_id")?.as_str()?;
-            Some((id.to_string(), text(m.get("content"))))
-        }
+fn last_tool_result<'r>(dialect: Dialect, request: &'r RequestView) -> Option<(&'r str, String)> {
+    request.messages.iter().rev().find_map(|m| match dialect {
+        Dialect::OpenAi => Some((m.tool_call_id.as_deref()?, m.content.text())),
         Dialect::Anthropic => {
-            let block = m
-                .get("content")?
-                .as_array()?
-                .iter()
-                .rev()
-                .find(|b| b.get("tool_use_id").is_some())?;
-            let id = block.get("tool_use_id")?.as_str()?;
-            Some((id.to_string(), text(block.get("content"))))
+            let Content::Blocks(blocks) = &m.content else {
+                return None;
+            };
+            let block = blocks.iter().rev().find(|b| b.tool_use_id.is_some())?;
+            Some((block.tool_use_id.as_deref()?, block.content.text()))
         }
     })
 }
 
 /// The file the last tool result was saved to, if it says so and was not
 /// itself the read of a saved result.
-fn saved_result(dialect: Dialect, request: &Value) -> Option<String> {
+fn saved_result(dialect: Dialect, request: &RequestView) -> Option<String> {
     let (id, text) = last_tool_result(dialect, request)?;
     if !id.starts_with("call_") {
         return None;
@@ -204,18 +179,18 @@ fn saved_result(dialect: Dialect, request: &Value) -> Option<String> {
 /// not a tool result; Anthropic puts text after the tool results of the
 /// same turn): after the first step, that is a harness asking for a
 /// summary of the history.
-fn asks_for_text(dialect: Dialect, request: &Value) -> bool {
-    let Some(last) = messages(request).last() else {
+fn asks_for_text(dialect: Dialect, request: &RequestView) -> bool {
+    let Some(last) = request.messages.last() else {
         return false;
     };
-    if last.get("role").and_then(Value::as_str) != Some("user") {
+    if last.role.as_deref() != Some("user") {
         return false;
     }
-    match (dialect, last.get("content")) {
-        (_, Some(Value::String(_))) => true,
-        (Dialect::Anthropic, Some(Value::Array(blocks))) => blocks
+    match (dialect, &last.content) {
+        (_, Content::Text(_)) => true,
+        (Dialect::Anthropic, Content::Blocks(blocks)) => blocks
             .last()
-            .is_some_and(|b| b.get("type").and_then(Value::as_str) == Some("text")),
+            .is_some_and(|b| b.kind.as_deref() == Some("text")),
         _ => false,
     }
 }
@@ -232,7 +207,8 @@ fn request_tokens(request: &Value) -> u64 {
         }
     }
     let bpe = tiktoken_rs::o200k_base_singleton();
-    let overhead = 4 * messages(request).len() as u64 + 3;
+    let messages = request.get("messages").and_then(Value::as_array);
+    let overhead = 4 * messages.map_or(0, Vec::len) as u64 + 3;
     ["messages", "system", "tools"]
         .iter()
         .filter_map(|key| request.get(*key))
@@ -243,68 +219,48 @@ fn request_tokens(request: &Value) -> u64 {
 
 /// Tool results in the conversation so far: `tool` messages (OpenAI), or
 /// `tool_result` blocks of user messages (Anthropic).
-fn tool_results(dialect: Dialect, request: &Value) -> usize {
-    let messages = messages(request);
+fn tool_results(dialect: Dialect, request: &RequestView) -> usize {
+    let messages = &request.messages;
     match dialect {
         Dialect::OpenAi => messages
             .iter()
-            .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+            .filter(|m| m.role.as_deref() == Some("tool"))
             .count(),
         Dialect::Anthropic => messages
             .iter()
-            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .filter_map(|m| match &m.content {
+                Content::Blocks(blocks) => Some(blocks),
+                _ => None,
+            })
             .flatten()
-            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .filter(|block| block.kind.as_deref() == Some("tool_result"))
             .count(),
     }
 }
 
-/// Picks one field out of a tool definition.
-type Field = fn(&Value) -> Option<&Value>;
-
 /// The first required parameter of the tool named `tool` among the
-/// request's tools (else its first property).
-fn first_parameter(dialect: Dialect, request: &Value, tool: &str) -> Result<String, LoopError> {
-    let tools = request
-        .get("tools")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let (name_of, schema_of): (Field, Field) = match dialect {
-        Dialect::OpenAi => (
-            |t| t.pointer("/function/name"),
-            |t| t.pointer("/function/parameters"),
-        ),
-        Dialect::Anthropic => (|t| t.get("name"), |t| t.get("input_schema")),
-    };
-    let offered: Vec<&str> = tools
-        .iter()
-        .filter_map(|t| name_of(t).and_then(Value::as_str))
+/// request's tools (else its first property by name).
+fn first_parameter(
+    dialect: Dialect,
+    request: &RequestView,
+    tool: &str,
+) -> Result<String, LoopError> {
+    let openai = dialect == Dialect::OpenAi;
+    let offered: Vec<&str> = (request.tools.iter())
+        .filter_map(|t| t.named(openai).0)
         .collect();
-    let schema = tools
-        .iter()
-        .find(|t| name_of(t).and_then(Value::as_str) == Some(tool))
-        .and_then(schema_of)
+    let schema = (request.tools.iter())
+        .map(|t| t.named(openai))
+        .find(|(name, _)| *name == Some(tool))
+        .and_then(|(_, schema)| schema)
         .ok_or_else(|| {
             LoopError::Unfit(format!(
                 "tack-testkit: the tool loop calls `{tool}`, but the request offers {offered:?}"
             ))
         })?;
-    let required = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .and_then(|r| r.first())
-        .and_then(Value::as_str);
-    let first_property = || {
-        schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .and_then(|p| p.keys().next())
-            .map(String::as_str)
-    };
-    required
-        .or_else(first_property)
-        .map(str::to_string)
+    (schema.required.first())
+        .or(schema.properties.0.as_ref())
+        .map(|name| name.to_string())
         .ok_or_else(|| LoopError::Unfit(format!("tack-testkit: tool `{tool}` has no parameters")))
 }
 
@@ -313,6 +269,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// `answer` to `request` as its body.
+    fn answer(
+        tool_loop: &ToolLoop,
+        dialect: Dialect,
+        request: &Value,
+    ) -> Result<(Reply, u32), LoopError> {
+        tool_loop.answer(dialect, &serde_json::to_vec(request).unwrap())
+    }
 
     fn openai(tool_messages: usize) -> Value {
         let mut messages = vec![json!({"role": "user", "content": "go"})];
@@ -336,14 +301,16 @@ mod tests {
             steps: 2,
             ..ToolLoop::default()
         };
-        let (first, step) = tool_loop.answer(Dialect::OpenAi, &openai(0), 400).unwrap();
+        let (first, step) = answer(&tool_loop, Dialect::OpenAi, &openai(0)).unwrap();
         assert_eq!(step, 1);
         assert_eq!(first.tool_calls[0].name, "bash");
         assert_eq!(first.tool_calls[0].arguments, r#"{"cmd":"echo step 1"}"#);
-        assert_eq!(first.usage.input, 100);
-        let (second, step) = tool_loop.answer(Dialect::OpenAi, &openai(1), 400).unwrap();
+        // Four bytes of the body per input token.
+        let body = serde_json::to_vec(&openai(0)).unwrap();
+        assert_eq!(first.usage.input, (body.len() / 4) as u64);
+        let (second, step) = answer(&tool_loop, Dialect::OpenAi, &openai(1)).unwrap();
         assert_eq!((step, second.tool_calls[0].id.as_str()), (2, "call_2"));
-        let (last, step) = tool_loop.answer(Dialect::OpenAi, &openai(2), 400).unwrap();
+        let (last, step) = answer(&tool_loop, Dialect::OpenAi, &openai(2)).unwrap();
         assert_eq!((step, last.text.as_str()), (0, "done"));
         assert!(last.tool_calls.is_empty());
     }
@@ -355,13 +322,13 @@ mod tests {
             argument: "notes.txt".to_string(),
             ..ToolLoop::default()
         };
-        let (reply, _) = tool_loop.answer(Dialect::OpenAi, &openai(0), 0).unwrap();
+        let (reply, _) = answer(&tool_loop, Dialect::OpenAi, &openai(0)).unwrap();
         assert_eq!(reply.tool_calls[0].arguments, r#"{"path":"notes.txt"}"#);
         let missing = ToolLoop {
             tool: "grep".to_string(),
             ..ToolLoop::default()
         };
-        let error = missing.answer(Dialect::OpenAi, &openai(0), 0).unwrap_err();
+        let error = answer(&missing, Dialect::OpenAi, &openai(0)).unwrap_err();
         let LoopError::Unfit(message) = &error else {
             panic!("{error:?}")
         };
@@ -380,7 +347,7 @@ mod tests {
         };
         let mut long = openai(0);
         long["messages"][0]["content"] = json!("word ".repeat(300));
-        let refused = tool_loop.answer(Dialect::OpenAi, &long, 0).unwrap_err();
+        let refused = answer(&tool_loop, Dialect::OpenAi, &long).unwrap_err();
         let LoopError::TooLong { tokens, window } = refused else {
             panic!("{refused:?}")
         };
@@ -396,7 +363,7 @@ mod tests {
             ],
             "tools": openai(0)["tools"],
         });
-        let (next, step) = tool_loop.answer(Dialect::OpenAi, &compacted, 0).unwrap();
+        let (next, step) = answer(&tool_loop, Dialect::OpenAi, &compacted).unwrap();
         assert_eq!((step, next.tool_calls[0].id.as_str()), (4, "call_4"));
         // Asked for a summary after the tool results: text, no call.
         let mut asking = compacted.clone();
@@ -404,7 +371,7 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"role": "user", "content": "summarise"}));
-        let (summary, step) = tool_loop.answer(Dialect::OpenAi, &asking, 0).unwrap();
+        let (summary, step) = answer(&tool_loop, Dialect::OpenAi, &asking).unwrap();
         assert_eq!(step, 0);
         assert!(summary.tool_calls.is_empty());
         assert!(
@@ -424,9 +391,7 @@ mod tests {
             ],
             "tools": [{"name": "bash", "input_schema": {"required": ["command"]}}],
         });
-        let (reply, step) = ToolLoop::default()
-            .answer(Dialect::Anthropic, &request, 0)
-            .unwrap();
+        let (reply, step) = answer(&ToolLoop::default(), Dialect::Anthropic, &request).unwrap();
         assert_eq!(step, 2);
         assert_eq!(
             reply.tool_calls[0].arguments,
