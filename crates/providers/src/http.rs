@@ -239,18 +239,10 @@ impl Endpoint {
     /// the answer and how long the limiter made it wait.
     pub(crate) async fn exchange<W: Wire>(
         &self,
-        body: &impl serde::Serialize,
+        body: Vec<u8>,
         stream: bool,
         requested: &str,
     ) -> (Result<ModelResponse, ModelError>, Option<RateWait>) {
-        let body = match serde_json::to_vec(body) {
-            Ok(body) => body,
-            Err(e) => {
-                let error =
-                    ModelError::InvalidResponse(format!("could not encode the request: {e}"));
-                return (Err(error), None);
-            }
-        };
         let size = body.len();
         let call = async {
             let response = self.post(body, stream).await?;

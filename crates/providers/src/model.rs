@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName};
 use serde::Serialize;
 use tack_model::{CallAnnotation, Model, ModelError, ModelRequest, ModelResponse};
+use tack_protocol::{Message, ToolSpec};
 
 use crate::anthropic::Messages;
 use crate::config::{ApiKey, ProviderConfig, ProviderError};
@@ -49,6 +50,84 @@ pub trait Format: std::fmt::Debug + Clone + Send + Sync + 'static {
         stream: bool,
         request: &'a ModelRequest<'_>,
     ) -> impl Serialize + Send + Sync;
+    /// The request body's bytes: by default [`body`](Self::body) written
+    /// whole. A format may reuse from `cache` what it wrote of the same
+    /// conversation for the trial's earlier calls, each of which sends it
+    /// all again.
+    fn write_body(
+        &self,
+        model: &str,
+        stream: bool,
+        request: &ModelRequest<'_>,
+        cache: &mut BodyCache,
+    ) -> serde_json::Result<Vec<u8>> {
+        let _ = cache;
+        serde_json::to_vec(&self.body(model, stream, request))
+    }
+}
+
+/// What a format wrote of one conversation's messages and tools, kept
+/// beside the message or tool list it was written from: the next call
+/// reuses each part whose source is equal, and writes the rest.
+#[derive(Debug, Default)]
+pub struct BodyCache {
+    messages: Vec<(Message, Vec<u8>)>,
+    tools: Option<(Vec<ToolSpec>, Vec<u8>)>,
+    /// The last body's length: the next, as long and a little more, is
+    /// written into one allocation instead of growing through several.
+    last_len: usize,
+}
+
+impl BodyCache {
+    /// Message `index`'s JSON: the one written before if the message is
+    /// the same, else `write`'s (kept for the next call).
+    pub(crate) fn message(
+        &mut self,
+        index: usize,
+        message: &Message,
+        write: impl FnOnce(&Message) -> serde_json::Result<Vec<u8>>,
+    ) -> serde_json::Result<&[u8]> {
+        let fresh = match self.messages.get(index) {
+            Some((kept, _)) if kept == message => None,
+            _ => Some(write(message)?),
+        };
+        if let Some(json) = fresh {
+            // A different history from here on (a compaction): what was
+            // kept after this message is of no use.
+            self.messages.truncate(index);
+            self.messages.push((message.clone(), json));
+        }
+        Ok(&self.messages[index].1)
+    }
+
+    /// A buffer for the next body.
+    pub(crate) fn buffer(&self) -> Vec<u8> {
+        Vec::with_capacity(self.last_len + 1024)
+    }
+
+    /// Notes the body just written.
+    pub(crate) fn wrote(&mut self, body: &[u8]) {
+        self.last_len = body.len();
+    }
+
+    /// How many messages it keeps.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// The tools' JSON, reused while the list is the same.
+    pub(crate) fn tools(
+        &mut self,
+        tools: &[ToolSpec],
+        write: impl FnOnce(&[ToolSpec]) -> serde_json::Result<Vec<u8>>,
+    ) -> serde_json::Result<&[u8]> {
+        let same = matches!(&self.tools, Some((kept, _)) if kept.as_slice() == tools);
+        if !same {
+            self.tools = Some((tools.to_vec(), write(tools)?));
+        }
+        Ok(self.tools.as_ref().map_or(&[][..], |(_, json)| json))
+    }
 }
 
 /// A provider model speaking the wire format `F`. Its `Debug` shows no key:
@@ -61,6 +140,8 @@ pub struct ProviderModel<F> {
     /// The last call's wait for the rate limiter, until the harness takes it.
     last_wait: Option<RateWait>,
     format: F,
+    /// What the format wrote of this conversation so far.
+    cache: BodyCache,
 }
 
 impl<F: Format> ProviderModel<F> {
@@ -73,6 +154,7 @@ impl<F: Format> ProviderModel<F> {
             stream: config.stream,
             last_wait: None,
             format: F::from_config(config),
+            cache: BodyCache::default(),
         })
     }
 }
@@ -94,17 +176,22 @@ impl<F: Format> Model for ProviderModel<F> {
             stream: self.stream,
             last_wait: None,
             format: self.format.clone(),
+            cache: BodyCache::default(),
         }))
     }
 
     async fn complete(&mut self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        // The body borrows the model; it is gone before the wait is stored.
-        let (result, wait) = {
-            let body = self.format.body(&self.model, self.stream, &request);
-            self.endpoint
-                .exchange::<F::Reader>(&body, self.stream, &self.model)
-                .await
-        };
+        self.last_wait = None;
+        let body = self
+            .format
+            .write_body(&self.model, self.stream, &request, &mut self.cache)
+            .map_err(|e| {
+                ModelError::InvalidResponse(format!("could not encode the request: {e}"))
+            })?;
+        let (result, wait) = self
+            .endpoint
+            .exchange::<F::Reader>(body, self.stream, &self.model)
+            .await;
         self.last_wait = wait;
         result
     }

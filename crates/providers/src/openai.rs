@@ -8,7 +8,7 @@ use tack_model::ModelRequest;
 use tack_protocol::{Message, Role, ToolCall, ToolSpec};
 
 use crate::config::{ApiKey, Provider, ProviderConfig};
-use crate::model::Format;
+use crate::model::{BodyCache, Format};
 use crate::wire::{ChatCompletionsReader, WireFormat};
 
 /// The Chat Completions settings of one model.
@@ -51,6 +51,59 @@ impl Format for ChatCompletions {
             messages: request.messages.iter().map(message).collect(),
             // An empty `tools` array is an error on OpenAI's API.
             tools: request.tools.iter().map(tool).collect(),
+            options: self.options(stream),
+        }
+    }
+
+    /// [`body`](Format::body)'s bytes, each message and the tool list
+    /// written once per conversation: a trial's calls send the same
+    /// history, longer each time, and escaping its text again was the
+    /// largest part of tack's CPU per call with a thousand trials at once.
+    fn write_body(
+        &self,
+        model: &str,
+        stream: bool,
+        request: &ModelRequest<'_>,
+        cache: &mut BodyCache,
+    ) -> serde_json::Result<Vec<u8>> {
+        let mut out = cache.buffer();
+        out.extend_from_slice(b"{\"model\":");
+        serde_json::to_writer(&mut out, model)?;
+        out.extend_from_slice(b",\"messages\":[");
+        for (index, entry) in request.messages.iter().enumerate() {
+            if index > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(
+                cache.message(index, entry, |m| serde_json::to_vec(&message(m)))?,
+            );
+        }
+        out.push(b']');
+        if !request.tools.is_empty() {
+            out.extend_from_slice(b",\"tools\":");
+            out.extend_from_slice(cache.tools(request.tools, |tools| {
+                serde_json::to_vec(&tools.iter().map(tool).collect::<Vec<_>>())
+            })?);
+        }
+        // The options as the whole body writes them, after the lists.
+        let options = serde_json::to_vec(&self.options(stream))?;
+        if let Some(fields) = options
+            .strip_prefix(b"{")
+            .and_then(|o| o.strip_suffix(b"}"))
+            && !fields.is_empty()
+        {
+            out.push(b',');
+            out.extend_from_slice(fields);
+        }
+        out.push(b'}');
+        cache.wrote(&out);
+        Ok(out)
+    }
+}
+
+impl ChatCompletions {
+    fn options(&self, stream: bool) -> Options {
+        Options {
             stream,
             // Without this the stream carries no usage at all.
             stream_options: stream.then_some(StreamOptions {
@@ -68,6 +121,13 @@ struct Body<'a> {
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    #[serde(flatten)]
+    options: Options,
+}
+
+/// The body's fields after the conversation.
+#[derive(Serialize)]
+struct Options {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +228,7 @@ fn tool(spec: &ToolSpec) -> WireTool<'_> {
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+    use tack_model::ModelRequest;
 
     #[test]
     fn the_conversation_is_written_in_chat_completions_form() {
@@ -199,5 +260,69 @@ mod tests {
             values[3],
             json!({"role": "tool", "tool_call_id": "call_1", "content": "a.py"})
         );
+    }
+
+    /// The body written part by part, through the cache, is the body
+    /// serialized whole: on a first call, a next one that adds messages
+    /// (the cache reused), after a compaction (another history), with other
+    /// tools, streaming or not, with either token limit.
+    #[test]
+    fn the_body_written_through_the_cache_is_the_whole_body() {
+        let tools = vec![ToolSpec {
+            name: "bash".into(),
+            description: "Runs a \"command\".\nReturns its output.".into(),
+            parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+        }];
+        let mut history = vec![
+            Message::system("be brief"),
+            Message::user("fix \"it\"\n\tnow"),
+        ];
+        let mut cache = BodyCache::default();
+        let check = |format: &ChatCompletions,
+                     stream: bool,
+                     messages: &[Message],
+                     tools: &[ToolSpec],
+                     cache: &mut BodyCache| {
+            let request = ModelRequest { messages, tools };
+            let whole = serde_json::to_vec(&format.body("gpt-x", stream, &request)).unwrap();
+            let parts = format.write_body("gpt-x", stream, &request, cache).unwrap();
+            assert_eq!(
+                String::from_utf8(parts).unwrap(),
+                String::from_utf8(whole).unwrap()
+            );
+        };
+        let plain = ChatCompletions {
+            max_tokens: None,
+            official: false,
+        };
+        check(&plain, false, &history, &tools, &mut cache);
+        history.push(Message::assistant(
+            "",
+            vec![ToolCall {
+                id: "call_1".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            }],
+        ));
+        history.push(Message::tool_result("call_1", "a.py\nb.py"));
+        check(&plain, false, &history, &tools, &mut cache);
+        assert_eq!(cache.kept(), 4);
+        let compacted = [
+            history[0].clone(),
+            Message::user("summary"),
+            history[3].clone(),
+        ];
+        check(&plain, true, &compacted, &tools, &mut cache);
+        assert_eq!(cache.kept(), 3);
+        let limited = ChatCompletions {
+            max_tokens: Some(64),
+            official: true,
+        };
+        check(&limited, true, &history, &[], &mut cache);
+        let unofficial = ChatCompletions {
+            max_tokens: Some(64),
+            official: false,
+        };
+        check(&unofficial, false, &history, &tools, &mut cache);
     }
 }
