@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use tack_protocol::{
-    Event, EventSink, RunTotals, SinkError, StopReason, TrialFinished, TrialOutcome, TrialStarted,
+    Event, EventSink, RunTotals, SinkError, SpanStatus, StopReason, TrialFinished, TrialOutcome,
+    TrialStarted,
 };
 
 use crate::compact::{compact, finish_pending};
@@ -165,6 +166,7 @@ impl RunWriter {
             journal,
             started: started.clone(),
             events: Vec::new(),
+            pending: Vec::new(),
         };
         recorder
             .record(Event::TrialStarted(started))
@@ -180,8 +182,9 @@ pub(crate) struct JournalLine {
     pub event: Event,
 }
 
-/// Records one trial: every event is appended to the journal and flushed as it
-/// arrives; `finish` hands the trial's rows to the run's open part.
+/// Records one trial: every event is appended to the journal as it arrives
+/// (a call's span with the message that follows it at once, in one
+/// write); `finish` hands the trial's rows to the run's open part.
 #[derive(Debug)]
 pub struct TrialRecorder {
     run_dir: PathBuf,
@@ -190,24 +193,52 @@ pub struct TrialRecorder {
     journal: File,
     started: TrialStarted,
     events: Vec<(u64, Event)>,
+    /// Journal lines not written yet: a model or tool call's span waits
+    /// here for the message recorded right after it (the answer, the
+    /// result), so that the pair costs one write. A write is most of what
+    /// an event costs the machine with a thousand trials at once.
+    pending: Vec<u8>,
 }
 
 impl EventSink for TrialRecorder {
     fn record(&mut self, event: Event) -> Result<(), SinkError> {
         let seq = self.events.len() as u64;
         let line = JournalLine { seq, event };
-        let mut text = serde_json::to_string(&line)?;
-        text.push('\n');
-        self.journal.write_all(text.as_bytes())?;
-        self.journal.flush()?;
+        serde_json::to_writer(&mut self.pending, &line)?;
+        self.pending.push(b'\n');
+        // A failed call is not followed by its message: a retry may wait.
+        let followed = matches!(
+            &line.event,
+            Event::ModelCall(call) if call.status == SpanStatus::Ok
+        ) || matches!(&line.event, Event::ToolCall(_));
         self.events.push((seq, line.event));
+        if !followed {
+            self.write_pending()?;
+        }
         Ok(())
+    }
+}
+
+impl Drop for TrialRecorder {
+    /// A span still held goes to the journal (best effort: a recorder is
+    /// dropped unfinished only when its trial was cut off).
+    fn drop(&mut self) {
+        let _ = self.write_pending();
     }
 }
 
 impl TrialRecorder {
     pub fn trial_id(&self) -> &str {
         &self.started.trial_id
+    }
+
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.journal.write_all(&self.pending)?;
+        self.pending.clear();
+        Ok(())
     }
 
     /// Adds the trial's rows to the run's open part. The journal stays until
@@ -217,7 +248,7 @@ impl TrialRecorder {
             &self.run_dir,
             &self.started,
             &self.events,
-            Some(self.journal_path),
+            Some(self.journal_path.clone()),
         )?;
         self.parts
             .lock()

@@ -567,3 +567,39 @@ fn a_running_runs_journals_say_which_trials_finished_and_how() {
     writer.flush().unwrap();
     assert!(tack_trace::journaled_trials(writer.dir()).is_empty());
 }
+
+/// A model call's span and the answer recorded right after it reach the
+/// journal in one write: the span alone is not in the journal yet, the
+/// pair is once the answer comes. A failed call (a retry may wait before
+/// the next event) is written at once, and a recorder dropped unfinished
+/// writes what it held.
+#[test]
+fn a_call_span_is_journalled_with_the_message_that_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = RunWriter::create(dir.path(), &manifest()).unwrap();
+    let journal = |id: &str| {
+        let path = writer.dir().join("journal").join(format!("{id}.jsonl"));
+        std::fs::read_to_string(path).unwrap().lines().count()
+    };
+    let mut recorder = writer.trial(started("held")).unwrap();
+    assert_eq!(journal("held"), 1);
+    recorder.record(model_call(1)).unwrap();
+    assert_eq!(journal("held"), 1, "the span waits for its message");
+    recorder
+        .record(Event::Message {
+            index: 1,
+            message: Message::assistant("done", vec![]),
+        })
+        .unwrap();
+    assert_eq!(journal("held"), 3);
+    let Event::ModelCall(mut failed) = model_call(2) else {
+        unreachable!()
+    };
+    failed.status = SpanStatus::Error;
+    recorder.record(Event::ModelCall(failed)).unwrap();
+    assert_eq!(journal("held"), 4, "a failed call is written at once");
+    recorder.record(model_call(3)).unwrap();
+    assert_eq!(journal("held"), 4);
+    drop(recorder);
+    assert_eq!(journal("held"), 5, "dropped, it writes what it held");
+}
