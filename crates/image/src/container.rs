@@ -187,16 +187,7 @@ impl Engine {
     /// Every volume a trial made, with its trial directory, of this run or
     /// of a killed one.
     pub fn trial_volumes(&self) -> Result<Vec<(String, PathBuf)>, ImageError> {
-        let format = format!("{{{{.Name}}}}\t{{{{index .Labels \"{TRIAL_LABEL}\"}}}}");
-        let text = self.output(&[
-            "volume",
-            "ls",
-            "--filter",
-            &format!("label={TRIAL_LABEL}"),
-            "--format",
-            &format,
-        ])?;
-        Ok(labelled(&text))
+        self.labelled(&["volume", "ls"], "Name")
     }
 
     /// Whether the container `name` still runs.
@@ -247,33 +238,32 @@ impl Engine {
     /// Every container a trial started, with its trial directory: running
     /// or not, of this run or of a killed one.
     pub fn trial_containers(&self) -> Result<Vec<(String, PathBuf)>, ImageError> {
-        let format = format!("{{{{.Names}}}}\t{{{{index .Labels \"{TRIAL_LABEL}\"}}}}");
-        let text = self.output(&[
-            "ps",
-            "--all",
-            "--filter",
-            &format!("label={TRIAL_LABEL}"),
-            "--format",
-            &format,
-        ])?;
-        Ok(labelled(&text))
+        self.labelled(&["ps", "--all"], "Names")
+    }
+
+    /// What the listing `list` (containers, volumes) holds with a
+    /// [`TRIAL_LABEL`]: each one's name (its field `name`) and trial
+    /// directory.
+    fn labelled(&self, list: &[&str], name: &str) -> Result<Vec<(String, PathBuf)>, ImageError> {
+        let format = format!("{{{{.{name}}}}}\t{{{{index .Labels \"{TRIAL_LABEL}\"}}}}");
+        let filter = format!("label={TRIAL_LABEL}");
+        let mut args = list.to_vec();
+        args.extend(["--filter", &filter, "--format", &format]);
+        let text = self.output(&args)?;
+        Ok(text
+            .lines()
+            .filter_map(|line| {
+                let (name, trial) = line.split_once('\t')?;
+                Some((name.trim().to_string(), PathBuf::from(trial.trim())))
+            })
+            .filter(|(name, trial)| !name.is_empty() && trial.is_absolute())
+            .collect())
     }
 
     /// The program to run for this engine (`podman`, `docker`).
     pub fn program(&self) -> &'static str {
         self.kind.as_str()
     }
-}
-
-/// The `name<TAB>trial directory` lines of a listing, those with both.
-fn labelled(text: &str) -> Vec<(String, PathBuf)> {
-    text.lines()
-        .filter_map(|line| {
-            let (name, trial) = line.split_once('\t')?;
-            Some((name.trim().to_string(), PathBuf::from(trial.trim())))
-        })
-        .filter(|(name, trial)| !name.is_empty() && trial.is_absolute())
-        .collect()
 }
 
 /// `--volume` for each bind and volume.

@@ -210,30 +210,14 @@ fn service(
         }
     }
     env_files(body, env_dir, &mut env, &mut unreproduced);
-    let command = match body.get("command") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(shell::words(text)),
-        Some(Value::Sequence(items)) => Some(items.iter().filter_map(scalar).collect()),
-        Some(_) => {
-            return Err(field(
-                name,
-                "command",
-                "is neither a string nor a list".to_string(),
-            ));
-        }
+    let words = |key: &str| match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(shell::words(text))),
+        Some(Value::Sequence(items)) => Ok(Some(items.iter().filter_map(scalar).collect())),
+        Some(_) => Err(field(name, key, "is neither a string nor a list".to_string())),
     };
-    let entrypoint = match body.get("entrypoint") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(shell::words(text)),
-        Some(Value::Sequence(items)) => Some(items.iter().filter_map(scalar).collect()),
-        Some(_) => {
-            return Err(field(
-                name,
-                "entrypoint",
-                "is neither a string nor a list".to_string(),
-            ));
-        }
-    };
+    let command = words("command")?;
+    let entrypoint = words("entrypoint")?;
     let user = match body.get("user") {
         None | Some(Value::Null) => None,
         Some(value) => Some(
