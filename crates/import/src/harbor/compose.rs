@@ -214,7 +214,11 @@ fn service(
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(shell::words(text))),
         Some(Value::Sequence(items)) => Ok(Some(items.iter().filter_map(scalar).collect())),
-        Some(_) => Err(field(name, key, "is neither a string nor a list".to_string())),
+        Some(_) => Err(field(
+            name,
+            key,
+            "is neither a string nor a list".to_string(),
+        )),
     };
     let command = words("command")?;
     let entrypoint = words("entrypoint")?;
