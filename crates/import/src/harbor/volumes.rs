@@ -61,6 +61,14 @@ pub(super) fn volumes_of(
             Value::String(short) => format!("`volumes: {short}`"),
             _ => format!("`volumes` at {target}"),
         };
+        if harbor_logs(&target) {
+            // Harbor's own log directories, which tack gives every trial.
+            continue;
+        }
+        if target.contains('$') {
+            unreproduced.push(format!("{} (its target names a variable)", said()));
+            continue;
+        }
         if target.is_empty() || !target.starts_with('/') {
             unreproduced.push(format!("{} (no absolute target)", said()));
             continue;
@@ -100,6 +108,14 @@ pub(super) fn volumes_of(
         });
     }
     (mounts, unreproduced)
+}
+
+/// Whether `target` is where Harbor mounts its logs (`/logs/verifier`,
+/// `/logs/agent`), spelled with the variables of its own compose file.
+fn harbor_logs(target: &str) -> bool {
+    ["ENV_VERIFIER_LOGS_PATH", "ENV_AGENT_LOGS_PATH"]
+        .iter()
+        .any(|name| target == format!("${{{name}}}") || target == format!("${name}"))
 }
 
 /// The top-level volumes marked `external: true`.
@@ -200,7 +216,10 @@ mod tests {
              - ../../outside:/outside\n\
              - shared-host:/shared\n\
              - type: bind\n  source: ${CONTEXT_DIR}/db\n  target: /db\n  read_only: true\n\
-             - type: tmpfs\n  target: /scratch\n",
+             - type: tmpfs\n  target: /scratch\n\
+             - ${HOST_VERIFIER_LOGS_PATH}:${ENV_VERIFIER_LOGS_PATH}\n\
+             - $HOST_AGENT_LOGS_PATH:$ENV_AGENT_LOGS_PATH\n\
+             - data:${DATA_DIR}\n",
             dir.path(),
         );
         assert_eq!(
@@ -230,6 +249,7 @@ mod tests {
                 "`volumes: ../../outside:/outside` (not a file of the task)",
                 "`volumes: shared-host:/shared` (an external volume)",
                 "`volumes` at /scratch",
+                "`volumes: data:${DATA_DIR}` (its target names a variable)",
             ]
         );
     }
