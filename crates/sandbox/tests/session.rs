@@ -148,15 +148,22 @@ fn assert_refused(out: &CommandOutput) {
     assert!(out.stderr.contains("Permission denied"), "{out:?}");
 }
 
-/// A file in the system tmp, beside tack's tmp root.
+/// A file in the system tmp, beside tack's tmp root: one name for every
+/// run, put in place whole. A temporary file held by a static is never
+/// dropped, so each run of these tests left one more in /tmp (and each
+/// entry there is a Landlock rule of every strict command).
 fn readable() -> String {
-    static FILE: std::sync::OnceLock<tempfile::NamedTempFile> = std::sync::OnceLock::new();
-    let file = FILE.get_or_init(|| {
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), "readable\n").unwrap();
-        file
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let path = FILE.get_or_init(|| {
+        use std::io::Write;
+        let tmp = std::env::temp_dir();
+        let path = tmp.join("tack-sandbox-tests-readable");
+        let mut staged = tempfile::NamedTempFile::new_in(&tmp).unwrap();
+        staged.write_all(b"readable\n").unwrap();
+        staged.persist(&path).unwrap();
+        path
     });
-    file.path().display().to_string()
+    path.display().to_string()
 }
 
 async fn commands_share_the_trials_tmp_and_workspace() {
