@@ -300,8 +300,9 @@ async fn handle(
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let dialect = shared.dialect;
-    // What a tool loop reads of the body, borrowed from it; the whole JSON
-    // tree only when the request is recorded.
+    // What a tool loop reads of the body (and the answer's stream and
+    // model), borrowed from it, parsed once; the whole JSON tree only when
+    // the request is recorded.
     let view = RequestView::parse(&bytes);
     if !shared.keep_alive() {
         let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
@@ -322,7 +323,7 @@ async fn handle(
     };
     let next = match &shared.answers {
         Answers::Script(script) => lock(script).pop_front(),
-        Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &bytes) {
+        Answers::Loop(tool_loop) => Some(match tool_loop.answer(dialect, &view, &bytes) {
             Ok((reply, _)) => {
                 ScriptedResponse::delayed(tool_loop.latency_ms, ScriptedResponse::Reply(reply))
             }

@@ -67,17 +67,22 @@ pub(crate) enum LoopError {
 }
 
 impl ToolLoop {
-    /// The answer to one request body, and its step (0 for the final one).
-    pub(crate) fn answer(&self, dialect: Dialect, body: &[u8]) -> Result<(Reply, u32), LoopError> {
+    /// The answer to one request, read as `request` from `body`, and its
+    /// step (0 for the final one).
+    pub(crate) fn answer(
+        &self,
+        dialect: Dialect,
+        request: &RequestView,
+        body: &[u8],
+    ) -> Result<(Reply, u32), LoopError> {
         if let Some(window) = self.context_window {
-            let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-            let tokens = request_tokens(&request);
+            let whole: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let tokens = request_tokens(&whole);
             if tokens > window {
                 return Err(LoopError::TooLong { tokens, window });
             }
         }
-        let request = RequestView::parse(body);
-        let done = progress(dialect, &request);
+        let done = progress(dialect, request);
         // Rough token figures, so harnesses record non-zero usage: four
         // bytes of request per input token.
         let usage = |output: &str| ScriptedUsage {
@@ -85,7 +90,7 @@ impl ToolLoop {
             output: (output.len() / 4 + 1) as u64,
             ..ScriptedUsage::default()
         };
-        if done > 0 && asks_for_text(dialect, &request) {
+        if done > 0 && asks_for_text(dialect, request) {
             let text = format!("Summary: {done} of {} steps done; carry on.", self.steps);
             let reply = Reply {
                 usage: usage(&text),
@@ -95,7 +100,7 @@ impl ToolLoop {
             return Ok((reply, 0));
         }
         if self.read_saved_results
-            && let Some(path) = saved_result(dialect, &request)
+            && let Some(path) = saved_result(dialect, request)
         {
             let arguments = serde_json::json!({ "path": path }).to_string();
             let reply = Reply {
@@ -118,7 +123,7 @@ impl ToolLoop {
             return Ok((reply, 0));
         }
         let step = done as u32 + 1;
-        let parameter = first_parameter(dialect, &request, &self.tool)?;
+        let parameter = first_parameter(dialect, request, &self.tool)?;
         let value = self.argument.replace("{step}", &step.to_string());
         let arguments = serde_json::json!({ parameter: value }).to_string();
         let reply = Reply {
@@ -276,7 +281,8 @@ mod tests {
         dialect: Dialect,
         request: &Value,
     ) -> Result<(Reply, u32), LoopError> {
-        tool_loop.answer(dialect, &serde_json::to_vec(request).unwrap())
+        let body = serde_json::to_vec(request).unwrap();
+        tool_loop.answer(dialect, &RequestView::parse(&body), &body)
     }
 
     fn openai(tool_messages: usize) -> Value {

@@ -204,7 +204,12 @@ impl EventSink for TrialRecorder {
     fn record(&mut self, event: Event) -> Result<(), SinkError> {
         let seq = self.events.len() as u64;
         let line = JournalLine { seq, event };
-        serde_json::to_writer(&mut self.pending, &line)?;
+        let held = self.pending.len();
+        if let Err(error) = serde_json::to_writer(&mut self.pending, &line) {
+            // No half line reaches the journal with the next write.
+            self.pending.truncate(held);
+            return Err(error.into());
+        }
         self.pending.push(b'\n');
         // A failed call is not followed by its message: a retry may wait.
         let followed = matches!(

@@ -446,23 +446,14 @@ fn conditions(body: &Value) -> Vec<(String, Option<String>)> {
 /// complete, or a service another waits to be healthy; a condition tack
 /// cannot keep is noted on the service.
 fn set_waits(services: &mut [ComposeService], named: &[(String, &Value)]) {
-    let mut asked: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut asked: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (_, body) in named {
         for (target, condition) in conditions(body) {
-            if let (Some(service), Some(condition)) =
-                (services.iter().find(|s| s.name == target), condition)
-            {
-                asked
-                    .entry(service.name.as_str())
-                    .or_default()
-                    .push(condition);
+            if let Some(condition) = condition {
+                asked.entry(target).or_default().push(condition);
             }
         }
     }
-    let asked: BTreeMap<String, Vec<String>> = asked
-        .into_iter()
-        .map(|(name, conditions)| (name.to_string(), conditions))
-        .collect();
     for service in services.iter_mut() {
         let Some(conditions) = asked.get(&service.name) else {
             continue;
