@@ -173,24 +173,39 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               "| CPU ceiling, calls/s (of ideal) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     timed = {}
+    per_call = {}
     for label, spawner in [("the spawner process (default)", "on"),
                            ("tack itself (`TACK_SANDBOX_SPAWNER=off`)", "off")]:
         r = concurrency.run(env, jobs=jobs, trials=trials, steps=steps, sandbox="strict",
                             tool="bash", argument="echo hi",
                             extra_env={"TACK_SANDBOX_SPAWNER": spawner})
         timed[spawner] = r.wall
+        per_call[spawner] = r.tack_cpu_ms_per_call
+        ideal = r.ideal_calls_per_s
         lines.append(f"| {label} | {r.wall:.1f} | {r.steady_calls_per_s:.0f} | "
                      f"{r.fraction * 100:.1f}% | {r.peak_rss_kb / 1024:.0f} | "
                      f"{r.tack_cpu_ms_per_call:.2f} | {r.server_cpu_ms_per_call:.2f} | "
                      f"{r.machine_busy * 100:.0f}% | {r.cpu_ceiling_calls_per_s:.0f} "
                      f"({r.cpu_ceiling_calls_per_s / r.ideal_calls_per_s * 100:.0f}%) |")
+    bash_ms = concurrency.bash_cpu_ms()
+    # Each trial runs its steps' commands and its check's, one model call
+    # per step and one for the final answer.
+    commands, calls = steps + 1, steps + 1
+    bash_per_call = bash_ms * commands / calls
+    bash_ceiling = (os.cpu_count() or 1) * 1000 / bash_per_call
     lines += ["", f"- spawner / tack itself, wall time: {ratio(timed['on'], timed['off'])}",
               "- tack's CPU includes its commands' (bash under the sandbox) and every trial's "
               "workspace, session and checks: the machine minus the loopback server",
               "- CPU ceiling: the calls per second the machine's cores could answer at the "
               "steady state's CPU per call (tack, its commands and the server); for scale, one "
-              f"unconfined `bash -c 'echo hi'` costs {concurrency.bash_cpu_ms():.2f} ms of CPU "
-              "here (mean of 200)", ""]
+              f"unconfined `bash -c 'echo hi'` costs {bash_ms:.2f} ms of CPU here (mean of 200)",
+              f"- the commands alone: a trial runs {commands} `bash` ({steps} steps and its "
+              f"check) for {calls} model calls, {bash_per_call:.2f} ms of CPU per call "
+              f"unconfined; were that all the machine did, its cores would answer "
+              f"{bash_ceiling:.0f} calls/s ({bash_ceiling / ideal * 100:.0f}% of the "
+              f"ideal). The rest of tack's CPU per call, {per_call['on'] - bash_per_call:.2f} ms "
+              "with the spawner, is the sandbox (each trial's walls, twice: its session and "
+              "its check's own; the session's init), the trial's workspace and the harness", ""]
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
