@@ -28,6 +28,17 @@ fn sandbox_available() -> bool {
 
 struct Case {
     dir: tempfile::TempDir,
+    /// The trial directories `run` kept (`--keep-workspaces`), in the
+    /// system tmp: removed with the case.
+    kept: std::cell::RefCell<Vec<PathBuf>>,
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        for dir in self.kept.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl Case {
@@ -59,7 +70,10 @@ impl Case {
             "def add(a, b):\n    return a - b\n",
         )
         .unwrap();
-        Case { dir }
+        Case {
+            dir,
+            kept: Default::default(),
+        }
     }
 
     fn fixture(&self) -> PathBuf {
@@ -88,7 +102,12 @@ impl Case {
             .dir
             .path()
             .join(json["run"]["run_dir"].as_str().unwrap());
-        (run_dir, json["run"]["trials"][0].clone())
+        let trial = json["run"]["trials"][0].clone();
+        if let Some(kept) = trial["kept_workspace"].as_str() {
+            let dir = Path::new(kept).parent().unwrap().to_path_buf();
+            self.kept.borrow_mut().push(dir);
+        }
+        (run_dir, trial)
     }
 }
 
@@ -228,7 +247,6 @@ fn str_replace_on_git_config_is_a_sandbox_denial() {
     let kept = PathBuf::from(trial["kept_workspace"].as_str().unwrap());
     let config = std::fs::read_to_string(kept.join(".git/config")).unwrap();
     assert!(!config.contains("hooksPath"), "{config}");
-    std::fs::remove_dir_all(kept.parent().unwrap()).unwrap();
 }
 
 #[test]
@@ -246,9 +264,6 @@ fn a_fixture_symlink_pointing_outside_is_not_written_through() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original\n");
     let denied = sandbox_denied_results(&run_dir);
     assert_eq!(denied.len(), 1, "{denied:?} {trial}");
-    if let Some(kept) = trial["kept_workspace"].as_str() {
-        std::fs::remove_dir_all(Path::new(kept).parent().unwrap()).unwrap();
-    }
 }
 
 #[test]
@@ -351,8 +366,9 @@ fn an_agent_cannot_read_another_trials_workspace() {
 }
 
 /// A run killed with `kill -9` (tack and its sandbox spawner) leaves no
-/// process, but its trial directories and private tmps; the next run on
-/// the machine sweeps them, and leaves none of its own.
+/// process, but its trial directories, private tmps and copies of the
+/// checks; the next run on the machine sweeps them, and leaves none of its
+/// own.
 #[test]
 fn what_a_killed_run_leaves_is_swept_by_the_next() {
     if !sandbox_available() {
@@ -441,11 +457,14 @@ fn what_a_killed_run_leaves_is_swept_by_the_next() {
     }
     assert!(!entries("tack-sandbox-tmp").is_empty(), "nothing was left");
     assert!(!entries("tack-trials").is_empty(), "nothing was left");
+    // The slow check's copy of the task's checks.
+    assert!(!entries("tack-checks").is_empty(), "nothing was left");
 
     let quick = tack("quick").output().unwrap();
     assert!(quick.status.success(), "{quick:?}");
     assert_eq!(entries("tack-sandbox-tmp"), Vec::<String>::new());
     assert_eq!(entries("tack-trials"), Vec::<String>::new());
+    assert_eq!(entries("tack-checks"), Vec::<String>::new());
 }
 
 /// Whether a process whose command line holds `word` runs.

@@ -1,9 +1,10 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tack_protocol::CheckRecord;
 use tack_protocol::time::now_ms;
 use tack_sandbox::CommandSpec;
+use tack_sandbox::held::{self, HeldDir};
 
 use crate::copy::copy_tree;
 use crate::reward::{Reward, read_reward};
@@ -177,12 +178,31 @@ async fn run_one(
     })
 }
 
-/// A fresh directory below [`checks_root`], which agents never see.
-fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir, SuiteError> {
+/// A fresh directory below [`checks_root`], which agents never see,
+/// removed when dropped.
+struct Scratch {
+    /// Held while the checks run: what a run killed while verifying left
+    /// is swept by the next ([`held`]).
+    _held: HeldDir,
+    /// The directory the checks are given, in the held one (whose lock
+    /// file they are not shown).
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn scratch_dir(prefix: &str) -> Result<Scratch, SuiteError> {
     let root = checks_root();
     std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
-    tempfile::Builder::new()
-        .prefix(&format!("{prefix}-"))
-        .tempdir_in(&root)
-        .map_err(|e| SuiteError::io(&root, e))
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| held::sweep_stale(&root));
+    let dir =
+        HeldDir::new_in(&root, &format!("{prefix}-")).map_err(|e| SuiteError::io(&root, e))?;
+    let path = dir.path().join("checks");
+    std::fs::create_dir(&path).map_err(|e| SuiteError::io(&path, e))?;
+    Ok(Scratch { _held: dir, path })
 }
