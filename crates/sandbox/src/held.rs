@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 /// The lock file of a held directory (beside what it holds, so out of the
 /// sight of the commands that use it). Named when only trial directories
@@ -33,6 +34,22 @@ impl HeldDir {
         lock.lock()?;
         std::fs::rename(&unlocked, dir.path().join(LOCK))?;
         Ok(HeldDir { dir, lock })
+    }
+
+    /// [`HeldDir::new_in`], making `root` if missing. The first time this
+    /// process makes one under `root`, what killed runs left there is swept
+    /// first ([`sweep_stale`]).
+    pub fn new_in_swept(root: &Path, prefix: &str) -> std::io::Result<HeldDir> {
+        static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+        std::fs::create_dir_all(root)?;
+        {
+            let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
+            if !swept.iter().any(|done| done == root) {
+                sweep_stale(root);
+                swept.push(root.to_path_buf());
+            }
+        }
+        HeldDir::new_in(root, prefix)
     }
 
     pub fn path(&self) -> &Path {
@@ -95,5 +112,28 @@ mod tests {
         let gone = living.path().to_path_buf();
         drop(living);
         assert!(!gone.exists());
+    }
+
+    /// The first directory a process makes under a root sweeps it; later
+    /// ones do not sweep it again. A missing root is made.
+    #[test]
+    fn the_first_held_directory_under_a_root_sweeps_it_once() {
+        let parent = tempfile::tempdir().unwrap();
+        let root = parent.path().join("root");
+        let killed = |name: &str| {
+            let dir = root.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            File::create(dir.join(LOCK)).unwrap();
+            dir
+        };
+        let first_killed = killed("killed-first");
+        let first = HeldDir::new_in_swept(&root, "first-").unwrap();
+        assert!(!first_killed.exists() && first.path().is_dir());
+        let later_killed = killed("killed-later");
+        let second = HeldDir::new_in_swept(&root, "second-").unwrap();
+        assert!(later_killed.is_dir() && second.path().is_dir());
+        let made = parent.path().join("missing");
+        let elsewhere = HeldDir::new_in_swept(&made, "x-").unwrap();
+        assert!(elsewhere.path().starts_with(&made));
     }
 }

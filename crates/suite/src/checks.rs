@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use tack_protocol::CheckRecord;
 use tack_protocol::time::now_ms;
 use tack_sandbox::CommandSpec;
-use tack_sandbox::held::{self, HeldDir};
+use tack_sandbox::held::HeldDir;
 
 use crate::copy::copy_tree;
 use crate::reward::{Reward, read_reward};
@@ -182,7 +182,7 @@ async fn run_one(
 /// removed when dropped.
 struct Scratch {
     /// Held while the checks run: what a run killed while verifying left
-    /// is swept by the next ([`held`]).
+    /// is swept by the next ([`tack_sandbox::held`]).
     _held: HeldDir,
     /// The directory the checks are given, in the held one (whose lock
     /// file they are not shown).
@@ -197,11 +197,8 @@ impl Scratch {
 
 fn scratch_dir(prefix: &str) -> Result<Scratch, SuiteError> {
     let root = checks_root();
-    std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
-    static SWEPT: std::sync::Once = std::sync::Once::new();
-    SWEPT.call_once(|| held::sweep_stale(&root));
-    let dir =
-        HeldDir::new_in(&root, &format!("{prefix}-")).map_err(|e| SuiteError::io(&root, e))?;
+    let dir = HeldDir::new_in_swept(&root, &format!("{prefix}-"))
+        .map_err(|e| SuiteError::io(&root, e))?;
     let path = dir.path().join("checks");
     std::fs::create_dir(&path).map_err(|e| SuiteError::io(&path, e))?;
     Ok(Scratch { _held: dir, path })

@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tack_sandbox::held::{self, HeldDir};
+use tack_sandbox::held::HeldDir;
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
 
 use crate::copy::{copy_tree, copy_tree_owned};
@@ -31,10 +31,7 @@ impl TrialWorkspace {
         sandbox: &CommandSandbox,
     ) -> Result<TrialWorkspace, SuiteError> {
         let root = crate::workspaces_root();
-        std::fs::create_dir_all(&root).map_err(|e| SuiteError::io(&root, e))?;
-        static SWEPT: std::sync::Once = std::sync::Once::new();
-        SWEPT.call_once(|| held::sweep_stale(&root));
-        let dir = HeldDir::new_in(&root, &format!("{}-", task.id))
+        let dir = HeldDir::new_in_swept(&root, &format!("{}-", task.id))
             .map_err(|e| SuiteError::io(&root, e))?;
         let path = dir.path().join("workspace");
         match &task.image {
