@@ -3,7 +3,8 @@
 //! lock file that its maker holds locked while it lives; a run killed with
 //! SIGKILL leaves directories whose lock anyone can take, and the next
 //! [`sweep_stale`] over the root removes them. A directory without a lock
-//! file (a kept workspace) is never swept.
+//! file (a kept workspace) is never swept, unless it is empty and old: its
+//! maker was killed before it put the lock in.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -77,12 +78,30 @@ pub fn sweep_stale(root: &Path) {
     for entry in entries.flatten() {
         let dir = entry.path();
         let Ok(file) = File::open(dir.join(LOCK)) else {
+            if abandoned_before_its_lock(&dir) {
+                let _ = std::fs::remove_dir(&dir);
+            }
             continue;
         };
         if file.try_lock().is_ok() {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
+}
+
+/// How long a maker may take between making a directory and its lock.
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether `dir` is one whose maker was killed between making it and
+/// putting its lock in: empty, and older than [`LOCK_GRACE`] (a living
+/// maker locks it within microseconds). A kept directory holds what was
+/// kept, so it is never empty.
+fn abandoned_before_its_lock(dir: &Path) -> bool {
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
+    empty
+        && std::fs::metadata(dir)
+            .and_then(|meta| meta.modified())
+            .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > LOCK_GRACE))
 }
 
 /// Whether a living process holds the directory `dir` (a kept one, or one
@@ -112,6 +131,31 @@ mod tests {
         let gone = living.path().to_path_buf();
         drop(living);
         assert!(!gone.exists());
+    }
+
+    /// A directory whose maker died before it was locked is empty: swept
+    /// once it is older than a maker could take, as long as it is empty.
+    #[test]
+    fn an_empty_directory_left_before_its_lock_is_swept_once_old() {
+        let root = tempfile::tempdir().unwrap();
+        let made = |name: &str, age_secs: u64| {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age_secs);
+            File::open(&dir).unwrap().set_modified(when).unwrap();
+            dir
+        };
+        let abandoned = made("abandoned", 120);
+        let just_made = made("just-made", 0);
+        let kept = made("kept", 120);
+        std::fs::create_dir(kept.join("workspace")).unwrap();
+        File::open(&kept)
+            .unwrap()
+            .set_modified(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap();
+        sweep_stale(root.path());
+        assert!(!abandoned.exists());
+        assert!(just_made.is_dir() && kept.join("workspace").is_dir());
     }
 
     /// The first directory a process makes under a root sweeps it; later
