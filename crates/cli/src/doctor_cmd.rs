@@ -125,7 +125,7 @@ fn engine_text(engine: &Result<tack_image::Engine, tack_image::ImageError>) -> S
     match engine {
         Ok(engine) => format!(
             "Image tasks\n  engine              {} (builds and extracts the images of tasks \
-             that run in one; --engine chooses)",
+             that run in one; --engine or TACK_ENGINE chooses)",
             engine.version
         ),
         Err(error) => format!(

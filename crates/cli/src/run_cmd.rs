@@ -115,7 +115,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     infra_retries: u32,
     /// The container engine that builds the images of tasks that run in one (`[environment]
-    /// image` or `dockerfile`) [default: podman if it answers, else docker].
+    /// image` or `dockerfile`) and starts engine mode's containers [default: $TACK_ENGINE, else
+    /// podman if it answers, else docker].
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine)]
     engine: Option<tack_image::EngineKind>,
     #[command(flatten)]

@@ -26,7 +26,7 @@ pub struct CheckArgs {
     #[arg(long)]
     json: bool,
     /// The container engine that builds the images of tasks that run in one
-    /// [default: podman if it answers, else docker].
+    /// [default: $TACK_ENGINE, else podman if it answers, else docker].
     #[arg(long, value_name = "ENGINE", value_parser = crate::run_cmd::parse_engine)]
     engine: Option<tack_image::EngineKind>,
 }

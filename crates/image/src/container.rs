@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Engine, ImageError};
+use crate::{Engine, EngineKind, ImageError};
 
 /// The label naming the trial directory a container belongs to.
 pub const TRIAL_LABEL: &str = "tack.trial";
@@ -52,7 +52,8 @@ pub struct ContainerSpec<'a> {
     /// The container's ids 0–`id_count` are the host's from `id_base`:
     /// the same mapping as tack's own sandbox gives an image's users, so
     /// that files tack prepared for the trial have the owners they have
-    /// in the image.
+    /// in the image. Only on an engine that [maps ids per
+    /// container](crate::EngineKind::maps_ids); docker's are the host's.
     pub id_base: u32,
     pub id_count: u32,
     pub binds: &'a [Bind],
@@ -68,8 +69,9 @@ pub struct ContainerSpec<'a> {
 }
 
 /// A service's container, started beside a trial's: it joins the trial
-/// container's network (so each reaches the other on `127.0.0.1`) and its
-/// user namespace (the same ids, and `exec` into it works).
+/// container's network (so each reaches the other on `127.0.0.1`) and, on
+/// an engine that maps ids per container, its user namespace (the same
+/// ids, and `exec` into it works).
 #[derive(Debug, Clone)]
 pub struct ServiceSpec<'a> {
     /// The image's id or reference.
@@ -110,8 +112,10 @@ impl Engine {
     /// taken) comes back as it says it.
     pub fn start_container(&self, spec: &ContainerSpec<'_>) -> Result<(), ImageError> {
         let mut args = run_detached(spec.name, spec.trial);
-        let ids = format!("0:{}:{}", spec.id_base, spec.id_count);
-        args.extend(["--uidmap".into(), ids.clone(), "--gidmap".into(), ids]);
+        if self.kind.maps_ids() {
+            let ids = format!("0:{}:{}", spec.id_base, spec.id_count);
+            args.extend(["--uidmap".into(), ids.clone(), "--gidmap".into(), ids]);
+        }
         if !spec.network {
             args.extend(["--network".into(), "none".into()]);
         }
@@ -136,11 +140,11 @@ impl Engine {
     pub fn start_service(&self, spec: &ServiceSpec<'_>) -> Result<(), ImageError> {
         let beside = format!("container:{}", spec.beside);
         let mut args = run_detached(spec.name, spec.trial);
+        args.extend(["--network".into(), beside.clone()]);
+        if self.kind.maps_ids() {
+            args.extend(["--userns".into(), beside]);
+        }
         args.extend([
-            "--network".into(),
-            beside.clone(),
-            "--userns".into(),
-            beside,
             "--volume".into(),
             format!("{}:/etc/hosts:ro", spec.hosts_file.display()),
         ]);
@@ -179,7 +183,7 @@ impl Engine {
     pub fn remove_volume(&self, name: &str) -> Result<(), ImageError> {
         match self.output(&["volume", "rm", "--force", name]) {
             Ok(_) => Ok(()),
-            Err(ImageError::Engine { stderr, .. }) if stderr.contains("no such volume") => Ok(()),
+            Err(ImageError::Engine { stderr, .. }) if gone(&stderr, "volume") => Ok(()),
             Err(error) => Err(error),
         }
     }
@@ -226,11 +230,15 @@ impl Engine {
     /// Removes a container, killing what runs in it; one already gone is
     /// no error.
     pub fn remove_container(&self, name: &str) -> Result<(), ImageError> {
-        match self.output(&["rm", "--force", "--time", "0", name]) {
+        // Killed at once: podman would first give it ten seconds after a
+        // SIGTERM, which `sleep infinity` ignores; docker's `--force` kills.
+        let args: &[&str] = match self.kind {
+            EngineKind::Podman => &["rm", "--force", "--time", "0", name],
+            EngineKind::Docker => &["rm", "--force", name],
+        };
+        match self.output(args) {
             Ok(_) => Ok(()),
-            Err(ImageError::Engine { stderr, .. }) if stderr.contains("no such container") => {
-                Ok(())
-            }
+            Err(ImageError::Engine { stderr, .. }) if gone(&stderr, "container") => Ok(()),
             Err(error) => Err(error),
         }
     }
@@ -245,7 +253,13 @@ impl Engine {
     /// [`TRIAL_LABEL`]: each one's name (its field `name`) and trial
     /// directory.
     fn labelled(&self, list: &[&str], name: &str) -> Result<Vec<(String, PathBuf)>, ImageError> {
-        let format = format!("{{{{.{name}}}}}\t{{{{index .Labels \"{TRIAL_LABEL}\"}}}}");
+        // A listing's `.Labels` is a map to podman and one string to
+        // docker, which has `.Label` for one label's value instead.
+        let label = match self.kind {
+            EngineKind::Podman => format!("index .Labels \"{TRIAL_LABEL}\""),
+            EngineKind::Docker => format!(".Label \"{TRIAL_LABEL}\""),
+        };
+        let format = format!("{{{{.{name}}}}}\t{{{{{label}}}}}");
         let filter = format!("label={TRIAL_LABEL}");
         let mut args = list.to_vec();
         args.extend(["--filter", &filter, "--format", &format]);
@@ -264,6 +278,14 @@ impl Engine {
     pub fn program(&self) -> &'static str {
         self.kind.as_str()
     }
+}
+
+/// Whether the engine said there is no such `thing` (podman: "no such
+/// container", docker: "No such container").
+fn gone(stderr: &str, thing: &str) -> bool {
+    stderr
+        .to_ascii_lowercase()
+        .contains(&format!("no such {thing}"))
 }
 
 /// `--volume` for each bind and volume.

@@ -24,6 +24,17 @@ impl EngineKind {
         }
     }
 
+    /// Whether the engine gives each container an id map of its own
+    /// (podman's `--uidmap`/`--gidmap`, and `--userns container:` to share
+    /// one). Docker's containers run with the host's ids, or with the one
+    /// map its daemon's `userns-remap` gives them all.
+    pub fn maps_ids(self) -> bool {
+        match self {
+            EngineKind::Podman => true,
+            EngineKind::Docker => false,
+        }
+    }
+
     /// `podman` or `docker`.
     pub fn parse(name: &str) -> Option<EngineKind> {
         match name {
@@ -55,10 +66,23 @@ pub struct ImageConfig {
     pub user: Option<String>,
 }
 
+/// Names the engine when a command's `--engine` does not: for a machine
+/// or a CI job that uses docker although podman answers too.
+pub const ENGINE_VAR: &str = "TACK_ENGINE";
+
 impl Engine {
-    /// The engine named (`podman` or `docker`), or the first of podman and
-    /// docker that answers.
+    /// The engine named (`podman` or `docker`; else by [`ENGINE_VAR`]), or
+    /// the first of podman and docker that answers.
     pub fn detect(named: Option<EngineKind>) -> Result<Engine, ImageError> {
+        let named = match named {
+            Some(kind) => Some(kind),
+            None => match std::env::var(ENGINE_VAR) {
+                Ok(value) if !value.is_empty() => {
+                    Some(EngineKind::parse(&value).ok_or(ImageError::EngineVar { value })?)
+                }
+                _ => None,
+            },
+        };
         let candidates = match named {
             Some(kind) => vec![kind],
             None => vec![EngineKind::Podman, EngineKind::Docker],

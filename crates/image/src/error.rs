@@ -1,3 +1,4 @@
+use crate::engine::ENGINE_VAR;
 use std::path::PathBuf;
 
 /// Why an image could not be built, inspected or extracted. Each says what
@@ -9,6 +10,11 @@ pub enum ImageError {
          daemon), or run tasks without an image"
     )]
     NoEngine { tried: String },
+    #[error(
+        "{ENGINE_VAR} is `{value}`, which is not an engine tack drives: set it to podman or \
+         docker, or unset it to use whichever answers"
+    )]
+    EngineVar { value: String },
     #[error("the container engine `{engine}` is not usable: {why}; `{engine} info` says more")]
     Unusable { engine: String, why: String },
     #[error("could not run `{command}`: {source}")]

@@ -28,7 +28,7 @@ pub use container::{
     container_name, service_container_name, volume_name,
 };
 pub use context::{Escape, links_leaving, sources_outside_context};
-pub use engine::{Engine, EngineKind, ImageConfig};
+pub use engine::{ENGINE_VAR, Engine, EngineKind, ImageConfig};
 pub use error::{ImageError, last_lines};
 pub use rootfs::{Rootfs, rootfs};
 pub use user::{ImageUser, resolve_user};

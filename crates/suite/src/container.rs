@@ -8,7 +8,7 @@ use std::path::Path;
 
 use tack_image::{Bind, ContainerSpec, Engine, ServiceSpec, VolumeMount};
 use tack_protocol::SandboxProfile;
-use tack_sandbox::{IMAGE_ID_BASE, IMAGE_IDS};
+use tack_sandbox::IMAGE_IDS;
 
 use crate::{CommandSandbox, SuiteError, Task, TaskImage, Volume};
 
@@ -48,14 +48,12 @@ impl TrialContainer {
             task: task.id.clone(),
             message,
         };
+        let base = image.id_base(true);
         let logs = trial.join("agent-logs");
         std::fs::create_dir_all(&logs).map_err(|e| SuiteError::io(&logs, e))?;
         let agent = image.agent_user.unwrap_or(image.user);
-        crate::copy::own(
-            &logs,
-            Some((IMAGE_ID_BASE + agent.uid, IMAGE_ID_BASE + agent.gid)),
-        )
-        .map_err(|e| SuiteError::io(&logs, e))?;
+        crate::copy::own(&logs, (base + agent.uid, base + agent.gid))
+            .map_err(|e| SuiteError::io(&logs, e))?;
         let mut binds = vec![
             Bind {
                 host: workspace.to_path_buf(),
@@ -89,14 +87,14 @@ impl TrialContainer {
             volumes: Vec::new(),
         };
         container.make_volumes(task, trial, &fail)?;
-        let (own_binds, volumes) = mounts(task, trial, "main", &task.environment.volumes)?;
+        let (own_binds, volumes) = mounts(task, trial, "main", &task.environment.volumes, base)?;
         binds.extend(own_binds);
         let spec = ContainerSpec {
             image: &image.id,
             name: &container.name,
             trial,
             network,
-            id_base: IMAGE_ID_BASE,
+            id_base: base,
             id_count: IMAGE_IDS,
             binds: &binds,
             volumes: &volumes,
@@ -170,7 +168,13 @@ impl TrialContainer {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let (binds, volumes) = mounts(task, trial, &service.name, &declared.volumes)?;
+            let (binds, volumes) = mounts(
+                task,
+                trial,
+                &service.name,
+                &declared.volumes,
+                image.id_base(true),
+            )?;
             let spec = ServiceSpec {
                 image: &service.id,
                 name: &name,
@@ -212,13 +216,14 @@ impl Drop for TrialContainer {
 /// What one of the trial's containers (`main`, or a service's name)
 /// mounts of `volumes`: the trial's volumes by their engine names, and a
 /// copy for this trial of each file or directory of the task, owned by the
-/// image's root (as an engine's copy of a named volume is), under the
-/// trial's `mounts/<container>/<i>`.
+/// image's root (host id `id_base`, as an engine's copy of a named volume
+/// is), under the trial's `mounts/<container>/<i>`.
 fn mounts(
     task: &Task,
     trial: &Path,
     container: &str,
     volumes: &[Volume],
+    id_base: u32,
 ) -> Result<(Vec<Bind>, Vec<VolumeMount>), SuiteError> {
     let mut binds = Vec::new();
     let mut named = Vec::new();
@@ -237,7 +242,8 @@ fn mounts(
                 .join(container)
                 .join(i.to_string())
                 .join(file_name);
-            crate::copy::copy_path_owned(&source, &copy, Some((IMAGE_ID_BASE, IMAGE_ID_BASE)))
+            let root = crate::copy::Owners::All(id_base, id_base);
+            crate::copy::copy_path_owned(&source, &copy, root)
                 .map_err(|e| SuiteError::io(&source, e))?;
             binds.push(Bind {
                 host: copy,

@@ -21,20 +21,27 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// [`copy_tree`] for an image task's workspace: each entry owned by
-/// `owner` (uid, gid), or, when `None`, by its source's owner, `to` itself
-/// included; modes (set-id bits too) as in the source. Needs root. Only
-/// regular files, directories and links are copied: an image's device or
-/// FIFO in its working directory is not the workspace's business.
-pub(crate) fn copy_tree_owned(
-    from: &Path,
-    to: &Path,
-    owner: Option<(u32, u32)>,
-) -> std::io::Result<()> {
+/// Who owns what [`copy_tree_owned`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owners {
+    /// Each entry its source's owner, its ids less this many: an image's
+    /// files, extracted with their owners moved up for the sandbox, copied
+    /// for a container that runs with the host's ids (0 keeps them).
+    Source { less: u32 },
+    /// Every entry this uid and gid.
+    All(u32, u32),
+}
+
+/// [`copy_tree`] for an image task's workspace: each entry owned as
+/// `owners` says, `to` itself included (when it is made, or when owners
+/// come from the source); modes (set-id bits too) as in the source. Needs
+/// root. Only regular files, directories and links are copied: an image's
+/// device or FIFO in its working directory is not the workspace's business.
+pub(crate) fn copy_tree_owned(from: &Path, to: &Path, owners: Owners) -> std::io::Result<()> {
     let existed = to.is_dir();
     fs::create_dir_all(to)?;
-    if owner.is_none() || !existed {
-        copy_meta(from, to, owner)?;
+    if matches!(owners, Owners::Source { .. }) || !existed {
+        copy_meta(from, to, owners)?;
     }
     for entry in fs::read_dir(from)? {
         let entry = entry?;
@@ -42,7 +49,7 @@ pub(crate) fn copy_tree_owned(
         let target = to.join(entry.file_name());
         let kind = entry.file_type()?;
         if kind.is_dir() {
-            copy_tree_owned(&source, &target, owner)?;
+            copy_tree_owned(&source, &target, owners)?;
             continue;
         }
         if kind.is_symlink() {
@@ -55,31 +62,33 @@ pub(crate) fn copy_tree_owned(
         } else {
             continue;
         }
-        copy_meta(&source, &target, owner)?;
+        copy_meta(&source, &target, owners)?;
     }
     Ok(())
 }
 
 /// A file or a directory copied as [`copy_tree_owned`] copies a tree.
-pub(crate) fn copy_path_owned(
-    from: &Path,
-    to: &Path,
-    owner: Option<(u32, u32)>,
-) -> std::io::Result<()> {
+pub(crate) fn copy_path_owned(from: &Path, to: &Path, owners: Owners) -> std::io::Result<()> {
     if fs::symlink_metadata(from)?.is_dir() {
-        return copy_tree_owned(from, to, owner);
+        return copy_tree_owned(from, to, owners);
     }
     if let Some(parent) = to.parent() {
         fs::create_dir_all(parent)?;
     }
     fs::copy(from, to)?;
-    copy_meta(from, to, owner)
+    copy_meta(from, to, owners)
 }
 
-/// `target` owned as `source` is (or by `owner`), with its mode.
-fn copy_meta(source: &Path, target: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
+/// `target` owned as `owners` says, with `source`'s mode.
+fn copy_meta(source: &Path, target: &Path, owners: Owners) -> std::io::Result<()> {
     let meta = fs::symlink_metadata(source)?;
-    let (uid, gid) = owner.unwrap_or((meta.uid(), meta.gid()));
+    let (uid, gid) = match owners {
+        Owners::Source { less } => (
+            meta.uid().saturating_sub(less),
+            meta.gid().saturating_sub(less),
+        ),
+        Owners::All(uid, gid) => (uid, gid),
+    };
     std::os::unix::fs::lchown(target, Some(uid), Some(gid))?;
     if !meta.file_type().is_symlink() {
         use std::os::unix::fs::PermissionsExt;
@@ -89,10 +98,7 @@ fn copy_meta(source: &Path, target: &Path, owner: Option<(u32, u32)>) -> std::io
     Ok(())
 }
 
-/// `path` owned by `owner`, if given.
-pub(crate) fn own(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
-    match owner {
-        Some((uid, gid)) => std::os::unix::fs::lchown(path, Some(uid), Some(gid)),
-        None => Ok(()),
-    }
+/// `path` owned by `uid` and `gid`.
+pub(crate) fn own(path: &Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
 }

@@ -55,6 +55,21 @@ pub struct TaskImage {
     pub services: Vec<ServiceImage>,
 }
 
+impl TaskImage {
+    /// The host id of the image's root in a trial that runs in engine mode
+    /// (`in_engine`) or not: the sandbox's [`IMAGE_ID_BASE`], which podman
+    /// maps a trial's container to as well; 0 for docker's containers,
+    /// which run with the host's ids. Files tack makes for the trial are
+    /// owned from it, so that the image's users own them inside.
+    pub(crate) fn id_base(&self, in_engine: bool) -> u32 {
+        if in_engine && !self.engine.maps_ids() {
+            0
+        } else {
+            IMAGE_ID_BASE
+        }
+    }
+}
+
 /// A service's image, ready to be started beside a trial's container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceImage {

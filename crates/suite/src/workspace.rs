@@ -4,7 +4,7 @@ use std::time::Duration;
 use tack_sandbox::held::HeldDir;
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement};
 
-use crate::copy::{copy_tree, copy_tree_owned};
+use crate::copy::{Owners, copy_tree, copy_tree_owned};
 use crate::load::apply_edit_text;
 use crate::walls::Viewer;
 use crate::{CommandSandbox, ImageState, SuiteError, Task, TaskImage};
@@ -118,16 +118,19 @@ impl TrialWorkspace {
 /// The trial's writable layer over the rest of the image is made beside it.
 fn image_workspace(task: &Task, image: &TaskImage, path: &Path) -> Result<(), SuiteError> {
     let source = image.rootfs.join(image.workdir.trim_start_matches('/'));
+    let base = image.id_base(task.in_engine());
     if source.is_dir() && !source.is_symlink() {
-        copy_tree_owned(&source, path, None).map_err(|e| SuiteError::io(&source, e))?;
+        // The extracted image's owners are the sandbox's.
+        let owners = Owners::Source {
+            less: tack_sandbox::IMAGE_ID_BASE - base,
+        };
+        copy_tree_owned(&source, path, owners).map_err(|e| SuiteError::io(&source, e))?;
     } else {
         std::fs::create_dir_all(path).map_err(|e| SuiteError::io(path, e))?;
-        let root = Some((tack_sandbox::IMAGE_ID_BASE, tack_sandbox::IMAGE_ID_BASE));
-        crate::copy::own(path, root).map_err(|e| SuiteError::io(path, e))?;
+        crate::copy::own(path, (base, base)).map_err(|e| SuiteError::io(path, e))?;
     }
     if task.fixture_dir().is_dir() {
-        let root = Some((tack_sandbox::IMAGE_ID_BASE, tack_sandbox::IMAGE_ID_BASE));
-        copy_tree_owned(&task.fixture_dir(), path, root)
+        copy_tree_owned(&task.fixture_dir(), path, Owners::All(base, base))
             .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?;
     }
     if let Some(layer) = crate::walls::trial_layer(path) {
@@ -153,7 +156,7 @@ fn agent_logs(image: &TaskImage, layer: &Path) -> Result<(), SuiteError> {
         (logs.join("agent"), (base + agent.uid, base + agent.gid)),
     ] {
         std::fs::create_dir_all(&dir).map_err(|e| SuiteError::io(&dir, e))?;
-        crate::copy::own(&dir, Some(owner)).map_err(|e| SuiteError::io(&dir, e))?;
+        crate::copy::own(&dir, owner).map_err(|e| SuiteError::io(&dir, e))?;
     }
     Ok(())
 }

@@ -43,7 +43,8 @@ pub fn write(path: &Path, text: &str) {
 }
 
 /// `tack ARGS` with its temporary files (trial directories among them)
-/// and its image cache under `dir`.
+/// and its image cache under `dir`, and the environment a test set for
+/// the tack it runs there ([`set_tack_env`]).
 pub fn tack(dir: &Path) -> Command {
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
@@ -52,7 +53,24 @@ pub fn tack(dir: &Path) -> Command {
         .current_dir(dir)
         .env("TMPDIR", &tmp)
         .env("TACK_IMAGE_CACHE", image_cache());
+    if let Ok(env) = std::fs::read_to_string(dir.join(TACK_ENV)) {
+        for line in env.lines() {
+            let (name, value) = line.split_once('=').unwrap();
+            command.env(name, value);
+        }
+    }
     command
+}
+
+/// Where [`set_tack_env`] keeps what it sets, in a test's directory.
+const TACK_ENV: &str = "tack.env";
+
+/// Every `tack` run in `dir` from now on (by [`tack`] and the helpers
+/// here) gets `vars` in its environment: the tests' own process
+/// environment is shared by tests running side by side.
+pub fn set_tack_env(dir: &Path, vars: &[(&str, &str)]) {
+    let lines: Vec<String> = vars.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    std::fs::write(dir.join(TACK_ENV), lines.join("\n")).unwrap();
 }
 
 /// Shared by the tests (and kept between runs): what it holds is keyed by
