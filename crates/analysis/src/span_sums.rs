@@ -7,7 +7,7 @@ use crate::attempts::IS_SCORED;
 use crate::cost::TrialCalls;
 use crate::frame::{Frame, picodollars, usd_of_picodollars};
 use crate::summary::SpanTotals;
-use crate::trace::{DENIED, FAULTS, WAIT, count_aggregates, counted};
+use crate::trace::{DENIED, FAULTS, WAIT, count_aggregates, count_flags, counted};
 use polars::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -74,17 +74,20 @@ const TOKENS: [&str; 5] = [
     col::REASONING_TOKENS,
 ];
 
-/// An answered model call: what the cost table counts. Failed attempts
-/// carry no usage and no cost.
+/// The flag of an answered model call: what the cost table counts. Failed
+/// attempts carry no usage and no cost.
+const IS_CALL: &str = "is_answered_call";
+
 fn is_answered_call() -> Expr {
     col(col::KIND)
         .eq(lit(kind::MODEL_CALL))
         .and(col(col::STATUS).eq(lit(SpanStatus::Ok.as_str())))
+        .alias(IS_CALL)
 }
 
 /// `value` on answered calls, 0 elsewhere.
 fn on_calls(value: Expr) -> Expr {
-    when(is_answered_call())
+    when(col(IS_CALL))
         .then(value)
         .otherwise(lit(0).cast(DataType::Int64))
 }
@@ -94,9 +97,9 @@ fn on_calls(value: Expr) -> Expr {
 fn aggregates() -> Vec<Expr> {
     let mut aggs = count_aggregates().to_vec();
     aggs.extend([
-        is_answered_call().cast(DataType::UInt64).sum().alias(CALLS),
+        col(IS_CALL).cast(DataType::UInt64).sum().alias(CALLS),
         on_calls(picodollars(col(col::COST_USD))).sum().alias(PICO),
-        is_answered_call()
+        col(IS_CALL)
             .and(col(col::COST_USD).is_null())
             .cast(DataType::UInt64)
             .sum()
@@ -138,9 +141,13 @@ impl SpanSums {
         group.push(col(col::FAULT));
         // Summed per trial first: the join then matches a row per trial,
         // not one per call, and copies no group names onto every call.
+        // The flags first, each span's kind compared once.
+        let mut flags = count_flags().to_vec();
+        flags.push(is_answered_call());
         let per_trial = spans
-            .filter(is_answered_call().or(counted()))
             .select(span_columns)
+            .with_columns(flags)
+            .filter(col(IS_CALL).or(counted()))
             .group_by([col(col::TRIAL_ID), col(col::FAULT)])
             .agg(aggregates());
         let lazy = per_trial

@@ -225,12 +225,26 @@ impl SpanCounts {
     }
 }
 
+/// Names of the flags of [`count_flags`].
+const IS_DENIED: &str = "is_denied_call";
+const IS_FAULT: &str = "is_injected_fault";
+
+/// Whether each span is a denied tool call and an injected fault, as
+/// columns: [`counted`] and [`count_aggregates`] read them, so each span's
+/// kind (a string) is compared once, not again in every expression.
+pub(crate) fn count_flags() -> [Expr; 2] {
+    [
+        is_denied_call().alias(IS_DENIED),
+        is_injected_fault().alias(IS_FAULT),
+    ]
+}
+
 /// The spans that change a count: denied tool calls, injected faults and
 /// rate-limit waits. Few spans of a run are: filtering them first keeps the
-/// group-bys small.
+/// group-bys small. Reads [`count_flags`].
 pub(crate) fn counted() -> Expr {
-    is_denied_call()
-        .or(is_injected_fault())
+    col(IS_DENIED)
+        .or(col(IS_FAULT))
         .or(col(col::RATE_LIMIT_WAIT_MS).gt(lit(0u64)))
 }
 
@@ -243,11 +257,8 @@ pub(crate) const WAIT: &str = "rate_limit_wait_ms_sum";
 /// calls, injected faults and rate-limit waits.
 pub(crate) fn count_aggregates() -> [Expr; 3] {
     [
-        is_denied_call().cast(DataType::UInt64).sum().alias(DENIED),
-        is_injected_fault()
-            .cast(DataType::UInt64)
-            .sum()
-            .alias(FAULTS),
+        col(IS_DENIED).cast(DataType::UInt64).sum().alias(DENIED),
+        col(IS_FAULT).cast(DataType::UInt64).sum().alias(FAULTS),
         col(col::RATE_LIMIT_WAIT_MS)
             .cast(DataType::UInt64)
             .sum()
@@ -270,6 +281,7 @@ pub(crate) fn span_counts(
     // One group per trial and fault kind; the group without a fault carries
     // the trial's denials and the waits of its calls without a fault.
     let lazy = spans
+        .with_columns(count_flags())
         .filter(counted())
         .group_by([col(col::TRIAL_ID), col(col::FAULT)])
         .agg(count_aggregates());
