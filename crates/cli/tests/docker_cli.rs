@@ -18,23 +18,26 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::images::*;
 use serde_json::Value;
 
-/// Podman's Docker API on a socket in a test's directory, for the docker
-/// CLI; stopped when dropped.
-struct DockerApi {
+/// A test's directory, in which every `tack` drives docker through
+/// podman's Docker API on a socket of its own; the service is stopped,
+/// then the directory removed, when dropped.
+struct DockerTest {
     service: Child,
-    socket: PathBuf,
+    dir: tempfile::TempDir,
 }
 
-impl DockerApi {
-    /// Started, once the docker CLI gets an answer through it; or why not.
-    fn start(dir: &Path) -> Option<DockerApi> {
+impl DockerTest {
+    /// Started, once the docker CLI gets an answer through it and `tack
+    /// doctor` finds docker; or `None` (the test skips) without podman or
+    /// the docker CLI.
+    fn start() -> Option<DockerTest> {
         let required = std::env::var("TACK_REQUIRE_ENGINE").is_ok_and(|v| v == "1");
         let answers = |program: &str| {
             Command::new(program)
@@ -52,95 +55,77 @@ impl DockerApi {
                 return None;
             }
         }
-        let socket = dir.join("docker.sock");
-        let log = std::fs::File::create(dir.join("docker-api.log")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("docker-api.log")).unwrap();
         let service = Command::new("podman")
             .args(["system", "service", "--time=0"])
-            .arg(format!("unix://{}", socket.display()))
+            .arg(host(dir.path()))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap();
-        let api = DockerApi { service, socket };
+        let test = DockerTest { service, dir };
+        test.wait_for_the_api();
+        set_tack_env(
+            test.dir(),
+            &[
+                ("TACK_ENGINE", "docker"),
+                ("DOCKER_HOST", &host(test.dir())),
+            ],
+        );
+        let doctor = run(test.dir(), &["doctor", "--json"]);
+        let json: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+        assert_eq!(json["image_engine"]["name"], "docker", "{json}");
+        let version = json["image_engine"]["version"].as_str().unwrap();
+        assert!(version.starts_with("Docker version"), "{json}");
+        Some(test)
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn wait_for_the_api(&self) {
         let started = Instant::now();
         loop {
             let version = Command::new("docker")
-                .args(["--host", &api.host(), "version"])
+                .args(["--host", &host(self.dir()), "version"])
                 .output()
                 .unwrap();
             if version.status.success() {
-                return Some(api);
+                return;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(30),
                 "podman's Docker API never answered: {}{}",
                 String::from_utf8_lossy(&version.stderr),
-                std::fs::read_to_string(dir.join("docker-api.log")).unwrap_or_default()
+                std::fs::read_to_string(self.dir().join("docker-api.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-
-    fn host(&self) -> String {
-        format!("unix://{}", self.socket.display())
-    }
-
-    /// Every `tack` the test runs in `dir` drives docker through this API.
-    fn drive_tack_in(&self, dir: &Path) {
-        set_tack_env(
-            dir,
-            &[("TACK_ENGINE", "docker"), ("DOCKER_HOST", &self.host())],
-        );
-        let doctor = run(dir, &["doctor", "--json"]);
-        let json: Value = serde_json::from_slice(&doctor.stdout).unwrap();
-        assert_eq!(json["image_engine"]["name"], "docker", "{json}");
-        let version = json["image_engine"]["version"].as_str().unwrap();
-        assert!(version.starts_with("Docker version"), "{json}");
-    }
 }
 
-impl Drop for DockerApi {
+/// The Docker API's address: a socket in the test's directory.
+fn host(dir: &Path) -> String {
+    format!("unix://{}", dir.join("docker.sock").display())
+}
+
+impl Drop for DockerTest {
     fn drop(&mut self) {
         let _ = self.service.kill();
         let _ = self.service.wait();
     }
 }
 
-/// Its Dockerfile makes /app with a file owned by `nobody`, and its tests
-/// check that `nobody` still owns the fixed file and can read it: in
-/// engine mode the file is in the workspace tack binds, whose owners must
-/// be the ids docker's container sees (the host's).
-const TASK: &str = r#"instruction = "Fix the typo in /app/greeting.txt."
-[environment]
-dockerfile = "environment/Dockerfile"
-[[checks]]
-name = "tests"
-run = "bash /tests/test.sh"
-checks_at = "/tests"
-reward_dir = "/logs/verifier"
-[solution]
-files_at = "/solution"
-script = "bash /solution/solve.sh"
-"#;
-
-const DOCKERFILE: &str = "FROM debian:bookworm\nWORKDIR /app\n\
-RUN echo 'hello wrld' > /app/greeting.txt && chown nobody /app/greeting.txt\n";
-
-const TEST: &str = "#!/bin/bash\nset -e\n\
-grep -qx 'hello world' /app/greeting.txt\n\
-test \"$(stat -c %U /app/greeting.txt)\" = nobody\n\
-test \"$(su nobody -s /bin/sh -c 'cat /app/greeting.txt')\" = 'hello world'\n\
-echo 1 > /logs/verifier/reward.txt\n";
-
 #[test]
 fn a_dockerfile_task_is_built_and_run_by_docker_in_both_modes() {
     let Some(base) = base_image() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let Some(api) = DockerApi::start(dir.path()) else {
+    let Some(test) = DockerTest::start() else {
         return;
     };
-    api.drive_tack_in(dir.path());
-    let suite = dir.path().join("suite");
+    let dir = test.dir();
+    let suite = dir.join("suite");
     write(
         &suite.join("suite.toml"),
         &format!(
@@ -150,22 +135,18 @@ fn a_dockerfile_task_is_built_and_run_by_docker_in_both_modes() {
              [variants.harness]\nimage_tasks = \"engine\"\n"
         ),
     );
-    let task = suite.join("tasks/greet");
-    write(&task.join("task.toml"), TASK);
-    write(&task.join("environment/Dockerfile"), DOCKERFILE);
-    write(&task.join("checks/test.sh"), TEST);
-    write(
-        &task.join("solution/solve.sh"),
-        "sed -i 's/wrld/world/' /app/greeting.txt\n",
-    );
+    // Its test checks that `nobody` still owns the fixed file and can read
+    // it: in engine mode the file is in the workspace tack binds, whose
+    // owners must be the ids docker's container sees (the host's).
+    write_greet_task(&suite.join("tasks/greet"), 0);
     let suite_arg = suite.to_str().unwrap();
-    let check = run(dir.path(), &["suite", "check", suite_arg]);
+    let check = run(dir, &["suite", "check", suite_arg]);
     assert!(check.status.success(), "{}", text(&check));
 
-    let ran = run(dir.path(), &["run", suite_arg, "--json", "--no-report"]);
+    let ran = run(dir, &["run", suite_arg, "--json", "--no-report"]);
     assert!(ran.status.success(), "{}", text(&ran));
     let rows = common::query_rows(
-        &run_dir(dir.path()),
+        &run_dir(dir),
         "select variant, environment, outcome from final_trials order by variant",
     );
     assert_eq!(
@@ -175,9 +156,9 @@ fn a_dockerfile_task_is_built_and_run_by_docker_in_both_modes() {
             {"variant": "sandbox", "environment": "image", "outcome": "passed"},
         ])
     );
-    assert_eq!(containers_under(dir.path()), Vec::<String>::new());
-    assert_eq!(trial_dirs(dir.path()), Vec::<String>::new());
-    assert_eq!(mounts_under(dir.path()), Vec::<String>::new());
+    assert_eq!(containers_under(dir), Vec::<String>::new());
+    assert_eq!(trial_dirs(dir), Vec::<String>::new());
+    assert_eq!(mounts_under(dir), Vec::<String>::new());
 }
 
 /// The compose task of compose_services.rs, through docker: its service
@@ -188,33 +169,11 @@ fn a_dockerfile_task_is_built_and_run_by_docker_in_both_modes() {
 #[test]
 fn a_compose_task_killed_and_resumed_through_docker_leaves_nothing() {
     let Some(python) = python_image() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let Some(api) = DockerApi::start(dir.path()) else {
+    let Some(test) = DockerTest::start() else {
         return;
     };
-    api.drive_tack_in(dir.path());
-    let sources = dir.path().join("harbor");
-    common::copy_dir(
-        &common::repo().join("crates/cli/tests/fixtures/harbor-services/lookup"),
-        &sources.join("lookup"),
-    );
-    let suite = dir.path().join("suite");
-    write(
-        &suite.join("suite.toml"),
-        &oracle_suite_toml("services", &python),
-    );
-    let import = import_harbor(dir.path(), &sources, &suite);
-    assert!(import.status.success(), "{}", text(&import));
-
-    kill_once_containers_run(dir.path(), &suite, 3);
-    assert_eq!(volumes_under(dir.path()).len(), 2);
-    let run_dir = resume_to_one_pass(dir.path());
-    assert_eq!(volumes_under(dir.path()), Vec::<String>::new());
-    let rows = common::query_rows(&run_dir, "select environment, outcome from final_trials");
-    assert_eq!(
-        rows,
-        serde_json::json!([{"environment": "engine", "outcome": "passed"}])
-    );
+    let (suite, _) = import_lookup(test.dir(), &python);
+    kill_and_resume_lookup(test.dir(), &suite);
 }
 
 /// `TACK_ENGINE` naming no engine tack drives is said, naming the
@@ -234,13 +193,7 @@ fn tack_engine_naming_no_engine_is_an_error_naming_it() {
         &suite.join("suite.toml"),
         "[suite]\nname = \"docker\"\ntrials = 1\n\n[[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n",
     );
-    write(&suite.join("tasks/greet/task.toml"), TASK);
-    write(
-        &suite.join("tasks/greet/environment/Dockerfile"),
-        DOCKERFILE,
-    );
-    write(&suite.join("tasks/greet/checks/test.sh"), TEST);
-    write(&suite.join("tasks/greet/solution/solve.sh"), "true\n");
+    write_greet_task(&suite.join("tasks/greet"), 0);
     let check = run(dir.path(), &["suite", "check", suite.to_str().unwrap()]);
     assert!(!check.status.success());
     let said = text(&check);

@@ -19,35 +19,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// A task written as for a container: its Dockerfile makes /app with a
-/// file owned by `nobody`; its tests (shown at /tests only to the checks)
-/// switch to `nobody` and write a reward; its solution is at /solution.
-const GREET_DOCKERFILE: &str = "FROM debian:bookworm\n\
-WORKDIR /app\n\
-RUN echo 'hello wrld' > /app/greeting.txt && chown nobody /app/greeting.txt\n\
-COPY notes.txt /app/\n";
-
-const GREET_TEST: &str = "#!/bin/bash\n\
-set -e\n\
-grep -qx 'hello world' /app/greeting.txt\n\
-test \"$(stat -c %U /app/greeting.txt)\" = nobody\n\
-test \"$(su nobody -s /bin/sh -c 'id -un; cat /app/greeting.txt' | head -1)\" = nobody\n\
-test -f /app/notes.txt\n\
-echo 1 > /logs/verifier/reward.txt\n";
-
-const GREET_TASK: &str = r#"instruction = "Fix the typo in /app/greeting.txt."
-[environment]
-dockerfile = "environment/Dockerfile"
-[[checks]]
-name = "tests"
-run = "bash /tests/test.sh"
-checks_at = "/tests"
-reward_dir = "/logs/verifier"
-[solution]
-files_at = "/solution"
-script = "bash /solution/solve.sh"
-"#;
-
 /// A suite in `dir` whose `debian:bookworm` is `base`, with the task
 /// `greet` (its solution first sleeping `sleep` seconds) and the tasks
 /// `more` adds.
@@ -60,15 +31,7 @@ fn suite(dir: &Path, base: &str, sleep: u32, more: &[(&str, &str, &str)]) -> Pat
              [[variants]]\nname = \"oracle\"\nmodel = \"oracle\"\n"
         ),
     );
-    let greet = suite.join("tasks/greet");
-    write(&greet.join("task.toml"), GREET_TASK);
-    write(&greet.join("environment/Dockerfile"), GREET_DOCKERFILE);
-    write(&greet.join("environment/notes.txt"), "notes\n");
-    write(&greet.join("checks/test.sh"), GREET_TEST);
-    write(
-        &greet.join("solution/solve.sh"),
-        &format!("sleep {sleep}\nsed -i 's/wrld/world/' /app/greeting.txt\n"),
-    );
+    write_greet_task(&suite.join("tasks/greet"), sleep);
     for (name, task, dockerfile) in more {
         let task_dir = suite.join("tasks").join(name);
         write(&task_dir.join("task.toml"), task);

@@ -247,3 +247,82 @@ pub fn import_harbor(dir: &Path, sources: &Path, suite: &Path) -> Output {
         ],
     )
 }
+
+/// The compose task of the fixture `harbor-services/lookup` (a service, a
+/// job and volumes), imported from `dir/harbor` into the suite `dir/suite`,
+/// whose `python:3.12-slim` is `python`; the suite, and what the import
+/// printed.
+pub fn import_lookup(dir: &Path, python: &str) -> (PathBuf, Output) {
+    let sources = dir.join("harbor");
+    super::copy_dir(
+        &super::repo().join("crates/cli/tests/fixtures/harbor-services/lookup"),
+        &sources.join("lookup"),
+    );
+    let suite = dir.join("suite");
+    write(
+        &suite.join("suite.toml"),
+        &oracle_suite_toml("services", python),
+    );
+    let import = import_harbor(dir, &sources, &suite);
+    assert!(import.status.success(), "{}", text(&import));
+    (suite, import)
+}
+
+/// A run of the lookup task ([`import_lookup`]) killed once its three
+/// containers run (the seed job starts last) and its two volumes exist,
+/// then resumed: the resumed run removes them, passes, and leaves nothing.
+/// Returns the run's directory.
+pub fn kill_and_resume_lookup(dir: &Path, suite: &Path) -> PathBuf {
+    kill_once_containers_run(dir, suite, 3);
+    assert_eq!(volumes_under(dir).len(), 2);
+    let run_dir = resume_to_one_pass(dir);
+    assert_eq!(volumes_under(dir), Vec::<String>::new());
+    let rows = super::query_rows(&run_dir, "select environment, outcome from final_trials");
+    assert_eq!(
+        rows,
+        serde_json::json!([{"environment": "engine", "outcome": "passed"}])
+    );
+    run_dir
+}
+
+/// A task written as for a container: its Dockerfile makes /app with a
+/// file owned by `nobody`; its tests (shown at /tests only to the checks)
+/// switch to `nobody` and write a reward; its solution is at /solution.
+pub const GREET_DOCKERFILE: &str = "FROM debian:bookworm\n\
+WORKDIR /app\n\
+RUN echo 'hello wrld' > /app/greeting.txt && chown nobody /app/greeting.txt\n\
+COPY notes.txt /app/\n";
+
+pub const GREET_TEST: &str = "#!/bin/bash\n\
+set -e\n\
+grep -qx 'hello world' /app/greeting.txt\n\
+test \"$(stat -c %U /app/greeting.txt)\" = nobody\n\
+test \"$(su nobody -s /bin/sh -c 'id -un; cat /app/greeting.txt' | head -1)\" = nobody\n\
+test -f /app/notes.txt\n\
+echo 1 > /logs/verifier/reward.txt\n";
+
+pub const GREET_TASK: &str = r#"instruction = "Fix the typo in /app/greeting.txt."
+[environment]
+dockerfile = "environment/Dockerfile"
+[[checks]]
+name = "tests"
+run = "bash /tests/test.sh"
+checks_at = "/tests"
+reward_dir = "/logs/verifier"
+[solution]
+files_at = "/solution"
+script = "bash /solution/solve.sh"
+"#;
+
+/// The task `greet` ([`GREET_TASK`]) in the directory `task`, its
+/// solution first sleeping `sleep` seconds.
+pub fn write_greet_task(task: &Path, sleep: u32) {
+    write(&task.join("task.toml"), GREET_TASK);
+    write(&task.join("environment/Dockerfile"), GREET_DOCKERFILE);
+    write(&task.join("environment/notes.txt"), "notes\n");
+    write(&task.join("checks/test.sh"), GREET_TEST);
+    write(
+        &task.join("solution/solve.sh"),
+        &format!("sleep {sleep}\nsed -i 's/wrld/world/' /app/greeting.txt\n"),
+    );
+}
