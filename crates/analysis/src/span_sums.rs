@@ -139,9 +139,9 @@ impl SpanSums {
         trial_columns.extend(keys.iter().map(|name| col(*name)));
         let mut group = keys.iter().map(|name| col(*name)).collect::<Vec<_>>();
         group.push(col(col::FAULT));
-        // Summed per trial first: the join then matches a row per trial,
-        // not one per call, and copies no group names onto every call.
-        // The flags first, each span's kind compared once.
+        // The flags first, each span's kind compared once. Summed per
+        // trial next: the join then matches a row per trial, not one per
+        // call, and copies no group names onto every call.
         let mut flags = count_flags().to_vec();
         flags.push(is_answered_call());
         let per_trial = spans

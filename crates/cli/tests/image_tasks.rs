@@ -378,9 +378,9 @@ fn an_engine_task_talks_to_its_entrypoint_service_and_leaves_no_container() {
     let task = suite.join("tasks/serve");
     write(
         &task.join("task.toml"),
-        r#"instruction = "A server listens on port 8080. Save what it serves at / in /app/result.txt."
-[environment]
-dockerfile = "environment/Dockerfile"
+        &image_task_toml(
+            "A server listens on port 8080. Save what it serves at / in /app/result.txt.",
+            r#"dockerfile = "environment/Dockerfile"
 mode = "engine"
 cpus = 1.5
 memory_mb = 256
@@ -389,15 +389,8 @@ command = "python3 -c 'import urllib.request; urllib.request.urlopen(\"http://12
 interval_secs = 1.0
 start_period_secs = 20.0
 start_interval_secs = 0.5
-[[checks]]
-name = "tests"
-run = "bash /tests/test.sh"
-checks_at = "/tests"
-reward_dir = "/logs/verifier"
-[solution]
-files_at = "/solution"
-script = "bash /solution/solve.sh"
 "#,
+        ),
     );
     write(
         &task.join("environment/Dockerfile"),

@@ -301,23 +301,27 @@ test \"$(su nobody -s /bin/sh -c 'id -un; cat /app/greeting.txt' | head -1)\" = 
 test -f /app/notes.txt\n\
 echo 1 > /logs/verifier/reward.txt\n";
 
-pub const GREET_TASK: &str = r#"instruction = "Fix the typo in /app/greeting.txt."
-[environment]
-dockerfile = "environment/Dockerfile"
-[[checks]]
-name = "tests"
-run = "bash /tests/test.sh"
-checks_at = "/tests"
-reward_dir = "/logs/verifier"
-[solution]
-files_at = "/solution"
-script = "bash /solution/solve.sh"
-"#;
+/// A `task.toml` written as for a container: `instruction`, the
+/// `[environment]` table's lines `environment` (and tables of its own after
+/// them), tests at /tests that write their reward in /logs/verifier, and
+/// the solution at /solution.
+pub fn image_task_toml(instruction: &str, environment: &str) -> String {
+    format!(
+        "instruction = \"{instruction}\"\n[environment]\n{environment}\
+         [[checks]]\nname = \"tests\"\nrun = \"bash /tests/test.sh\"\nchecks_at = \"/tests\"\n\
+         reward_dir = \"/logs/verifier\"\n\
+         [solution]\nfiles_at = \"/solution\"\nscript = \"bash /solution/solve.sh\"\n"
+    )
+}
 
-/// The task `greet` ([`GREET_TASK`]) in the directory `task`, its
-/// solution first sleeping `sleep` seconds.
+/// The task `greet` in the directory `task`, its solution first sleeping
+/// `sleep` seconds.
 pub fn write_greet_task(task: &Path, sleep: u32) {
-    write(&task.join("task.toml"), GREET_TASK);
+    let toml = image_task_toml(
+        "Fix the typo in /app/greeting.txt.",
+        "dockerfile = \"environment/Dockerfile\"\n",
+    );
+    write(&task.join("task.toml"), &toml);
     write(&task.join("environment/Dockerfile"), GREET_DOCKERFILE);
     write(&task.join("environment/notes.txt"), "notes\n");
     write(&task.join("checks/test.sh"), GREET_TEST);
