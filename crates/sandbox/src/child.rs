@@ -165,8 +165,13 @@ pub(crate) struct ChildPlan {
     /// Instead, maps of a range of ids, written from outside the namespace
     /// ([`crate::idmap`]); the command then runs as the namespace's root.
     pub id_range: Option<(Vec<u8>, Vec<u8>)>,
-    /// Fork so the command is pid 1 of the new pid namespace.
+    /// Fork into a new pid namespace: a small reaper is its pid 1 and the
+    /// command pid 2 ([`crate::pidns`]).
     pub pid_namespace: bool,
+    /// With `pid_namespace`, the command is pid 1 itself, with no reaper: a
+    /// trial's sandbox init, which reaps its commands' orphans and, as pid
+    /// 1, receives no signal from them that it does not handle.
+    pub command_is_pid_one: bool,
     /// Value for the pid namespace's own `kernel.pid_max` (Linux 6.14+).
     pub pid_max: Option<Vec<u8>>,
     pub mounts: Vec<MountStep>,
@@ -263,7 +268,8 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
         write_id_maps(uid_map, gid_map).map_err(|e| fail(Step::IdMap, 0, e))?;
     }
     if plan.pid_namespace {
-        fork_into_pid_namespace().map_err(|e| fail(Step::PidNamespace, 0, e))?;
+        fork_into_pid_namespace(plan.command_is_pid_one)
+            .map_err(|e| fail(Step::PidNamespace, 0, e))?;
     }
     if let Some(value) = &plan.pid_max {
         write_path(c"/proc/sys/kernel/pid_max", value).map_err(|e| fail(Step::PidMax, 0, e))?;

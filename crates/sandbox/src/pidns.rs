@@ -13,7 +13,13 @@ use crate::child::{check, set_rlimit, write_fd};
 /// ordinary signal semantics (pid 1 ignores signals it has no handler for)
 /// and orphans are reaped. The first child stays outside the namespace and
 /// relays the command's exit status; neither of them ever returns.
-pub(crate) fn fork_into_pid_namespace() -> io::Result<()> {
+///
+/// With `command_is_pid_one` (a trial's sandbox init, which reaps its
+/// commands' orphans itself), pid 1 returns to exec the command and there
+/// is no second fork: a signal from one of the init's commands is then
+/// dropped unless the init handles it, where as pid 2 any command could
+/// have killed it, and the trial's sandbox with it.
+pub(crate) fn fork_into_pid_namespace(command_is_pid_one: bool) -> io::Result<()> {
     // SAFETY: resetting SIGCHLD to its default disposition; the inherited
     // handler belongs to the parent's runtime and must not run here.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
@@ -37,6 +43,15 @@ pub(crate) fn fork_into_pid_namespace() -> io::Result<()> {
             0,
         )
     };
+    if command_is_pid_one {
+        // SAFETY: pid 1 is the command; its exit status reaches the relay
+        // by waitpid, the closed pipe telling it that nothing else will.
+        unsafe {
+            libc::close(read_end);
+            libc::close(write_end);
+        }
+        return Ok(());
+    }
     match raw_fork() {
         Ok(0) => {
             // SAFETY: the command does not need the status pipe.

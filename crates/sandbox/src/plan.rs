@@ -365,6 +365,7 @@ pub(crate) fn prepare_session(
         .and_then(Arc::get_mut)
         .ok_or(SetupError::PlanUsed)?;
     plan.defer_lock_down = true;
+    plan.command_is_pid_one = plan.pid_namespace;
     plan.seccomp.clear();
     plan.inherit.push(socket);
     let reach: Vec<i32> = plan.reach.iter().map(|(_, fd)| fd.as_raw_fd()).collect();

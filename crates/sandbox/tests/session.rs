@@ -42,6 +42,7 @@ fn main() {
         test!(another_trials_tmp_is_out_of_reach);
         test!(a_link_in_the_system_tmp_does_not_open_a_sealed_directory);
         test!(the_walls_hold_for_every_command);
+        test!(a_command_cannot_stop_the_init);
         test!(commands_run_at_once);
         test!(kills_the_group_on_timeout);
         test!(a_cancelled_run_kills_its_command);
@@ -220,6 +221,30 @@ async fn the_walls_hold_for_every_command() {
     let out = sh(&session, "grep -c Seccomp:.2 /proc/self/status; cat /proc/self/attr/current 2>/dev/null; grep NoNewPrivs /proc/self/status", dir.path()).await;
     assert!(out.stdout.starts_with("1\n"), "seccomp filters on: {out:?}");
     assert!(out.stdout.contains("NoNewPrivs:\t1"), "{out:?}");
+}
+
+/// The init is pid 1 of the trial's pid namespace: a signal from one of its
+/// commands, which run as the same user in the same namespaces, is dropped,
+/// so an agent cannot end its own trial's sandbox (nor read the init).
+async fn a_command_cannot_stop_the_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path()).await;
+    let out = sh(
+        &session,
+        "cat /proc/1/comm; \
+         for sig in TERM INT HUP KILL; do kill -s $sig 1 2>/dev/null; done; \
+         kill -s KILL -1; cat /proc/1/environ > /dev/null 2>&1 && echo read; echo sent",
+        dir.path(),
+    )
+    .await;
+    assert!(out.stdout.ends_with("sent\n"), "{out:?}");
+    assert!(!out.stdout.contains("read"), "{out:?}");
+    assert!(
+        out.stdout.starts_with("tack-sandbox-in"),
+        "pid 1 is the init itself: {out:?}"
+    );
+    let out = sh(&session, "echo still here", dir.path()).await;
+    assert_eq!(out.stdout, "still here\n", "{out:?}");
 }
 
 async fn commands_run_at_once() {
