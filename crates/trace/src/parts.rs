@@ -104,7 +104,8 @@ const ROW_GROUP_ROWS: usize = 16 * 1024;
 /// offset index, by which a reader of a few rows skips the other pages, is
 /// kept; no column index) and none on the bulk text columns, whose minimum
 /// and maximum no reader filters on; a bloom filter on the messages' ids;
-/// timestamps delta-encoded; and no embedded Arrow schema, since the
+/// no dictionary for ids, message text and command output; timestamps
+/// delta-encoded; and no embedded Arrow schema, since the
 /// Parquet types say all the tables need.
 pub(crate) fn parquet_writer(
     file: File,
