@@ -15,6 +15,9 @@ use std::sync::{Mutex, PoisonError};
 /// had one: kept, so that what runs of earlier versions left is swept too.
 const LOCK: &str = ".tack-trial.lock";
 
+/// The lock file before it is locked and renamed to [`LOCK`].
+const UNLOCKED: &str = ".tack-trial.lock.new";
+
 /// A new directory under `root`, held until dropped (then removed) or
 /// [`HeldDir::keep`]t.
 #[derive(Debug)]
@@ -30,7 +33,7 @@ impl HeldDir {
         let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(root)?;
         // Locked under another name, then renamed: a sweep that sees the
         // lock file sees it locked (the lock is the file's, not its name's).
-        let unlocked = dir.path().join(".tack-trial.lock.new");
+        let unlocked = dir.path().join(UNLOCKED);
         let lock = File::create(&unlocked)?;
         lock.lock()?;
         std::fs::rename(&unlocked, dir.path().join(LOCK))?;
@@ -79,6 +82,7 @@ pub fn sweep_stale(root: &Path) {
         let dir = entry.path();
         let Ok(file) = File::open(dir.join(LOCK)) else {
             if abandoned_before_its_lock(&dir) {
+                let _ = std::fs::remove_file(dir.join(UNLOCKED));
                 let _ = std::fs::remove_dir(&dir);
             }
             continue;
@@ -93,15 +97,24 @@ pub fn sweep_stale(root: &Path) {
 const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether `dir` is one whose maker was killed between making it and
-/// putting its lock in: empty, and older than [`LOCK_GRACE`] (a living
-/// maker locks it within microseconds). A kept directory holds what was
-/// kept, so it is never empty.
+/// putting its lock in place: empty, or holding only the lock file under its
+/// first name, unlocked; and older than [`LOCK_GRACE`] (a living maker
+/// locks and renames it within microseconds). A kept directory holds what
+/// was kept, so it is never one.
 fn abandoned_before_its_lock(dir: &Path) -> bool {
-    let empty = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
-    empty
-        && std::fs::metadata(dir)
-            .and_then(|meta| meta.modified())
-            .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > LOCK_GRACE))
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let names: Vec<std::ffi::OsString> = entries.flatten().take(2).map(|e| e.file_name()).collect();
+    let unlocked = || File::open(dir.join(UNLOCKED)).is_ok_and(|file| file.try_lock().is_ok());
+    let left = match names.as_slice() {
+        [] => true,
+        [only] => only == UNLOCKED && unlocked(),
+        _ => false,
+    };
+    left && std::fs::metadata(dir)
+        .and_then(|meta| meta.modified())
+        .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > LOCK_GRACE))
 }
 
 /// Whether a living process holds the directory `dir` (a kept one, or one
@@ -147,6 +160,13 @@ mod tests {
         };
         let abandoned = made("abandoned", 120);
         let just_made = made("just-made", 0);
+        // Killed between making its lock file and renaming it.
+        let unrenamed = made("unrenamed", 120);
+        File::create(unrenamed.join(UNLOCKED)).unwrap();
+        File::open(&unrenamed)
+            .unwrap()
+            .set_modified(std::time::SystemTime::UNIX_EPOCH)
+            .unwrap();
         let kept = made("kept", 120);
         std::fs::create_dir(kept.join("workspace")).unwrap();
         File::open(&kept)
@@ -154,7 +174,7 @@ mod tests {
             .set_modified(std::time::SystemTime::UNIX_EPOCH)
             .unwrap();
         sweep_stale(root.path());
-        assert!(!abandoned.exists());
+        assert!(!abandoned.exists() && !unrenamed.exists());
         assert!(just_made.is_dir() && kept.join("workspace").is_dir());
     }
 
