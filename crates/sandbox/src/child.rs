@@ -4,9 +4,10 @@
 //! std I/O. Everything it needs is in a [`ChildPlan`] built by `plan.rs`.
 //!
 //! Order matters: join the cgroup and set rlimits while still privileged in
-//! the host namespaces; enter the new namespaces; fork so the command is
-//! pid 1 of its own pid namespace (when it dies, the kernel kills every
-//! process left in it, `setsid` or not); set up the mounts; then lock the
+//! the host namespaces; enter the new namespaces; fork into a pid namespace
+//! of the command's own, whose pid 1 ends when the command does (the kernel
+//! then kills every process left in it, `setsid` or not; see pidns.rs);
+//! set up the mounts; then lock the
 //! process down with no_new_privs, Landlock and seccomp (last, so our own
 //! `mount` and `unshare` calls above are still allowed).
 

@@ -1,6 +1,7 @@
 //! The pid namespace: the child forks a small init (pid 1) and the command
-//! (pid 2), while the process tack spawned stays outside and relays the
-//! exit status. Raw syscalls only, see child.rs.
+//! (pid 2), or, for a trial's sandbox init, only the init, which is then
+//! pid 1 itself; the process tack spawned stays outside and relays the exit
+//! status. Raw syscalls only, see child.rs.
 
 #![allow(unsafe_code)] // raw fork/wait/exit between fork and exec; each block says why
 
