@@ -97,14 +97,15 @@ const UNIQUE_TEXT: [&str; 6] = [
 /// Rows in a row group at most.
 const ROW_GROUP_ROWS: usize = 16 * 1024;
 
-/// Bytes in a data page of [`UNIQUE_TEXT`] and the message id lists at most,
-/// before compression (Parquet's default, for the other columns, is 1 MiB).
-/// A reader of a few trials decompresses every page that holds one of their
-/// rows: a trial's output and messages are a few kilobytes, a page of them
-/// a hundred trials' worth. Measured on a million-trial run: a report's
-/// trial pages read 0.84-0.89 s instead of 1.1-1.25 s, for parts 6.4%
-/// bigger (zstd compresses each page apart, and finds fewer repeats);
-/// smaller pages cost more bytes again (128 KiB: +14%) for less.
+/// Bytes in a data page of [`UNIQUE_TEXT`] at most, before compression
+/// (Parquet's default, which the other columns keep, is 1 MiB). A reader of
+/// a few trials decompresses every page that holds one of their rows: a
+/// trial's output and messages are a few kilobytes, a page of them a
+/// hundred trials' worth. Measured on a million-trial run: a report's trial
+/// pages read in 0.84-0.89 s instead of 1.1-1.25 s. zstd compresses each
+/// page apart and finds fewer repeats: that run is 2.8% bigger with these
+/// pages and the id lists' dictionary dropped (below) than before either
+/// (2,211.7 against 2,151.7 MB); 128 KiB pages cost 14% for little more.
 const TEXT_PAGE_BYTES: usize = 256 * 1024;
 
 /// A Parquet writer for one file of a table, as every part is written.
@@ -115,8 +116,8 @@ const TEXT_PAGE_BYTES: usize = 256 * 1024;
 /// kept; no column index) and none on the bulk text columns, whose minimum
 /// and maximum no reader filters on; a bloom filter on the messages' ids;
 /// no dictionary for ids, id lists, message text and command output, and
-/// smaller pages for them; timestamps delta-encoded; and no embedded Arrow
-/// schema, since the Parquet types say all the tables need.
+/// smaller pages for all but the id lists; timestamps delta-encoded; and no
+/// embedded Arrow schema, since the Parquet types say all the tables need.
 pub(crate) fn parquet_writer(
     file: File,
     schema: arrow_schema::SchemaRef,
@@ -167,11 +168,10 @@ pub(crate) fn parquet_writer(
     // transcript (trials) repeat within a trial, which zstd finds without a
     // dictionary: parts 3% smaller without one (a 20,000-trial run: 49.7
     // against 48.1 MB), and a reader of a few rows no longer decompresses a
-    // row group's whole dictionary of ids.
-    let message_ids = list_item(col::MESSAGE_IDS);
-    properties = properties
-        .set_column_dictionary_enabled(message_ids.clone(), false)
-        .set_column_data_page_size_limit(message_ids, TEXT_PAGE_BYTES);
+    // row group's whole dictionary of ids. Their pages keep the default
+    // size: a long trial's calls each list every message before them, and
+    // at 256 KiB a run of five 100-step trials was 25% bigger.
+    properties = properties.set_column_dictionary_enabled(list_item(col::MESSAGE_IDS), false);
     for column in [col::STARTED_AT_MS, col::SEQ] {
         properties = properties
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
