@@ -84,7 +84,8 @@ pub(crate) fn next_session(run_dir: &Path) -> u32 {
         .unwrap_or(0)
 }
 
-/// Text columns written without a dictionary (see [`parquet_writer`]).
+/// Text columns written without a dictionary and in pages of at most
+/// [`TEXT_PAGE_BYTES`] (see [`parquet_writer`]).
 const UNIQUE_TEXT: [&str; 6] = [
     col::MESSAGE_ID,
     col::CONTENT,
