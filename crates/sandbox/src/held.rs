@@ -102,19 +102,23 @@ const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// locks and renames it within microseconds). A kept directory holds what
 /// was kept, so it is never one.
 fn abandoned_before_its_lock(dir: &Path) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    // The age first: a living maker's lock file is never tried, so the
+    // sweep cannot hold its lock even for an instant.
+    let old = std::fs::metadata(dir)
+        .and_then(|meta| meta.modified())
+        .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > LOCK_GRACE));
+    let Some(entries) = old.then(|| std::fs::read_dir(dir).ok()).flatten() else {
         return false;
     };
     let names: Vec<std::ffi::OsString> = entries.flatten().take(2).map(|e| e.file_name()).collect();
-    let unlocked = || File::open(dir.join(UNLOCKED)).is_ok_and(|file| file.try_lock().is_ok());
-    let left = match names.as_slice() {
+    match names.as_slice() {
         [] => true,
-        [only] => only == UNLOCKED && unlocked(),
+        [only] => {
+            only == UNLOCKED
+                && File::open(dir.join(UNLOCKED)).is_ok_and(|file| file.try_lock().is_ok())
+        }
         _ => false,
-    };
-    left && std::fs::metadata(dir)
-        .and_then(|meta| meta.modified())
-        .is_ok_and(|modified| modified.elapsed().is_ok_and(|age| age > LOCK_GRACE))
+    }
 }
 
 /// Whether a living process holds the directory `dir` (a kept one, or one
