@@ -12,6 +12,7 @@ use crate::trials::{self, TrialRow};
 use polars::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use tack_trace::Columns;
 use tack_trace::schema::{SPANS_DIR, TRIALS_DIR, col};
 
 /// Reads one trial's row, spans and messages; any attempt, final or not.
@@ -74,7 +75,9 @@ pub const TRACE_BATCH: usize = 500;
 /// report), those in the same parts together, each batch handed to `each`
 /// and dropped: a report listing thousands of failed trials renders their
 /// pages without holding every trace. Returns `rows`, in their order, with
-/// the span counts their traces gave (see [`load_trial_traces`]).
+/// the span counts their traces gave (see [`load_trial_traces`]). For pages:
+/// the model calls' lists of message ids are left unread where their
+/// counts were written ([`SpanRow::messages_sent`](crate::SpanRow)).
 pub fn trial_traces_in_batches<E: From<AnalysisError>>(
     tables: &RunTables,
     rows: &[TrialRow],
@@ -88,7 +91,7 @@ pub fn trial_traces_in_batches<E: From<AnalysisError>>(
     let mut counted: HashMap<String, TrialRow> = HashMap::with_capacity(rows.len());
     for batch in by_part.chunks(batch.max(1)) {
         let batch: Vec<TrialRow> = batch.iter().map(|row| (*row).clone()).collect();
-        let traces = load_trial_traces(tables, &batch)?;
+        let traces = load_traces(tables, &batch, Columns::AllButSentIds)?;
         counted.extend(
             traces
                 .iter()
@@ -109,6 +112,15 @@ pub fn load_trial_traces(
     tables: &RunTables,
     rows: &[TrialRow],
 ) -> Result<Vec<TrialTrace>, AnalysisError> {
+    load_traces(tables, rows, Columns::All)
+}
+
+/// [`load_trial_traces`], decoding `columns` of the spans.
+fn load_traces(
+    tables: &RunTables,
+    rows: &[TrialRow],
+    columns: Columns,
+) -> Result<Vec<TrialTrace>, AnalysisError> {
     if rows.is_empty() {
         return Ok(Vec::new());
     }
@@ -120,7 +132,7 @@ pub fn load_trial_traces(
     let (spans, transcripts) = std::thread::scope(|scope| {
         let transcripts = scope
             .spawn(|| tack_trace::trial_transcripts_in(tables.run_dir(), &id_refs, Some(&files)));
-        let spans = spans_of(tables, &ids, &files);
+        let spans = spans_of(tables, &ids, &files, columns);
         match transcripts.join() {
             Ok(transcripts) => (spans, transcripts),
             Err(panic) => std::panic::resume_unwind(panic),
@@ -162,10 +174,11 @@ fn spans_of(
     tables: &RunTables,
     ids: &[String],
     files: &[String],
+    columns: Columns,
 ) -> Result<HashMap<String, Vec<trace::SpanRow>>, AnalysisError> {
     let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let batches =
-        tack_trace::read_trial_rows_in(tables.run_dir(), SPANS_DIR, None, &wanted, Some(files))
+        tack_trace::read_trial_rows_in(tables.run_dir(), SPANS_DIR, columns, &wanted, Some(files))
             .map_err(|source| AnalysisError::Trace {
                 run_dir: tables.run_dir().to_path_buf(),
                 source,

@@ -247,11 +247,16 @@ pub fn sandbox_denials(
     }
     let wanted = std::collections::HashSet::from([trial_id]);
     let columns = [col::TRIAL_ID, col::SPAN_ID, col::KIND, col::SANDBOX_DENIALS];
-    let batches = tack_trace::read_trial_rows(run_dir, SPANS_DIR, Some(&columns), &wanted)
-        .map_err(|source| AnalysisError::Trace {
-            run_dir: run_dir.to_path_buf(),
-            source,
-        })?;
+    let batches = tack_trace::read_trial_rows(
+        run_dir,
+        SPANS_DIR,
+        tack_trace::Columns::Only(&columns),
+        &wanted,
+    )
+    .map_err(|source| AnalysisError::Trace {
+        run_dir: run_dir.to_path_buf(),
+        source,
+    })?;
     let mut out = BTreeMap::new();
     for (path, batch) in batches {
         let column = |name: &str| batch.column_by_name(name);

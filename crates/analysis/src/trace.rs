@@ -67,8 +67,12 @@ pub struct SpanRow {
     /// `unknown_tool`, `wrong_types` or `truncated` on a successful call
     /// whose answer was corrupted.
     pub fault: Option<String>,
-    /// On a model call: the ids of the messages it sent, in order.
+    /// On a model call: the ids of the messages it sent, in order. `None`
+    /// where a reader of trial pages left the lists unread
+    /// ([`crate::trial_traces_in_batches`]); `messages_sent` counts them.
     pub message_ids: Option<Vec<String>>,
+    /// On a model call: how many messages it sent.
+    pub messages_sent: Option<u32>,
     // Tool calls.
     pub tool_name: Option<String>,
     pub tool_call_id: Option<String>,
@@ -150,13 +154,14 @@ pub(crate) fn scan_spans(
 /// Span columns that some files lack, with their types: those added after the
 /// first traces were written (older files read as nulls there), and
 /// `tool_result`, which schema 3 stopped writing (it is the tool message).
-fn added_span_columns() -> [(&'static str, DataType, Expr); 13] {
+fn added_span_columns() -> [(&'static str, DataType, Expr); 14] {
     [
         (
             col::MESSAGE_IDS,
             DataType::List(Box::new(DataType::String)),
             lit(NULL),
         ),
+        (col::MESSAGES_SENT, DataType::UInt32, lit(NULL)),
         (col::MESSAGES_FROM, DataType::UInt32, lit(NULL)),
         (col::MESSAGES_TO, DataType::UInt32, lit(NULL)),
         (col::RETRY_WAIT_MS, DataType::UInt64, lit(NULL)),
@@ -386,6 +391,7 @@ pub(crate) fn span_rows(f: &BatchColumns) -> Result<Vec<SpanRow>, AnalysisError>
     let fault = f.opt_strs(col::FAULT)?;
     let mut message_ids = f.opt_str_lists(col::MESSAGE_IDS)?;
     let messages_from = f.opt_u32s(col::MESSAGES_FROM)?;
+    let messages_sent = f.opt_u32s(col::MESSAGES_SENT)?;
     let messages_to = f.opt_u32s(col::MESSAGES_TO)?;
     let tool_name = f.opt_strs(col::TOOL_NAME)?;
     let tool_call_id = f.opt_strs(col::TOOL_CALL_ID)?;
@@ -405,7 +411,17 @@ pub(crate) fn span_rows(f: &BatchColumns) -> Result<Vec<SpanRow>, AnalysisError>
     let check_output = f.opt_strs(col::CHECK_OUTPUT)?;
     let mcp_server = f.opt_strs(col::MCP_SERVER)?;
     Ok((0..f.height())
-        .map(|i| SpanRow {
+        .map(|i| {
+            let ids = sent_ids(message_ids[i].take(), messages_from[i], messages_to[i]);
+            // Files before `messages_sent` count their lists.
+            let sent = messages_sent[i].or_else(|| {
+                let count = ids.as_ref()?.len();
+                Some(u32::try_from(count).unwrap_or(u32::MAX))
+            });
+            (ids, sent)
+        })
+        .enumerate()
+        .map(|(i, (message_ids, messages_sent))| SpanRow {
             span_id: span_id[i],
             parent_span_id: parent[i],
             seq: seq[i],
@@ -431,7 +447,8 @@ pub(crate) fn span_rows(f: &BatchColumns) -> Result<Vec<SpanRow>, AnalysisError>
             retry_wait_ms: retry_wait_ms[i],
             rate_limit_wait_ms: rate_limit_wait_ms[i],
             fault: fault[i].clone(),
-            message_ids: sent_ids(message_ids[i].take(), messages_from[i], messages_to[i]),
+            message_ids,
+            messages_sent,
             tool_name: tool_name[i].clone(),
             tool_call_id: tool_call_id[i].clone(),
             tool_arguments: arguments[i].clone(),

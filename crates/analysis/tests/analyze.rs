@@ -278,6 +278,11 @@ fn trial_trace_is_in_sequence_order() {
         trace.spans[0].message_ids,
         Some(vec!["#0".to_string(), "#1".to_string()])
     );
+    assert_eq!(
+        trace.spans[0].messages_sent,
+        Some(2),
+        "counted from the list"
+    );
     let tool = &trace.spans[2];
     assert_eq!(tool.tool_name.as_deref(), Some("bash"));
     assert_eq!(tool.tool_result.as_deref(), Some(fixture::HOSTILE));

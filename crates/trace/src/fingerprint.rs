@@ -11,7 +11,7 @@ use arrow_array::{Array, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
 
 use crate::schema::{SPANS_DIR, TRIALS_DIR, col, kind};
-use crate::{TraceError, read_table_files};
+use crate::{Columns, TraceError, read_table_files};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunFingerprint {
@@ -94,9 +94,11 @@ pub struct VariantFingerprint {
 /// calls all failed before an answer are absent.
 pub fn answered_models(run_dir: &Path) -> Result<BTreeMap<String, BTreeSet<String>>, TraceError> {
     let mut variant_of: BTreeMap<String, String> = BTreeMap::new();
-    for (path, batch) in
-        read_table_files(run_dir, TRIALS_DIR, Some(&[col::TRIAL_ID, col::VARIANT]))?
-    {
+    for (path, batch) in read_table_files(
+        run_dir,
+        TRIALS_DIR,
+        Columns::Only(&[col::TRIAL_ID, col::VARIANT]),
+    )? {
         let trials = text(&path, &batch, col::TRIAL_ID)?;
         let variants = text(&path, &batch, col::VARIANT)?;
         for i in 0..batch.num_rows() {
@@ -105,7 +107,7 @@ pub fn answered_models(run_dir: &Path) -> Result<BTreeMap<String, BTreeSet<Strin
     }
     let mut answered: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let columns = [col::TRIAL_ID, col::KIND, col::RESPONSE_MODEL];
-    for (path, batch) in read_table_files(run_dir, SPANS_DIR, Some(&columns))? {
+    for (path, batch) in read_table_files(run_dir, SPANS_DIR, Columns::Only(&columns))? {
         let trials = text(&path, &batch, col::TRIAL_ID)?;
         let kinds = text(&path, &batch, col::KIND)?;
         let models = text(&path, &batch, col::RESPONSE_MODEL)?;

@@ -46,8 +46,8 @@ pub use merge::{MergeError, ShardRun, ShardRuns};
 pub use parts::{PartLimits, adopt_parts};
 pub use progress::{JournaledTrial, journaled_trials};
 pub use reader::{
-    count_rows, read_table, read_table_files, read_trial_rows, read_trial_rows_in, table_files,
-    trial_ids_in,
+    Columns, count_rows, read_table, read_table_files, read_trial_rows, read_trial_rows_in,
+    table_files, trial_ids_in,
 };
 pub use recorded::{
     RecordedAnswers, RecordedTrial, recorded_answers, recorded_trials, trial_identity,

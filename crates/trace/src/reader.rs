@@ -9,6 +9,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
+use parquet::schema::types::SchemaDescriptor;
 
 use crate::TraceError;
 use crate::schema::col;
@@ -31,7 +32,7 @@ pub fn table_files(run_dir: &Path, table: &str) -> Result<Vec<PathBuf>, TraceErr
 
 /// Reads a whole table as Arrow batches.
 pub fn read_table(run_dir: &Path, table: &str) -> Result<Vec<RecordBatch>, TraceError> {
-    Ok(read_table_files(run_dir, table, None)?
+    Ok(read_table_files(run_dir, table, Columns::All)?
         .into_iter()
         .map(|(_, batch)| batch)
         .collect())
@@ -96,9 +97,40 @@ pub(crate) fn each_text_of(
     Ok(true)
 }
 
+/// Which columns a read of a table's rows decodes.
+#[derive(Debug, Clone, Copy)]
+pub enum Columns<'a> {
+    All,
+    /// These (a list column by its name).
+    Only(&'a [&'a str]),
+    /// Every column but the model calls' `message_ids` lists, where the
+    /// file has their lengths (`messages_sent`): a page that shows how many
+    /// messages a call sent then decompresses no list, the largest column of
+    /// a spans part after command output.
+    AllButSentIds,
+}
+
+impl Columns<'_> {
+    /// The mask for a file of `schema`; `None` reads every column.
+    fn mask(self, schema: &SchemaDescriptor) -> Option<ProjectionMask> {
+        match self {
+            Columns::All => None,
+            Columns::Only(names) => Some(ProjectionMask::columns(schema, names.iter().copied())),
+            Columns::AllButSentIds => {
+                let name = |i: usize| schema.column(i).path().parts()[0].clone();
+                let all = 0..schema.num_columns();
+                if !all.clone().any(|i| name(i) == col::MESSAGES_SENT) {
+                    return None;
+                }
+                let kept = all.filter(|&i| name(i) != col::MESSAGE_IDS);
+                Some(ProjectionMask::leaves(schema, kept))
+            }
+        }
+    }
+}
+
 /// The rows of `path` whose text column `key` holds one of `wanted`, with
-/// `columns` (every one when `None`; they must include `key` for the caller
-/// to see it), from the row groups that the column's statistics and bloom
+/// `columns` (they must include `key` for the caller to see it), from the row groups that the column's statistics and bloom
 /// filter (where the file has them) do not rule out. Read in two passes over
 /// one parse of the footer: `key` alone, then the rows found only, the pages
 /// of the other columns that hold none of them skipped by the file's offset
@@ -108,7 +140,7 @@ pub(crate) fn read_rows_where<S: BuildHasher>(
     path: &Path,
     key: &str,
     wanted: &HashSet<&str, S>,
-    columns: Option<&[&str]>,
+    columns: Columns,
 ) -> Result<Vec<RecordBatch>, TraceError> {
     let parquet_error = |source| TraceError::Parquet {
         path: path.to_path_buf(),
@@ -174,8 +206,8 @@ pub(crate) fn read_rows_where<S: BuildHasher>(
     // and per file, and a report's five hundred trials sit in hundreds of
     // files of a large run.
     let mut rows = (builder()?.with_row_groups(groups)).with_batch_size(kept.min(MAX_BATCH_ROWS));
-    if let Some(columns) = columns {
-        rows = rows.with_projection(ProjectionMask::columns(schema, columns.iter().copied()));
+    if let Some(mask) = columns.mask(schema) {
+        rows = rows.with_projection(mask);
     }
     rows.with_row_selection(RowSelection::from_filters(&keep))
         .build()
@@ -196,12 +228,12 @@ pub(crate) fn open_parquet(
 }
 
 /// Reads a table as Arrow batches, each with the file it came from, decoding
-/// only `columns` when given: the spans table carries every command's
-/// output, which a scan for a few columns has no need to decode.
+/// `columns`: the spans table carries every command's output, which a scan
+/// for a few columns has no need to decode.
 pub fn read_table_files(
     run_dir: &Path,
     table: &str,
-    columns: Option<&[&str]>,
+    columns: Columns,
 ) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
     let mut batches = Vec::new();
     for path in table_files(run_dir, table)? {
@@ -210,8 +242,7 @@ pub fn read_table_files(
             source,
         };
         let mut builder = open_parquet(&path)?;
-        if let Some(columns) = columns {
-            let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
+        if let Some(mask) = columns.mask(builder.parquet_schema()) {
             builder = builder.with_projection(mask);
         }
         let reader = builder.build().map_err(parquet_error)?;
@@ -227,14 +258,14 @@ pub fn read_table_files(
 }
 
 /// The rows of `trial_ids` in one table (`trials` or `spans`), each batch
-/// with the file it came from, decoding only `columns` when given (they must
-/// include `trial_id`). A row group whose `trial_id` statistics rule out
+/// with the file it came from, decoding `columns` (they must include
+/// `trial_id`). A row group whose `trial_id` statistics rule out
 /// every wanted trial is not read: parts hold trials in the order they ran,
 /// so a few trials of a million are found without decoding the rest.
 pub fn read_trial_rows(
     run_dir: &Path,
     table: &str,
-    columns: Option<&[&str]>,
+    columns: Columns,
     trial_ids: &HashSet<&str>,
 ) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
     read_trial_rows_in(run_dir, table, columns, trial_ids, None)
@@ -247,7 +278,7 @@ pub fn read_trial_rows(
 pub fn read_trial_rows_in(
     run_dir: &Path,
     table: &str,
-    columns: Option<&[&str]>,
+    columns: Columns,
     trial_ids: &HashSet<&str>,
     parts: Option<&[String]>,
 ) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
@@ -365,7 +396,7 @@ mod tests {
         assert!(may_hold(reader.metadata().row_group(0), column, &others));
         assert!(!bloom_may_hold(&reader, 0, column, &others).unwrap());
         assert!(
-            read_rows_where(&path, col::MESSAGE_ID, &others, None)
+            read_rows_where(&path, col::MESSAGE_ID, &others, Columns::All)
                 .unwrap()
                 .is_empty()
         );
@@ -374,7 +405,7 @@ mod tests {
         let mut wanted = others.clone();
         wanted.insert(own[1234]);
         assert!(bloom_may_hold(&reader, 0, column, &wanted).unwrap());
-        let rows = read_rows_where(&path, col::MESSAGE_ID, &wanted, None).unwrap();
+        let rows = read_rows_where(&path, col::MESSAGE_ID, &wanted, Columns::All).unwrap();
         assert_eq!(rows.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
     }
 }

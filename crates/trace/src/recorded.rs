@@ -8,7 +8,7 @@ use arrow_array::{Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use tack_protocol::{FinishReason, Message, Role, Usage};
 
 use crate::schema::{SPANS_DIR, TRIALS_DIR, col, kind};
-use crate::{TableError, TraceError, read_table_files, read_trial_rows, trial_transcript};
+use crate::{Columns, TableError, TraceError, read_table_files, read_trial_rows, trial_transcript};
 
 /// The model's answers of one trial, in order, each with the finish reason
 /// and usage of the call that produced it.
@@ -26,7 +26,7 @@ pub fn recorded_answers(run_dir: &Path, trial_id: &str) -> Result<RecordedAnswer
         .collect();
     let mut calls: Vec<(u64, String, FinishReason, Usage)> = Vec::new();
     let wanted = HashSet::from([trial_id]);
-    for (path, batch) in read_trial_rows(run_dir, SPANS_DIR, None, &wanted)? {
+    for (path, batch) in read_trial_rows(run_dir, SPANS_DIR, Columns::All, &wanted)? {
         calls.extend(answered_calls(&batch, trial_id).map_err(TraceError::table(&path))?);
     }
     calls.sort_by_key(|(seq, ..)| *seq);
@@ -111,7 +111,7 @@ fn answered_calls(
 pub fn trial_identity(run_dir: &Path, trial_id: &str) -> Result<(String, String), TraceError> {
     let wanted = HashSet::from([trial_id]);
     let columns = [col::TRIAL_ID, col::VARIANT, col::TASK];
-    for (path, batch) in read_trial_rows(run_dir, TRIALS_DIR, Some(&columns), &wanted)? {
+    for (path, batch) in read_trial_rows(run_dir, TRIALS_DIR, Columns::Only(&columns), &wanted)? {
         let table = TraceError::table(&path);
         let ids = strings(&batch, col::TRIAL_ID).map_err(&table)?;
         let variants = strings(&batch, col::VARIANT).map_err(&table)?;
@@ -151,7 +151,7 @@ pub fn recorded_trials(run_dir: &Path) -> Result<Vec<RecordedTrial>, TraceError>
         col::OUTCOME,
     ];
     let mut out = Vec::new();
-    for (path, batch) in read_table_files(run_dir, TRIALS_DIR, Some(&wanted))? {
+    for (path, batch) in read_table_files(run_dir, TRIALS_DIR, Columns::Only(&wanted))? {
         let table = TraceError::table(&path);
         let ids = strings(&batch, col::TRIAL_ID).map_err(&table)?;
         let variants = strings(&batch, col::VARIANT).map_err(&table)?;

@@ -334,6 +334,10 @@ pub(crate) fn spans_batch(
         .map(|(seq, event)| Span { seq: *seq, event })
         .collect();
     let usage = |get: fn(&Usage) -> u64| u64s(&rows, move |r| r.model().map(|m| get(&m.usage)));
+    let sent: Vec<Option<Vec<&str>>> = rows
+        .iter()
+        .map(|r| r.model().map(|m| transcript.sent(&m.messages, r.seq)))
+        .collect();
     batch(
         "spans",
         spans_schema(),
@@ -384,9 +388,13 @@ pub(crate) fn spans_batch(
             u64s(&rows, |r| r.model().map(|m| m.rate_limit_wait_ms)),
             strings(&rows, |r| r.model().and_then(|m| m.fault.as_deref())),
             id_lists(
-                rows.iter()
-                    .map(|r| r.model().map(|m| transcript.sent(&m.messages, r.seq))),
+                sent.iter()
+                    .map(|ids| ids.as_ref().map(|ids| ids.iter().copied())),
             ),
+            u32s(&sent, |ids| {
+                ids.as_ref()
+                    .map(|ids| u32::try_from(ids.len()).unwrap_or(u32::MAX))
+            }),
             strings(&rows, |r| {
                 r.tool()
                     .map(|t| t.tool_name.as_str())

@@ -83,6 +83,11 @@ pub mod col {
     /// On a model call: the ids of the messages it sent, in order. On a
     /// trial: its transcript, every message in the order it was added.
     pub const MESSAGE_IDS: &str = "message_ids";
+    /// On a model call: how many messages it sent, the length of its
+    /// `message_ids`, so that a reader showing the count need not
+    /// decompress the lists (after command output, most of a spans part).
+    /// Absent from files written before it was added.
+    pub const MESSAGES_SENT: &str = "messages_sent";
     /// On a trial, beside `message_ids`: the sequence number of the event
     /// that added each message, to interleave messages with spans.
     pub const MESSAGE_SEQS: &str = "message_seqs";
@@ -323,6 +328,7 @@ pub fn spans_schema() -> SchemaRef {
             field(col::RATE_LIMIT_WAIT_MS, UInt64, true),
             field(col::FAULT, Utf8, true),
             field(col::MESSAGE_IDS, list_of(Utf8), true),
+            field(col::MESSAGES_SENT, UInt32, true),
             field(col::TOOL_NAME, Utf8, true),
             field(col::TOOL_CALL_ID, Utf8, true),
             field(col::TOOL_ARGUMENTS, Utf8, true),

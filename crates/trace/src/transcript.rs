@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{read_rows_where, read_trial_rows, read_trial_rows_in, table_files};
+use crate::reader::{Columns, read_rows_where, read_trial_rows, read_trial_rows_in, table_files};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TableError, TraceError, read_table};
@@ -69,7 +69,9 @@ pub fn trial_transcripts_in(
     let mut legacy: HashSet<String> = HashSet::new();
     // Files whose trials are wanted: their messages are looked in first.
     let mut own_parts: Vec<String> = Vec::new();
-    for (path, batch) in read_trial_rows_in(run_dir, TRIALS_DIR, Some(&columns), &wanted, parts)? {
+    for (path, batch) in
+        read_trial_rows_in(run_dir, TRIALS_DIR, Columns::Only(&columns), &wanted, parts)?
+    {
         let table = TraceError::table(&path);
         let ids = strings(&batch, col::TRIAL_ID).map_err(&table)?;
         if batch.column_by_name(col::MESSAGE_IDS).is_none() {
@@ -147,7 +149,7 @@ fn find_messages(
             break;
         }
         let table = TraceError::table(&path);
-        let rows = read_rows_where(&path, col::MESSAGE_ID, &needed, None)?;
+        let rows = read_rows_where(&path, col::MESSAGE_ID, &needed, Columns::All)?;
         for batch in rows {
             let ids = strings(&batch, col::MESSAGE_ID).map_err(&table)?;
             for i in 0..batch.num_rows() {
@@ -266,7 +268,9 @@ fn legacy_transcripts(
     }
     // A trial whose row exists but that recorded no message has an empty
     // conversation, not a missing one.
-    for (path, batch) in read_trial_rows(run_dir, TRIALS_DIR, Some(&[col::TRIAL_ID]), wanted)? {
+    for (path, batch) in
+        read_trial_rows(run_dir, TRIALS_DIR, Columns::Only(&[col::TRIAL_ID]), wanted)?
+    {
         let ids = strings(&batch, col::TRIAL_ID).map_err(TraceError::table(&path))?;
         for i in 0..batch.num_rows() {
             by_trial.entry(ids.value(i).to_string()).or_default();

@@ -5,7 +5,9 @@
 
 use std::io::Write;
 
-use arrow_array::{Array, StringArray};
+use std::collections::HashSet;
+
+use arrow_array::{Array, StringArray, UInt32Array};
 use tack_protocol::{
     Event, EventSink, Message, ModelCallRecord, RunTotals, SpanStatus, StopReason, TrialFinished,
     TrialOutcome, TrialStarted, Usage,
@@ -539,6 +541,26 @@ fn a_model_call_keeps_the_list_of_messages_it_sent_and_old_journals_their_prefix
     let old = ids("old");
     assert_eq!(old.len(), 3);
     assert_eq!(sent_ids(writer.dir(), "old"), [old[..2].to_vec()]);
+
+    // Each call's count is written beside its list, and a reader that asks
+    // for the counts alone is not given the lists.
+    let wanted: HashSet<&str> = ["listed", "old"].into();
+    let rows = tack_trace::read_trial_rows(
+        writer.dir(),
+        "spans",
+        tack_trace::Columns::AllButSentIds,
+        &wanted,
+    )
+    .unwrap();
+    let mut counts = Vec::new();
+    for (_, batch) in &rows {
+        assert!(batch.column_by_name("message_ids").is_none());
+        assert!(batch.column_by_name("stdout").is_some());
+        let sent = batch.column_by_name("messages_sent").unwrap();
+        let sent = sent.as_any().downcast_ref::<UInt32Array>().unwrap();
+        counts.extend(sent.iter());
+    }
+    assert_eq!(counts, [Some(2), Some(2)]);
 }
 
 #[test]
