@@ -158,7 +158,10 @@ enum SuiteCommand {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// How soon commands that read runs return freed memory, in milliseconds.
-const PURGE_DELAY_MS: std::ffi::c_long = 50;
+/// At a million trials (the bench's run, alternating, three each): 20 ms
+/// peaks at 195-207 MB in 4.66-4.87 s, 50 ms at 220-235 MB in 4.57-4.71 s,
+/// 0 at 168-195 MB in 5.2-5.4 s (every free a system call).
+const PURGE_DELAY_MS: std::ffi::c_long = 20;
 
 /// mimalloc option `mi_option_purge_delay` (its place in mimalloc v3's
 /// `mi_option_e`; libmimalloc-sys names only the options mimalloc calls
@@ -171,8 +174,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// batch before the next one; purged a second late, the batches' pages add
 /// up and peak memory grows with the run: `tack report` on a million trials
 /// peaked at 325 MB by default, 270 MB at 50 ms, for 2% more time (best of
-/// three). `tack run` keeps the default: a thousand trials in flight free
-/// and reuse memory all the time.
+/// three, at the time; now see [`PURGE_DELAY_MS`]). `tack run` keeps the
+/// default: a thousand trials in flight free and reuse memory all the time.
 fn purge_freed_memory_after(ms: std::ffi::c_long) {
     #[allow(unsafe_code, reason = "mimalloc's option setter, an FFI call")]
     // SAFETY: mi_option_set takes any option number and value (an unknown
