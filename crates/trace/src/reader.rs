@@ -117,12 +117,13 @@ impl Columns<'_> {
             Columns::All => None,
             Columns::Only(names) => Some(ProjectionMask::columns(schema, names.iter().copied())),
             Columns::AllButSentIds => {
-                let name = |i: usize| schema.column(i).path().parts()[0].clone();
-                let all = 0..schema.num_columns();
-                if !all.clone().any(|i| name(i) == col::MESSAGES_SENT) {
+                // A leaf's top-level column: a list's leaf is `name.list.item`.
+                let columns = schema.columns();
+                let top = |i: usize| columns[i].path().parts().first().map(String::as_str);
+                if !(0..columns.len()).any(|i| top(i) == Some(col::MESSAGES_SENT)) {
                     return None;
                 }
-                let kept = all.filter(|&i| name(i) != col::MESSAGE_IDS);
+                let kept = (0..columns.len()).filter(|&i| top(i) != Some(col::MESSAGE_IDS));
                 Some(ProjectionMask::leaves(schema, kept))
             }
         }
@@ -130,12 +131,13 @@ impl Columns<'_> {
 }
 
 /// The rows of `path` whose text column `key` holds one of `wanted`, with
-/// `columns` (they must include `key` for the caller to see it), from the row groups that the column's statistics and bloom
-/// filter (where the file has them) do not rule out. Read in two passes over
-/// one parse of the footer: `key` alone, then the rows found only, the pages
-/// of the other columns that hold none of them skipped by the file's offset
-/// index rather than decompressed — tool output and message text are most of
-/// a file's bytes, and a reader of a few trials needs few of its rows.
+/// `columns` (they must include `key` for the caller to see it), from the
+/// row groups that the column's statistics and bloom filter (where the file
+/// has them) do not rule out. Read in two passes over one parse of the
+/// footer: `key` alone, then the rows found only, the pages of the other
+/// columns that hold none of them skipped by the file's offset index rather
+/// than decompressed — tool output and message text are most of a file's
+/// bytes, and a reader of a few trials needs few of its rows.
 pub(crate) fn read_rows_where<S: BuildHasher>(
     path: &Path,
     key: &str,
