@@ -72,12 +72,16 @@ fn carry_out(plan: &Plan) -> Result<(), TraceError> {
     Ok(())
 }
 
-/// One part: its name, present in every table, its trial count and its
-/// bytes in all three tables.
+/// One part: its name, present in every table, its trial count, its bytes
+/// in all three tables and their columns.
 struct Part {
     name: String,
     trials: usize,
     bytes: u64,
+    /// Each table's column names: parts written by tacks of different
+    /// versions (a run resumed by a newer one) may differ, and a file holds
+    /// one schema.
+    layout: Vec<Vec<String>>,
 }
 
 /// The run's parts in the order they were written. Files of runs before
@@ -98,19 +102,27 @@ fn parts(run_dir: &Path) -> Result<Vec<Part>, TraceError> {
         .map(|(_, _, name)| {
             let trials = row_count(&dir.join(&name))?;
             let mut bytes = 0;
+            let mut layout = Vec::with_capacity(PART_TABLES.len());
             for table in PART_TABLES {
                 let path = run_dir.join(table).join(&name);
                 bytes += fs::metadata(&path)
                     .map_err(|e| TraceError::io(&path, e))?
                     .len();
+                layout.push(column_names(&path)?);
             }
             Ok(Part {
                 name,
                 trials,
                 bytes,
+                layout,
             })
         })
         .collect()
+}
+
+fn column_names(path: &Path) -> Result<Vec<String>, TraceError> {
+    let schema = open_parquet(path)?.schema().clone();
+    Ok(schema.fields().iter().map(|f| f.name().clone()).collect())
 }
 
 fn row_count(path: &Path) -> Result<usize, TraceError> {
@@ -121,15 +133,17 @@ fn row_count(path: &Path) -> Result<usize, TraceError> {
         .max(0) as usize)
 }
 
-/// Groups consecutive parts into bins within the part limits.
+/// Groups consecutive parts of the same columns into bins within the part
+/// limits.
 fn bins(parts: Vec<Part>, limits: PartLimits) -> Vec<Vec<Part>> {
     let mut bins: Vec<Vec<Part>> = Vec::new();
     let (mut trials, mut bytes) = (0, 0);
     for part in parts {
         let fits = trials + part.trials <= limits.trials.max(1)
             && bytes + part.bytes <= limits.bytes as u64;
+        let alike = |bin: &Vec<Part>| bin.last().is_some_and(|last| last.layout == part.layout);
         match bins.last_mut() {
-            Some(bin) if fits => {
+            Some(bin) if fits && alike(bin) => {
                 trials += part.trials;
                 bytes += part.bytes;
                 bin.push(part);

@@ -277,6 +277,52 @@ fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
     assert_eq!((again.parts_before, again.parts_after), (1, 1));
 }
 
+/// Rewrites a part's spans file as a tack before `messages_sent` wrote it.
+fn without_sent_counts(path: &std::path::Path) {
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    let schema = batches[0].schema();
+    let kept: Vec<usize> = (0..schema.fields().len())
+        .filter(|&i| schema.field(i).name() != "messages_sent")
+        .collect();
+    let batches: Vec<_> = batches.iter().map(|b| b.project(&kept).unwrap()).collect();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batches[0].schema(), None).unwrap();
+    for batch in &batches {
+        writer.write(batch).unwrap();
+    }
+    writer.close().unwrap();
+}
+
+#[test]
+fn compaction_combines_parts_of_the_same_columns_only() {
+    let root = tempfile::tempdir().unwrap();
+    let limits = tack_trace::PartLimits {
+        trials: 2,
+        ..tack_trace::PartLimits::default()
+    };
+    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    for id in ["a", "b", "c", "d", "e"] {
+        record_finished(&writer, id);
+    }
+    writer.flush().unwrap();
+    // The second part as an older tack wrote it, as in a run it began and a
+    // newer one resumed.
+    let names = part_files(writer.dir(), "spans");
+    assert_eq!(names.len(), 3);
+    without_sent_counts(&writer.dir().join("spans").join(&names[1]));
+
+    let combined = tack_trace::compact(writer.dir(), tack_trace::PartLimits::default()).unwrap();
+    assert_eq!((combined.parts_before, combined.parts_after), (3, 3));
+    assert_eq!(outcomes(writer.dir()).len(), 5);
+    assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 5);
+}
+
 #[test]
 fn compaction_keeps_a_message_stored_by_two_runs_once() {
     let root = tempfile::tempdir().unwrap();
