@@ -22,8 +22,11 @@ const UNLOCKED: &str = ".tack-trial.lock.new";
 /// [`HeldDir::keep`]t.
 #[derive(Debug)]
 pub struct HeldDir {
-    dir: tempfile::TempDir,
-    lock: File,
+    path: PathBuf,
+    /// `None` once kept.
+    dir: Option<tempfile::TempDir>,
+    /// Locked while this lives; closed (and so unlocked) with it.
+    _lock: File,
 }
 
 impl HeldDir {
@@ -37,7 +40,11 @@ impl HeldDir {
         let lock = File::create(&unlocked)?;
         lock.lock()?;
         std::fs::rename(&unlocked, dir.path().join(LOCK))?;
-        Ok(HeldDir { dir, lock })
+        Ok(HeldDir {
+            path: dir.path().to_path_buf(),
+            dir: Some(dir),
+            _lock: lock,
+        })
     }
 
     /// [`HeldDir::new_in`], making `root` if missing. The first time this
@@ -57,17 +64,50 @@ impl HeldDir {
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 
     /// Leaves the directory on disk, without its lock, so that no sweep
     /// removes it; returns where it is.
-    pub fn keep(self) -> PathBuf {
-        let kept = self.dir.keep();
-        let _ = std::fs::remove_file(kept.join(LOCK));
-        drop(self.lock);
-        kept
+    pub fn keep(mut self) -> PathBuf {
+        if let Some(dir) = self.dir.take() {
+            let _ = dir.keep();
+        }
+        let _ = std::fs::remove_file(self.path.join(LOCK));
+        self.path.clone()
     }
+}
+
+impl Drop for HeldDir {
+    fn drop(&mut self) {
+        if self.dir.is_some() {
+            // Before the TempDir's own removal, which then finds nothing.
+            let _ = remove_lock_last(&self.path);
+        }
+    }
+}
+
+/// Removes `dir`, its lock file last: a process killed while removing it
+/// leaves the lock file (no longer locked), so the next sweep removes the
+/// rest, where a directory that had lost its lock first would look kept
+/// and stay for good.
+fn remove_lock_last(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name() == LOCK {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    match std::fs::remove_file(dir.join(LOCK)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::remove_dir(dir)
 }
 
 /// Removes the directories under `root` that a killed run left: the ones
@@ -88,7 +128,7 @@ pub fn sweep_stale(root: &Path) {
             continue;
         };
         if file.try_lock().is_ok() {
-            let _ = std::fs::remove_dir_all(&dir);
+            let _ = remove_lock_last(&dir);
         }
     }
 }
@@ -148,6 +188,31 @@ mod tests {
         let gone = living.path().to_path_buf();
         drop(living);
         assert!(!gone.exists());
+    }
+
+    /// A removal cut off after the lock file went would leave a directory
+    /// that looks kept; the lock file goes last, so what a removal cut off
+    /// leaves still has it, and is swept.
+    #[test]
+    fn a_removal_cut_off_before_its_lock_file_is_swept_and_a_dropped_one_goes_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let killed = root.path().join("killed");
+        std::fs::create_dir_all(killed.join("workspace/src")).unwrap();
+        std::fs::write(killed.join("workspace/src/a.py"), "x").unwrap();
+        File::create(killed.join(LOCK)).unwrap();
+        // What a removal cut off half-way leaves, its lock file in place
+        // (the removal of everything else, then stopped).
+        std::fs::remove_dir_all(killed.join("workspace/src")).unwrap();
+        sweep_stale(root.path());
+        assert!(!killed.exists(), "swept: its lock file was still there");
+        // The living one: dropped with its contents.
+        let living = HeldDir::new_in(root.path(), "living-").unwrap();
+        std::fs::create_dir_all(living.path().join("workspace/src")).unwrap();
+        std::fs::write(living.path().join("workspace/src/a.py"), "x").unwrap();
+        let gone = living.path().to_path_buf();
+        drop(living);
+        assert!(!gone.exists());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
     }
 
     /// A directory whose maker died before it was locked is empty: swept

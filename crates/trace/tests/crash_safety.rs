@@ -239,17 +239,23 @@ fn a_journal_of_a_trial_already_in_a_part_is_not_recovered_twice() {
     assert!(!journal.exists());
 }
 
-#[test]
-fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
-    let root = tempfile::tempdir().unwrap();
+/// A run in `root` whose parts close at two trials, five trials recorded.
+fn five_trials_two_a_part(root: &std::path::Path) -> RunWriter {
     let limits = tack_trace::PartLimits {
         trials: 2,
         ..tack_trace::PartLimits::default()
     };
-    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
+    let writer = RunWriter::create_with_limits(root, &manifest(), limits).unwrap();
     for id in ["a", "b", "c", "d", "e"] {
         record_finished(&writer, id);
     }
+    writer
+}
+
+#[test]
+fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = five_trials_two_a_part(root.path());
     // Two parts of two trials are written; the fifth trial's part is open.
     assert_eq!(part_files(writer.dir(), "trials").len(), 2);
     assert_eq!(outcomes(writer.dir()).len(), 4);
@@ -302,14 +308,7 @@ fn without_sent_counts(path: &std::path::Path) {
 #[test]
 fn compaction_combines_parts_of_the_same_columns_only() {
     let root = tempfile::tempdir().unwrap();
-    let limits = tack_trace::PartLimits {
-        trials: 2,
-        ..tack_trace::PartLimits::default()
-    };
-    let writer = RunWriter::create_with_limits(root.path(), &manifest(), limits).unwrap();
-    for id in ["a", "b", "c", "d", "e"] {
-        record_finished(&writer, id);
-    }
+    let writer = five_trials_two_a_part(root.path());
     writer.flush().unwrap();
     // The second part as an older tack wrote it, as in a run it began and a
     // newer one resumed.
