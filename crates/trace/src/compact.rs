@@ -100,7 +100,7 @@ fn parts(run_dir: &Path) -> Result<Vec<Part>, TraceError> {
     names
         .into_iter()
         .map(|(_, _, name)| {
-            let trials = row_count(&dir.join(&name))?;
+            let mut trials = 0;
             let mut bytes = 0;
             let mut layout = Vec::with_capacity(PART_TABLES.len());
             for table in PART_TABLES {
@@ -108,7 +108,19 @@ fn parts(run_dir: &Path) -> Result<Vec<Part>, TraceError> {
                 bytes += fs::metadata(&path)
                     .map_err(|e| TraceError::io(&path, e))?
                     .len();
-                layout.push(column_names(&path)?);
+                // One read of each file's footer: its columns, and the
+                // trials file's rows.
+                let file = open_parquet(&path)?;
+                if table == TRIALS_DIR {
+                    trials = file.metadata().file_metadata().num_rows().max(0) as usize;
+                }
+                layout.push(
+                    file.schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect(),
+                );
             }
             Ok(Part {
                 name,
@@ -118,19 +130,6 @@ fn parts(run_dir: &Path) -> Result<Vec<Part>, TraceError> {
             })
         })
         .collect()
-}
-
-fn column_names(path: &Path) -> Result<Vec<String>, TraceError> {
-    let schema = open_parquet(path)?.schema().clone();
-    Ok(schema.fields().iter().map(|f| f.name().clone()).collect())
-}
-
-fn row_count(path: &Path) -> Result<usize, TraceError> {
-    Ok(open_parquet(path)?
-        .metadata()
-        .file_metadata()
-        .num_rows()
-        .max(0) as usize)
 }
 
 /// Groups consecutive parts of the same columns into bins within the part
