@@ -3,7 +3,12 @@ use std::fs::{self, File};
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
 use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
@@ -144,78 +149,208 @@ pub(crate) fn read_rows_where<S: BuildHasher>(
     wanted: &HashSet<&str, S>,
     columns: Columns,
 ) -> Result<Vec<RecordBatch>, TraceError> {
-    let parquet_error = |source| TraceError::Parquet {
-        path: path.to_path_buf(),
-        source,
-    };
-    let format = |message: String| TraceError::Format {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-    let metadata = ArrowReaderMetadata::load(&file, options).map_err(parquet_error)?;
-    let builder = || -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
-        let file = file.try_clone().map_err(|e| TraceError::io(path, e))?;
-        Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+    let footer = Footer::read(path)?;
+    footer
+        .rows_where(key, wanted, columns)?
+        .ok_or_else(|| TraceError::Format {
+            path: path.to_path_buf(),
+            message: format!("the table has no {key} column"),
+        })
+}
+
+/// One Parquet file's footer, parsed once for reads of its rows by more
+/// than one key ([`read_rows_where`]).
+pub(crate) struct Footer {
+    path: PathBuf,
+    file: File,
+    metadata: ArrowReaderMetadata,
+}
+
+impl Footer {
+    /// Parses the footer of `path`, with its offset index where it has one.
+    pub(crate) fn read(path: &Path) -> Result<Footer, TraceError> {
+        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let metadata =
+            ArrowReaderMetadata::load(&file, options).map_err(|source| TraceError::Parquet {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Footer {
+            path: path.to_path_buf(),
             file,
-            metadata.clone(),
+            metadata,
+        })
+    }
+
+    /// [`read_rows_where`] of this file; `None` when it has no column `key`.
+    pub(crate) fn rows_where<S: BuildHasher>(
+        &self,
+        key: &str,
+        wanted: &HashSet<&str, S>,
+        columns: Columns,
+    ) -> Result<Option<Vec<RecordBatch>>, TraceError> {
+        let schema = self.metadata.parquet_schema();
+        let Some(key_column) = (schema.columns().iter()).position(|c| c.path().string() == key)
+        else {
+            return Ok(None);
+        };
+        let groups = self.groups_that_may_hold(key_column, wanted)?;
+        if groups.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let keep = self.wanted_rows(key, key_column, &groups, wanted)?;
+        let kept: usize = keep.iter().map(BooleanArray::true_count).sum();
+        if kept == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        // Batches sized to the rows kept: a reader allocates each column's
+        // buffers for a whole batch (1024 rows by default), so a file's few
+        // wanted rows would otherwise hold a batch's worth of memory per
+        // column and per file, and a report's five hundred trials sit in
+        // hundreds of files of a large run.
+        let mut rows = (self.builder(self.metadata.clone())?.with_row_groups(groups))
+            .with_batch_size(kept.min(MAX_BATCH_ROWS));
+        if let Some(mask) = columns.mask(schema) {
+            rows = rows.with_projection(mask);
+        }
+        let rows = rows
+            .with_row_selection(RowSelection::from_filters(&keep))
+            .build()
+            .map_err(|source| self.parquet_error(source))?
+            .map(|batch| batch.map_err(|e| self.format(e.to_string())))
+            .collect::<Result<_, _>>()?;
+        Ok(Some(rows))
+    }
+
+    /// The row groups whose statistics and bloom filter on `column` do not
+    /// rule out every key of `wanted`.
+    fn groups_that_may_hold<S: BuildHasher>(
+        &self,
+        column: usize,
+        wanted: &HashSet<&str, S>,
+    ) -> Result<Vec<usize>, TraceError> {
+        // One reader for the bloom filters of every row group.
+        let filters = self.builder(self.metadata.clone())?;
+        let mut groups = Vec::new();
+        for (i, group) in self.metadata.metadata().row_groups().iter().enumerate() {
+            if may_hold(group, column, wanted)
+                && bloom_may_hold(&filters, i, column, wanted)
+                    .map_err(|source| self.parquet_error(source))?
+            {
+                groups.push(i);
+            }
+        }
+        Ok(groups)
+    }
+
+    /// For each batch of column `key` (leaf `column`) in `groups`, which of
+    /// its rows hold one of `wanted`.
+    fn wanted_rows<S: BuildHasher>(
+        &self,
+        key: &str,
+        column: usize,
+        groups: &[usize],
+        wanted: &HashSet<&str, S>,
+    ) -> Result<Vec<BooleanArray>, TraceError> {
+        let key_only = ProjectionMask::leaves(self.metadata.parquet_schema(), [column]);
+        let first = self.metadata.metadata().row_group(groups[0]).column(column);
+        let reader = if first.dictionary_page_offset().is_some() {
+            // A dictionary-encoded key (a part's trial ids) is read as one:
+            // each distinct value is looked up once, not each row's copy.
+            let hinted = as_dictionary(self.metadata.schema(), key);
+            let options = ArrowReaderOptions::new().with_schema(hinted);
+            let metadata = ArrowReaderMetadata::try_new(self.metadata.metadata().clone(), options)
+                .map_err(|source| self.parquet_error(source))?;
+            // One batch per row group: one lookup of its dictionary.
+            self.builder(metadata)?.with_batch_size(ROW_GROUP_KEYS)
+        } else {
+            self.builder(self.metadata.clone())?
+        };
+        let batches = (reader.with_row_groups(groups.to_vec()))
+            .with_projection(key_only)
+            .build()
+            .map_err(|source| self.parquet_error(source))?;
+        batches
+            .map(|batch| {
+                let batch = batch.map_err(|e| self.format(e.to_string()))?;
+                (batch.column_by_name(key))
+                    .and_then(|keys| rows_holding(keys.as_ref(), wanted))
+                    .ok_or_else(|| self.format(format!("{key} is not text")))
+            })
+            .collect()
+    }
+
+    fn builder(
+        &self,
+        metadata: ArrowReaderMetadata,
+    ) -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
+        let file = (self.file.try_clone()).map_err(|e| TraceError::io(&self.path, e))?;
+        Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+            file, metadata,
         ))
-    };
-    let schema = metadata.parquet_schema();
-    let Some(key_column) = (schema.columns().iter()).position(|c| c.path().string() == key) else {
-        return Err(format(format!("the table has no {key} column")));
-    };
-    // The reader of the first pass reads the bloom filters first.
-    let first_pass = builder()?;
-    let mut groups = Vec::new();
-    for (i, group) in metadata.metadata().row_groups().iter().enumerate() {
-        if may_hold(group, key_column, wanted)
-            && bloom_may_hold(&first_pass, i, key_column, wanted).map_err(parquet_error)?
-        {
-            groups.push(i);
+    }
+
+    fn parquet_error(&self, source: parquet::errors::ParquetError) -> TraceError {
+        TraceError::Parquet {
+            path: self.path.clone(),
+            source,
         }
     }
-    if groups.is_empty() {
-        return Ok(Vec::new());
+
+    fn format(&self, message: String) -> TraceError {
+        TraceError::Format {
+            path: self.path.clone(),
+            message,
+        }
     }
-    let key_only = ProjectionMask::leaves(schema, [key_column]);
-    let mut keep = Vec::new();
-    for batch in first_pass
-        .with_row_groups(groups.clone())
-        .with_projection(key_only)
-        .build()
-        .map_err(parquet_error)?
-    {
-        let batch = batch.map_err(|e| format(e.to_string()))?;
-        let keys = batch
-            .column_by_name(key)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| format(format!("{key} is not text")))?;
-        keep.push(
-            (0..batch.num_rows())
-                .map(|i| Some(keys.is_valid(i) && wanted.contains(keys.value(i))))
-                .collect::<BooleanArray>(),
+}
+
+/// Keys decoded at once where a key column is dictionary-encoded: a row
+/// group's worth, as tack writes them.
+const ROW_GROUP_KEYS: usize = 16 * 1024;
+
+/// `schema` with its text column `key` read as a dictionary of text.
+fn as_dictionary(schema: &SchemaRef, key: &str) -> SchemaRef {
+    let fields: Vec<Field> = (schema.fields().iter())
+        .map(|field| match field.name() == key {
+            true => Field::new(
+                key,
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                field.is_nullable(),
+            ),
+            false => field.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Which of `keys` (text, or a dictionary of text) are in `wanted`; `None`
+/// when they are neither.
+fn rows_holding<S: BuildHasher>(
+    keys: &dyn Array,
+    wanted: &HashSet<&str, S>,
+) -> Option<BooleanArray> {
+    if let Some(keys) = keys.as_dictionary_opt::<Int32Type>() {
+        let values = keys.values().as_string_opt::<i32>()?;
+        let member: Vec<bool> = (0..values.len())
+            .map(|i| values.is_valid(i) && wanted.contains(values.value(i)))
+            .collect();
+        return Some(
+            (keys.keys().iter())
+                .map(|k| {
+                    let k = k.and_then(|k| usize::try_from(k).ok());
+                    Some(k.and_then(|k| member.get(k).copied()) == Some(true))
+                })
+                .collect(),
         );
     }
-    let kept: usize = keep.iter().map(BooleanArray::true_count).sum();
-    if kept == 0 {
-        return Ok(Vec::new());
-    }
-    // Batches sized to the rows kept: a reader allocates each column's
-    // buffers for a whole batch (1024 rows by default), so a file's few
-    // wanted rows would otherwise hold a batch's worth of memory per column
-    // and per file, and a report's five hundred trials sit in hundreds of
-    // files of a large run.
-    let mut rows = (builder()?.with_row_groups(groups)).with_batch_size(kept.min(MAX_BATCH_ROWS));
-    if let Some(mask) = columns.mask(schema) {
-        rows = rows.with_projection(mask);
-    }
-    rows.with_row_selection(RowSelection::from_filters(&keep))
-        .build()
-        .map_err(parquet_error)?
-        .map(|batch| batch.map_err(|e| format(e.to_string())))
-        .collect()
+    let keys = keys.as_string_opt::<i32>()?;
+    Some(
+        (0..keys.len())
+            .map(|i| Some(keys.is_valid(i) && wanted.contains(keys.value(i))))
+            .collect(),
+    )
 }
 
 /// Opens one Parquet file for reading, errors naming it.
@@ -356,8 +491,6 @@ pub fn count_rows(run_dir: &Path, table: &str) -> Result<usize, TraceError> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
     use super::*;
-    use arrow_schema::{DataType, Field, Schema};
-    use std::sync::Arc;
 
     /// A file of one `message_id` column holding `ids`, as tack writes parts.
     fn ids_file(dir: &Path, name: &str, ids: &[&str]) -> PathBuf {
@@ -374,6 +507,54 @@ mod tests {
         writer.write(&batch).unwrap();
         writer.close().unwrap();
         path
+    }
+
+    #[test]
+    fn rows_are_found_by_a_dictionary_encoded_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("part.parquet");
+        let trials: Vec<String> = (0..3000).map(|i| format!("trial-{}", i / 5)).collect();
+        let rows: Vec<String> = (0..3000).map(|i| format!("row {i}")).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(col::TRIAL_ID, DataType::Utf8, false),
+            Field::new(col::CONTENT, DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(trials)),
+                Arc::new(StringArray::from(rows)),
+            ],
+        )
+        .unwrap();
+        let mut writer =
+            crate::parts::parquet_writer(File::create(&path).unwrap(), schema).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let reader = open_parquet(&path).unwrap();
+        let chunk = reader.metadata().row_group(0).column(0);
+        assert!(
+            chunk.dictionary_page_offset().is_some(),
+            "trial ids have a dictionary"
+        );
+
+        let wanted = HashSet::from(["trial-3", "trial-577", "trial-9999"]);
+        let found = read_rows_where(&path, col::TRIAL_ID, &wanted, Columns::All).unwrap();
+        let found: Vec<(String, String)> = found
+            .iter()
+            .flat_map(|batch| {
+                let text = |name| batch.column_by_name(name).unwrap().as_string::<i32>();
+                let (trials, rows) = (text(col::TRIAL_ID), text(col::CONTENT));
+                (0..batch.num_rows())
+                    .map(|i| (trials.value(i).to_string(), rows.value(i).to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let expected: Vec<(String, String)> = (15..20)
+            .chain(2885..2890)
+            .map(|i| (format!("trial-{}", i / 5), format!("row {i}")))
+            .collect();
+        assert_eq!(found, expected);
     }
 
     #[test]
