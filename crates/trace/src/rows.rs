@@ -454,14 +454,15 @@ pub(crate) fn spans_batch(
 /// The rows of the messages table for `entries`: the caller passes only the
 /// messages its run has not stored yet.
 pub(crate) fn messages_batch(
-    run_id: &str,
+    started: &TrialStarted,
     entries: &[&TranscriptEntry],
 ) -> Result<RecordBatch, TraceError> {
     batch(
         "messages",
         messages_schema(),
         vec![
-            strings(entries, |_| Some(run_id)),
+            strings(entries, |_| Some(started.run_id.as_str())),
+            strings(entries, |_| Some(started.trial_id.as_str())),
             strings(entries, |e| Some(&e.id)),
             strings(entries, |e| Some(e.message.role.as_str())),
             strings(entries, |e| Some(&e.message.content)),

@@ -352,13 +352,18 @@ pub fn spans_schema() -> SchemaRef {
 }
 
 /// One row per distinct message of the run: a system prompt or instruction
-/// that every trial sent, or a tool result that repeats, is stored once.
+/// that every trial sent, or a tool result that repeats, is stored once, in
+/// the part of the trial that sent it first (`trial_id`), beside that
+/// trial's other new messages: a reader of a trial's transcript finds them
+/// by the part's few distinct trial ids instead of looking up every message
+/// id the part holds.
 pub fn messages_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     cached(&SCHEMA, || {
         use DataType::*;
         vec![
             field(col::RUN_ID, Utf8, false),
+            field(col::TRIAL_ID, Utf8, false),
             field(col::MESSAGE_ID, Utf8, false),
             field(col::ROLE, Utf8, false),
             field(col::CONTENT, Utf8, false),

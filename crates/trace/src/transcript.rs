@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{Columns, read_rows_where, read_trial_rows, read_trial_rows_in, table_files};
+use crate::reader::{Columns, Footer, read_trial_rows, read_trial_rows_in, table_files};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TableError, TraceError, read_table};
@@ -90,12 +90,7 @@ pub fn trial_transcripts_in(
             own_parts.push(name.to_string());
         }
     }
-    let needed: foldhash::HashSet<&str> = listed
-        .values()
-        .flatten()
-        .map(|(id, _)| id.as_str())
-        .collect();
-    let found = find_messages(run_dir, needed, &own_parts)?;
+    let found = find_messages(run_dir, &listed, &own_parts, &wanted)?;
     let mut transcripts = if legacy.is_empty() {
         HashMap::new()
     } else {
@@ -127,40 +122,81 @@ pub fn trial_transcripts_in(
     Ok(transcripts)
 }
 
-/// The messages of `needed`, by id: from the parts named in `first`, then
-/// from the others in name order (the order they were written), until every
-/// one is found. Each file's ids are read on their own; the rest of a row is
-/// decoded only when it is needed.
+/// The messages `listed` for the wanted `trials`, by id: what the trials
+/// stored, from their own parts by the parts' trial ids (where the parts
+/// have them); then the rest (messages another trial stored first) by id,
+/// in [`search_order`], until every one is found. A part's key column is
+/// read on its own; the rest of a row is decoded only when it is needed.
 fn find_messages(
     run_dir: &Path,
-    mut needed: foldhash::HashSet<&str>,
-    first: &[String],
+    listed: &HashMap<String, Vec<(String, u64)>>,
+    own: &[String],
+    trials: &HashSet<&str>,
 ) -> Result<HashMap<String, Message>, TraceError> {
+    let mut needed: foldhash::HashSet<&str> = listed
+        .values()
+        .flatten()
+        .map(|(id, _)| id.as_str())
+        .collect();
     let mut found = HashMap::new();
     if needed.is_empty() {
         return Ok(found);
     }
     let dir = run_dir.join(MESSAGES_DIR);
-    let mut own: Vec<PathBuf> = first.iter().map(|name| dir.join(name)).collect();
-    own.retain(|path| path.is_file());
-    let files = search_order(own, table_files(run_dir, MESSAGES_DIR)?);
-    for path in files {
+    let no_ids = |path: &Path| TraceError::Format {
+        path: path.to_path_buf(),
+        message: format!("the table has no {} column", col::MESSAGE_ID),
+    };
+    // Footers parsed once for both of an own part's reads.
+    let mut footers: HashMap<PathBuf, Footer> = HashMap::with_capacity(own.len());
+    let mut own_paths = Vec::with_capacity(own.len());
+    for path in own.iter().map(|name| dir.join(name)) {
+        if !path.is_file() {
+            continue;
+        }
+        let footer = Footer::read(&path)?;
+        if let Some(rows) = footer.rows_where(col::TRIAL_ID, trials, Columns::All)? {
+            take_found(&rows, &mut needed, &mut found, &path)?;
+        }
+        footers.insert(path.clone(), footer);
+        own_paths.push(path);
+    }
+    for path in search_order(own_paths, table_files(run_dir, MESSAGES_DIR)?) {
         if needed.is_empty() {
             break;
         }
-        let table = TraceError::table(&path);
-        let rows = read_rows_where(&path, col::MESSAGE_ID, &needed, Columns::All)?;
-        for batch in rows {
-            let ids = strings(&batch, col::MESSAGE_ID).map_err(&table)?;
-            for i in 0..batch.num_rows() {
-                let id = ids.value(i);
-                if needed.remove(id) {
-                    found.insert(id.to_string(), message_at(&batch, i).map_err(&table)?);
-                }
+        let rows = match footers.remove(&path) {
+            Some(footer) => footer.rows_where(col::MESSAGE_ID, &needed, Columns::All)?,
+            None => Footer::read(&path)?.rows_where(col::MESSAGE_ID, &needed, Columns::All)?,
+        };
+        take_found(
+            &rows.ok_or_else(|| no_ids(&path))?,
+            &mut needed,
+            &mut found,
+            &path,
+        )?;
+    }
+    Ok(found)
+}
+
+/// Moves the messages of `rows` that are `needed` into `found`.
+fn take_found(
+    rows: &[RecordBatch],
+    needed: &mut foldhash::HashSet<&str>,
+    found: &mut HashMap<String, Message>,
+    path: &Path,
+) -> Result<(), TraceError> {
+    let table = TraceError::table(path);
+    for batch in rows {
+        let ids = strings(batch, col::MESSAGE_ID).map_err(&table)?;
+        for i in 0..batch.num_rows() {
+            let id = ids.value(i);
+            if needed.remove(id) {
+                found.insert(id.to_string(), message_at(batch, i).map_err(&table)?);
             }
         }
     }
-    Ok(found)
+    Ok(())
 }
 
 /// Where to look for messages: the trials' own parts, then the parts written
@@ -171,7 +207,8 @@ fn find_messages(
 /// they ran interleaved (every task starts early); from both ends, either is
 /// found within twice the reads of the better of the two.
 fn search_order(own: Vec<PathBuf>, all: Vec<PathBuf>) -> Vec<PathBuf> {
-    let earliest_own = all.iter().position(|path| own.contains(path));
+    let is_own: HashSet<&PathBuf> = own.iter().collect();
+    let earliest_own = all.iter().position(|path| is_own.contains(path));
     let (earlier, later) = all.split_at(earliest_own.unwrap_or(all.len()));
     let mut order = Vec::with_capacity(all.len().max(own.len()));
     order.extend(own.iter().cloned());
@@ -184,7 +221,7 @@ fn search_order(own: Vec<PathBuf>, all: Vec<PathBuf>) -> Vec<PathBuf> {
             start += 1;
         }
     }
-    order.extend(later.iter().filter(|path| !own.contains(path)).cloned());
+    order.extend(later.iter().filter(|path| !is_own.contains(path)).cloned());
     order
 }
 

@@ -283,7 +283,7 @@ fn trial_rows(
     let entries: Vec<_> = transcript.entries.iter().collect();
     Ok(TrialRows {
         spans: spans_batch(started, events, &transcript)?,
-        messages: messages_batch(&started.run_id, &entries)?,
+        messages: messages_batch(started, &entries)?,
         trials: trial_batch(started, finished, &transcript)?,
         journal,
     })

@@ -7,6 +7,7 @@ use std::io::Write;
 
 use std::collections::HashSet;
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, StringArray, UInt32Array};
 use tack_protocol::{
     Event, EventSink, Message, ModelCallRecord, RunTotals, SpanStatus, StopReason, TrialFinished,
@@ -285,6 +286,11 @@ fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
 
 /// Rewrites a part's spans file as a tack before `messages_sent` wrote it.
 fn without_sent_counts(path: &std::path::Path) {
+    without_column(path, "messages_sent");
+}
+
+/// Rewrites a part's file of one table without column `name`.
+fn without_column(path: &std::path::Path, name: &str) {
     use parquet::arrow::ArrowWriter;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
@@ -294,7 +300,7 @@ fn without_sent_counts(path: &std::path::Path) {
     let batches: Vec<_> = reader.map(Result::unwrap).collect();
     let schema = batches[0].schema();
     let kept: Vec<usize> = (0..schema.fields().len())
-        .filter(|&i| schema.field(i).name() != "messages_sent")
+        .filter(|&i| schema.field(i).name() != name)
         .collect();
     let batches: Vec<_> = batches.iter().map(|b| b.project(&kept).unwrap()).collect();
     let file = std::fs::File::create(path).unwrap();
@@ -489,9 +495,43 @@ fn transcripts_of_several_trials_find_messages_stored_by_other_parts() {
             .collect();
         assert_eq!(texts, ["shared prompt", format!("task {id}").as_str()]);
     }
-    // The shared prompt is stored once, in the first part.
+    // The shared prompt is stored once, in the first part, by its trial.
     assert_eq!(tack_trace::count_rows(writer.dir(), "messages").unwrap(), 4);
     assert!(tack_trace::trial_transcript(writer.dir(), "nope").is_err());
+    let stored_by: Vec<(String, String)> = tack_trace::read_table(writer.dir(), "messages")
+        .unwrap()
+        .iter()
+        .flat_map(|batch| {
+            let column = |name| {
+                let texts = batch.column_by_name(name).unwrap().as_string::<i32>();
+                texts
+                    .iter()
+                    .map(|t| t.unwrap().to_string())
+                    .collect::<Vec<_>>()
+            };
+            column("trial_id").into_iter().zip(column("content"))
+        })
+        .collect();
+    let by = |trial: &str, text: &str| (trial.to_string(), text.to_string());
+    assert_eq!(
+        stored_by,
+        [
+            by("a", "shared prompt"),
+            by("a", "task a"),
+            by("b", "task b"),
+            by("c", "task c")
+        ]
+    );
+    // A part as a tack before messages named their trial wrote it: its
+    // messages are found by their ids.
+    let names = part_files(writer.dir(), "messages");
+    for name in [&names[0], &names[2]] {
+        without_column(&writer.dir().join("messages").join(name), "trial_id");
+    }
+    assert_eq!(
+        tack_trace::trial_transcripts(writer.dir(), &["c", "a", "nope"]).unwrap(),
+        transcripts
+    );
 }
 
 /// The message ids of each model-call span of `trial`, in span order.
