@@ -96,7 +96,7 @@ const UNIQUE_TEXT: [&str; 6] = [
 ];
 
 /// Rows in a row group at most.
-const ROW_GROUP_ROWS: usize = 16 * 1024;
+pub(crate) const ROW_GROUP_ROWS: usize = 16 * 1024;
 
 /// Bytes in a data page of [`UNIQUE_TEXT`] at most, before compression
 /// (Parquet's default, which the other columns keep, is 1 MiB). A reader of

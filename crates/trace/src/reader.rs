@@ -2,7 +2,6 @@ use std::collections::HashSet;
 use std::fs::{self, File};
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
-
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -150,12 +149,15 @@ pub(crate) fn read_rows_where<S: BuildHasher>(
     columns: Columns,
 ) -> Result<Vec<RecordBatch>, TraceError> {
     let footer = Footer::read(path)?;
-    footer
-        .rows_where(key, wanted, columns)?
-        .ok_or_else(|| TraceError::Format {
-            path: path.to_path_buf(),
-            message: format!("the table has no {key} column"),
-        })
+    (footer.rows_where(key, wanted, columns)?).ok_or_else(|| no_column(path, key))
+}
+
+/// The error of a file without column `key`.
+pub(crate) fn no_column(path: &Path, key: &str) -> TraceError {
+    TraceError::Format {
+        path: path.to_path_buf(),
+        message: format!("the table has no {key} column"),
+    }
 }
 
 /// One Parquet file's footer, parsed once for reads of its rows by more
@@ -263,7 +265,8 @@ impl Footer {
             let metadata = ArrowReaderMetadata::try_new(self.metadata.metadata().clone(), options)
                 .map_err(|source| self.parquet_error(source))?;
             // One batch per row group: one lookup of its dictionary.
-            self.builder(metadata)?.with_batch_size(ROW_GROUP_KEYS)
+            self.builder(metadata)?
+                .with_batch_size(crate::parts::ROW_GROUP_ROWS)
         } else {
             self.builder(self.metadata.clone())?
         };
@@ -305,10 +308,6 @@ impl Footer {
         }
     }
 }
-
-/// Keys decoded at once where a key column is dictionary-encoded: a row
-/// group's worth, as tack writes them.
-const ROW_GROUP_KEYS: usize = 16 * 1024;
 
 /// `schema` with its text column `key` read as a dictionary of text.
 fn as_dictionary(schema: &SchemaRef, key: &str) -> SchemaRef {

@@ -451,8 +451,9 @@ pub(crate) fn spans_batch(
     )
 }
 
-/// The rows of the messages table for `entries`: the caller passes only the
-/// messages its run has not stored yet.
+/// The rows of the messages table for `entries` of `started`'s trial, each
+/// naming that trial; the part they are appended to keeps only those its run
+/// has not stored yet.
 pub(crate) fn messages_batch(
     started: &TrialStarted,
     entries: &[&TranscriptEntry],

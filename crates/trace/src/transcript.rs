@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{Columns, Footer, read_trial_rows, read_trial_rows_in, table_files};
+use crate::reader::{Columns, Footer, no_column, read_trial_rows, read_trial_rows_in, table_files};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TableError, TraceError, read_table};
@@ -143,10 +143,6 @@ fn find_messages(
         return Ok(found);
     }
     let dir = run_dir.join(MESSAGES_DIR);
-    let no_ids = |path: &Path| TraceError::Format {
-        path: path.to_path_buf(),
-        message: format!("the table has no {} column", col::MESSAGE_ID),
-    };
     // Footers parsed once for both of an own part's reads.
     let mut footers: HashMap<PathBuf, Footer> = HashMap::with_capacity(own.len());
     let mut own_paths = Vec::with_capacity(own.len());
@@ -170,7 +166,7 @@ fn find_messages(
             None => Footer::read(&path)?.rows_where(col::MESSAGE_ID, &needed, Columns::All)?,
         };
         take_found(
-            &rows.ok_or_else(|| no_ids(&path))?,
+            &rows.ok_or_else(|| no_column(&path, col::MESSAGE_ID))?,
             &mut needed,
             &mut found,
             &path,
