@@ -288,7 +288,9 @@ fn in_messages(run: &RunTables, hit: Expr) -> Result<Option<LazyFrame>, Analysis
         return Ok(None);
     }
     let hits = messages.filter(hit);
-    if schema.get(col::TRIAL_ID).is_some() {
+    // A message names the trial that stored it first (trial_id), not every
+    // trial that sent it; runs before version 3 have no ids, only trials.
+    if schema.get(col::MESSAGE_ID).is_none() && schema.get(col::TRIAL_ID).is_some() {
         return Ok(Some(hits.select([col(col::TRIAL_ID)])));
     }
     let listed = run

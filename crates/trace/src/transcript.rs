@@ -279,6 +279,10 @@ fn legacy_transcripts(
     let table = TraceError::table(&messages_dir);
     let mut by_trial: HashMap<String, Vec<(u32, TranscriptMessage)>> = HashMap::new();
     for batch in read_table(run_dir, MESSAGES_DIR)? {
+        // Parts a newer tack wrote into the run store messages by id.
+        if batch.column_by_name(col::MESSAGE_INDEX).is_none() {
+            continue;
+        }
         let trials = strings(&batch, col::TRIAL_ID).map_err(&table)?;
         let indices = numbers::<UInt32Array>(&batch, col::MESSAGE_INDEX).map_err(&table)?;
         let seqs = numbers::<UInt64Array>(&batch, col::SEQ).map_err(&table)?;
