@@ -553,6 +553,9 @@ fn mount_steps(
     // A /dev/shm that is a symlink (to /run/shm) is left alone.
     let shm = Path::new("/dev/shm");
     let shm = if shm.is_dir() && !shm.is_symlink() {
+        if let Some(below) = writable.iter().find(|path| path.starts_with(shm)) {
+            return Err(SetupError::BelowPrivateShm(below.clone()));
+        }
         let path = c_path(shm)?;
         steps.push(MountStep::Tmpfs(path.clone()));
         targets.push("private /dev/shm".to_string());

@@ -32,6 +32,15 @@ pub enum SetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Each confined command is given a fresh, empty /dev/shm, which would
+    /// cover a writable directory below the host's.
+    #[error(
+        "{} is below /dev/shm, which every confined command is given fresh and empty; \
+         set TMPDIR (where tack makes trial workspaces and private tmp directories) to a \
+         directory outside /dev/shm",
+        .0.display()
+    )]
+    BelowPrivateShm(PathBuf),
     #[error("hidden path {} is not a directory", .0.display())]
     HiddenNotADirectory(PathBuf),
     /// The kernel takes paths as C strings.

@@ -189,6 +189,32 @@ async fn a_workspace_that_does_not_exist_is_a_setup_error() {
     assert!(error.to_string().contains("nope"), "{error}");
 }
 
+/// Every confined command gets a fresh /dev/shm: a workspace below the
+/// host's (TMPDIR=/dev/shm) would be covered, and the command would fail
+/// somewhere inside with ENOENT. It is refused before the fork instead,
+/// with what to change.
+#[tokio::test]
+async fn a_workspace_below_dev_shm_is_refused_naming_tmpdir() {
+    let shm = Path::new("/dev/shm");
+    if !available() || !shm.is_dir() || shm.is_symlink() {
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let strict = Confinement::strict(dir.path());
+    let spec = CommandSpec {
+        script: "touch made",
+        cwd: dir.path(),
+        env: &[],
+        timeout: Duration::from_secs(5),
+        output_limit: 1024,
+        confinement: &strict,
+    };
+    let error = run(&spec).await.unwrap_err().to_string();
+    assert!(error.contains("is below /dev/shm"), "{error}");
+    assert!(error.contains("set TMPDIR"), "{error}");
+    assert!(!dir.path().join("made").exists());
+}
+
 #[tokio::test]
 async fn a_child_that_cannot_confine_itself_says_which_step_failed() {
     if !available() {
