@@ -169,23 +169,26 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               f"the steady rate is {r.steady_calls_per_s / r.cpu_ceiling_calls_per_s * 100:.0f}% "
               f"of it", ""]
     # A process per step: every step runs `bash` under the strict sandbox,
-    # forked by the spawner process (the default) or by tack itself.
+    # forked by the spawner process (the default) or by tack itself, and
+    # unconfined, for the part of the gap that is not the sandbox's.
     jobs, trials, steps = (100, 100, 5) if env.quick else (200, 400, 5)
-    lines += [f"Under the strict sandbox, {jobs} trials at once, each {steps} `bash` steps "
+    lines += [f"A process per step: {jobs} trials at once, each {steps} `bash` steps "
               f"(`echo hi`) and a final answer ({trials} trials):", "",
-              "| confined commands forked by | wall, s | calls/s | of ideal | peak RSS, MiB "
+              "| sandbox, commands forked by | wall, s | calls/s | of ideal | peak RSS, MiB "
               "| tack CPU per call, ms | server CPU per call, ms | cores busy "
               "| CPU ceiling, calls/s (of ideal) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     timed = {}
     per_call = {}
-    for label, spawner in [("the spawner process (default)", "on"),
-                           ("tack itself (`TACK_SANDBOX_SPAWNER=off`)", "off")]:
-        r = concurrency.run(env, jobs=jobs, trials=trials, steps=steps, sandbox="strict",
+    for key, label, sandbox, spawner in [
+            ("on", "strict, the spawner process (default)", "strict", "on"),
+            ("off", "strict, tack itself (`TACK_SANDBOX_SPAWNER=off`)", "strict", "off"),
+            ("none", "`sandbox = \"off\"` (unconfined)", "off", "on")]:
+        r = concurrency.run(env, jobs=jobs, trials=trials, steps=steps, sandbox=sandbox,
                             tool="bash", argument="echo hi",
                             extra_env={"TACK_SANDBOX_SPAWNER": spawner})
-        timed[spawner] = r.wall
-        per_call[spawner] = r.tack_cpu_ms_per_call
+        timed[key] = r.wall
+        per_call[key] = r.tack_cpu_ms_per_call
         ideal = r.ideal_calls_per_s
         lines.append(f"| {label} | {r.wall:.1f} | {r.steady_calls_per_s:.0f} | "
                      f"{r.fraction * 100:.1f}% | {r.peak_rss_kb / 1024:.0f} | "
@@ -199,8 +202,10 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
     bash_per_call = bash_ms * commands / calls
     bash_ceiling = (os.cpu_count() or 1) * 1000 / bash_per_call
     lines += ["", f"- spawner / tack itself, wall time: {ratio(timed['on'], timed['off'])}",
-              "- tack's CPU includes its commands' (bash under the sandbox) and every trial's "
-              "workspace, session and checks: the machine minus the loopback server",
+              "- strict (spawner) / unconfined, tack's CPU per call: "
+              f"{ratio(per_call['on'], per_call['none'])}",
+              "- tack's CPU includes its commands' (bash) and every trial's workspace, "
+              "session and checks: the machine minus the loopback server",
               "- CPU ceiling: the calls per second the machine's cores could answer at the "
               "steady state's CPU per call (tack, its commands and the server); for scale, one "
               f"unconfined `bash -c 'echo hi'` costs {bash_ms:.2f} ms of CPU here (mean of 200)",
@@ -208,9 +213,38 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               f"check) for {calls} model calls, {bash_per_call:.2f} ms of CPU per call "
               f"unconfined; were that all the machine did, its cores would answer "
               f"{bash_ceiling:.0f} calls/s ({bash_ceiling / ideal * 100:.0f}% of the "
-              f"ideal). The rest of tack's CPU per call, {per_call['on'] - bash_per_call:.2f} ms "
-              "with the spawner, is the sandbox (each trial's walls, twice: its session and "
-              "its check's own; the session's init), the trial's workspace and the harness", ""]
+              f"ideal). The rest of tack's CPU per call is "
+              f"{per_call['on'] - bash_per_call:.2f} ms under strict with the spawner: the "
+              "sandbox (each trial's walls, twice: its session and its check's own; the "
+              "session's init), the trial's workspace and the harness; unconfined, "
+              f"{per_call['none'] - bash_per_call:.2f} ms: the workspace and the harness",
+              f"- {filesystem_note()}", ""]
+
+
+def filesystem_note() -> str:
+    """Where the trials' directories are made, and whether that filesystem
+    has a journal: ext4 without one checks each new inode against those
+    deleted in the last minutes, which a run that makes and removes a few
+    directories per trial pays for on every one."""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    best = ("", "?", "?")
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ", 1)
+            point = left.split()[4]
+            fstype, source = right.split()[:2]
+            inside = tmp == point or tmp.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best[0]):
+                best = (point, fstype, source)
+    point, fstype, source = best
+    kind = fstype
+    if fstype == "ext4":
+        device = os.path.basename(source)
+        journal = any(name.startswith(device + "-") for name in os.listdir("/proc/fs/jbd2")) \
+            if os.path.isdir("/proc/fs/jbd2") else False
+        kind = "ext4 with a journal" if journal else "ext4 without a journal"
+    return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
+            f"({kind}, {source} on {point})")
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
