@@ -222,10 +222,10 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
 
 
 def filesystem_note() -> str:
-    """Where the trials' directories are made, and whether that filesystem
-    has a journal: ext4 without one checks each new inode against those
-    deleted in the last minutes, which a run that makes and removes a few
-    directories per trial pays for on every one."""
+    """Where the trials' directories are made, whether that filesystem has
+    a journal (ext4 without one checks each new inode against those deleted
+    in the last minutes, which a run that makes and removes a few
+    directories per trial pays for on every one), and how crowded it is."""
     tmp = os.path.realpath(tempfile.gettempdir())
     best = ("", "?", "?")
     with open("/proc/self/mountinfo") as f:
@@ -243,8 +243,10 @@ def filesystem_note() -> str:
         journal = any(name.startswith(device + "-") for name in os.listdir("/proc/fs/jbd2")) \
             if os.path.isdir("/proc/fs/jbd2") else False
         kind = "ext4 with a journal" if journal else "ext4 without a journal"
+    entries = len(os.listdir(tmp))
     return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
-            f"({kind}, {source} on {point})")
+            f"({kind}, {source} on {point}); its {entries} entries are a Landlock read "
+            "rule each in every trial's session and check (`tack doctor` counts them)")
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
