@@ -9,16 +9,25 @@ use std::time::Duration;
 
 use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxProfile, TestGate, run};
 
-async fn sh(confinement: &Confinement, cwd: &Path, script: &str) -> CommandOutput {
-    let spec = CommandSpec {
+fn spec<'a>(confinement: &'a Confinement, cwd: &'a Path, script: &'a str) -> CommandSpec<'a> {
+    CommandSpec {
         script,
         cwd,
         env: &[],
         timeout: Duration::from_secs(20),
         output_limit: 64 * 1024,
         confinement,
-    };
-    run(&spec).await.unwrap()
+    }
+}
+
+async fn sh(confinement: &Confinement, cwd: &Path, script: &str) -> CommandOutput {
+    run(&spec(confinement, cwd, script)).await.unwrap()
+}
+
+/// The error of a command that must not start: what its setup refused.
+async fn refused(confinement: &Confinement, cwd: &Path, script: &str) -> String {
+    let error = run(&spec(confinement, cwd, script)).await.unwrap_err();
+    error.to_string()
 }
 
 /// Whether `strict` can be enforced here. Without it the test skips, saying
@@ -176,17 +185,8 @@ async fn a_workspace_that_does_not_exist_is_a_setup_error() {
     }
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    let strict = Confinement::strict(&missing);
-    let spec = CommandSpec {
-        script: "true",
-        cwd: dir.path(),
-        env: &[],
-        timeout: Duration::from_secs(5),
-        output_limit: 1024,
-        confinement: &strict,
-    };
-    let error = run(&spec).await.unwrap_err();
-    assert!(error.to_string().contains("nope"), "{error}");
+    let error = refused(&Confinement::strict(&missing), dir.path(), "true").await;
+    assert!(error.contains("nope"), "{error}");
 }
 
 /// Every confined command gets a fresh /dev/shm: a workspace below the
@@ -200,16 +200,7 @@ async fn a_workspace_below_dev_shm_is_refused_naming_tmpdir() {
         return;
     }
     let dir = tempfile::tempdir_in(shm).unwrap();
-    let strict = Confinement::strict(dir.path());
-    let spec = CommandSpec {
-        script: "touch made",
-        cwd: dir.path(),
-        env: &[],
-        timeout: Duration::from_secs(5),
-        output_limit: 1024,
-        confinement: &strict,
-    };
-    let error = run(&spec).await.unwrap_err().to_string();
+    let error = refused(&Confinement::strict(dir.path()), dir.path(), "touch made").await;
     assert!(error.contains("is below /dev/shm"), "{error}");
     assert!(error.contains("set TMPDIR"), "{error}");
     assert!(!dir.path().join("made").exists());
@@ -226,15 +217,7 @@ async fn a_child_that_cannot_confine_itself_says_which_step_failed() {
     let cwd = dir.path().join("tasks/sub");
     std::fs::create_dir_all(&cwd).unwrap();
     let strict = Confinement::strict(dir.path()).hiding([dir.path().join("tasks")]);
-    let spec = CommandSpec {
-        script: "touch should-not-run",
-        cwd: &cwd,
-        env: &[],
-        timeout: Duration::from_secs(5),
-        output_limit: 1024,
-        confinement: &strict,
-    };
-    let error = run(&spec).await.unwrap_err().to_string();
+    let error = refused(&strict, &cwd, "touch should-not-run").await;
     assert!(error.contains("Chdir"), "{error}");
     assert!(error.contains("did not run"), "{error}");
     assert!(!cwd.join("should-not-run").exists());
