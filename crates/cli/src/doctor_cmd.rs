@@ -30,7 +30,8 @@ filesystem under the sandbox above; without an engine they cannot run here (impo
 with --approximate to run them on the host).\n\n\
 It counts the system tmp's entries ($TMPDIR, else /tmp): confined commands may read it, granted \
 entry by entry, so each entry is a rule made at every command's start; from 1000 on it says how to \
-keep them out of the way.\n\n\
+keep them out of the way, and it says when TMPDIR is below /dev/shm, which every confined command \
+is given fresh (`tack run` then refuses a confined run).\n\n\
 TACK_SANDBOX_DISABLE=landlock,seccomp,userns (also netns, pidns, cgroup, landlock_net) pretends a mechanism is \
 missing, to see the messages.",
     after_help = "Exit codes: 0 the strict profile can run here, 1 it cannot (the output says why)."
@@ -58,6 +59,7 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             Ok(tmp) => serde_json::json!({
                 "path": tmp.path.display().to_string(), "entries": tmp.entries,
                 "crowded": tmp.crowded(),
+                "unusable": tmp.usable().err().map(|error| error.to_string()),
             }),
             Err(error) => serde_json::json!({ "error": error.to_string() }),
         };
@@ -114,7 +116,10 @@ fn init_text(init: Option<&std::path::Path>) -> String {
 /// confined command, so a crowded one says how to keep it out of the way.
 fn tmp_text() -> String {
     match tack_sandbox::SystemTmp::count() {
-        Ok(tmp) => format!("  system tmp          {}", tmp.summary()),
+        Ok(tmp) => match tmp.usable() {
+            Ok(()) => format!("  system tmp          {}", tmp.summary()),
+            Err(error) => format!("  system tmp          UNUSABLE — {error}"),
+        },
         Err(error) => format!("  system tmp          cannot be listed: {error}"),
     }
 }

@@ -262,7 +262,7 @@ pub struct Output {
 
 /// Runs a checked plan, writes its report and prints the outcome.
 pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
-    warn_if_tmp_is_crowded(&plan);
+    check_system_tmp(&plan).or_fail(Failure::Usage)?;
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
     stop_on_ctrl_c(cancel.clone());
@@ -371,20 +371,27 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A confined run over a crowded system tmp is slow from its first command
-/// on ([`tack_sandbox::SystemTmp`]): said before it starts, as `tack
-/// doctor` says it.
-fn warn_if_tmp_is_crowded(plan: &RunPlan) {
+/// A confined run cannot work with its trials below `/dev/shm`, which each
+/// command is given fresh: refused before any trial starts. Over a crowded
+/// system tmp it is slow from its first command on
+/// ([`tack_sandbox::SystemTmp`]): said before it starts, as `tack doctor`
+/// says it.
+fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
     let confined = plan.selected_variants().is_ok_and(|variants| {
         (variants.iter()).any(|v| v.harness.sandbox != tack_protocol::SandboxProfile::Off)
     });
     // An unconfined run lists nothing: its commands make no rules.
-    if confined
-        && let Ok(tmp) = tack_sandbox::SystemTmp::count()
-        && tmp.crowded()
-    {
+    if !confined {
+        return Ok(());
+    }
+    let Ok(tmp) = tack_sandbox::SystemTmp::count() else {
+        return Ok(());
+    };
+    tmp.usable()?;
+    if tmp.crowded() {
         eprintln!("warning: the system tmp {}", tmp.advice());
     }
+    Ok(())
 }
 
 /// First Ctrl-C: let running trials finish and record them, start no more.

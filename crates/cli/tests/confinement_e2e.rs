@@ -26,6 +26,10 @@ fn sandbox_available() -> bool {
     }
 }
 
+/// The hidden check of most cases: the workspace's calc.py adds.
+const ADDS_UP: &str =
+    "import sys, os\nsys.path.insert(0, os.getcwd())\nimport calc\nassert calc.add(2, 3) == 5\n";
+
 struct Case {
     dir: tempfile::TempDir,
     /// The trial directories `run` kept (`--keep-workspaces`), in the
@@ -76,6 +80,14 @@ impl Case {
         }
     }
 
+    /// A task the oracle solves by fixing calc.py, checked by [`ADDS_UP`].
+    fn fixing_calc() -> Case {
+        Case::new(
+            ADDS_UP,
+            "[[solution.edits]]\npath = \"calc.py\"\nold = \"a - b\"\nnew = \"a + b\"\n",
+        )
+    }
+
     fn fixture(&self) -> PathBuf {
         self.dir.path().join("suite/tasks/escape/fixture")
     }
@@ -85,6 +97,24 @@ impl Case {
         let outside = self.dir.path().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         outside
+    }
+
+    /// `tack run` of the suite, without a report, with `tmp` as the system
+    /// tmp: what it printed and how it exited.
+    fn run_in_tmp(&self, tmp: &Path) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args([
+                "run",
+                "suite",
+                "--json",
+                "--no-report",
+                "--traces",
+                "traces",
+            ])
+            .current_dir(self.dir.path())
+            .env("TMPDIR", tmp)
+            .output()
+            .unwrap()
     }
 
     fn run(&self) -> (PathBuf, Value) {
@@ -157,6 +187,29 @@ fn sandbox_denied_results(run_dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A confined run whose system tmp is below /dev/shm would fail every
+/// trial inside the sandbox: it is refused before any starts (exit 2),
+/// saying what to set.
+#[test]
+fn a_confined_run_below_dev_shm_is_refused_before_it_starts() {
+    let shm = Path::new("/dev/shm");
+    if !sandbox_available() || !shm.is_dir() || shm.is_symlink() {
+        return;
+    }
+    let case = Case::fixing_calc();
+    let below = tempfile::tempdir_in(shm).unwrap();
+    let output = case.run_in_tmp(below.path());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{} is below /dev/shm", below.path().display()))
+            && stderr.contains("set TMPDIR"),
+        "{stderr}"
+    );
+    // No trial started: nothing was made in the tmp for one.
+    assert!(!below.path().join("tack-trials").exists(), "{stderr}");
+}
+
 /// Each entry of the system tmp is a read rule of every confined command:
 /// a run over a crowded one says so before it starts, and still runs.
 #[test]
@@ -164,28 +217,13 @@ fn a_confined_run_over_a_crowded_system_tmp_says_so() {
     if !sandbox_available() {
         return;
     }
-    let case = Case::new(
-        "import sys, os\nsys.path.insert(0, os.getcwd())\nimport calc\nassert calc.add(2, 3) == 5\n",
-        "[[solution.edits]]\npath = \"calc.py\"\nold = \"a - b\"\nnew = \"a + b\"\n",
-    );
+    let case = Case::fixing_calc();
     let crowded = case.dir.path().join("tmp");
     std::fs::create_dir(&crowded).unwrap();
     for i in 0..tack_sandbox::CROWDED_TMP {
         std::fs::write(crowded.join(format!("f{i}")), "").unwrap();
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args([
-            "run",
-            "suite",
-            "--json",
-            "--no-report",
-            "--traces",
-            "traces",
-        ])
-        .current_dir(case.dir.path())
-        .env("TMPDIR", &crowded)
-        .output()
-        .unwrap();
+    let output = case.run_in_tmp(&crowded);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(&format!(
@@ -211,8 +249,7 @@ fn a_check_that_imports_the_agents_code_cannot_write_outside() {
         "[[solution.edits]]\npath = \"calc.py\"\nold = \"return a - b\"\nnew = '''return a + b\n\nopen(\"{}\", \"w\").write(\"escaped\")'''\n",
         target.display()
     );
-    let check = "import sys, os\nsys.path.insert(0, os.getcwd())\nimport calc\nassert calc.add(2, 3) == 5\n";
-    let case = Case::new(check, &edit);
+    let case = Case::new(ADDS_UP, &edit);
     let (run_dir, trial) = case.run();
     assert!(!target.exists(), "the check wrote {}", target.display());
     assert_eq!(trial["outcome"], "verification_failed", "{trial}");

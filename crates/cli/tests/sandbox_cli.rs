@@ -123,6 +123,44 @@ fn doctor_counts_the_system_tmp_and_says_when_it_is_crowded() {
     );
 }
 
+/// With TMPDIR below /dev/shm every trial's workspace would be covered by
+/// the fresh /dev/shm each confined command gets: doctor says so, and the
+/// tidy tmp above says nothing of it.
+#[test]
+fn doctor_says_a_tmp_below_dev_shm_is_unusable() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() || shm.is_symlink() {
+        return;
+    }
+    let below = tempfile::tempdir_in(shm).unwrap();
+    let doctor = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(args)
+            .env("TMPDIR", below.path())
+            .output()
+            .unwrap()
+    };
+    let json: Value = serde_json::from_slice(&doctor(&["doctor", "--json"]).stdout).unwrap();
+    let unusable = json["system_tmp"]["unusable"].as_str().unwrap_or_default();
+    assert!(unusable.contains("is below /dev/shm"), "{json}");
+    let out = text(&doctor(&["doctor"]).stdout);
+    assert!(
+        out.contains("system tmp          UNUSABLE") && out.contains("set TMPDIR"),
+        "{out}"
+    );
+    let tidy = tempfile::tempdir().unwrap();
+    let json: Value = serde_json::from_slice(
+        &Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(["doctor", "--json"])
+            .env("TMPDIR", tidy.path())
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(json["system_tmp"]["unusable"], Value::Null, "{json}");
+}
+
 #[test]
 fn doctor_says_what_is_missing_and_exits_1() {
     let (json, code) = doctor_json(Some("landlock"));

@@ -285,6 +285,17 @@ impl SystemTmp {
         Ok(SystemTmp { path, entries })
     }
 
+    /// Whether confined commands can work here: a system tmp below
+    /// `/dev/shm` (`TMPDIR=/dev/shm`) is covered by each command's own, so
+    /// every trial's workspace would vanish from under it.
+    pub fn usable(&self) -> Result<(), crate::SetupError> {
+        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        match crate::plan::private_shm() {
+            Some(shm) if path.starts_with(shm) => Err(crate::SetupError::BelowPrivateShm(path)),
+            _ => Ok(()),
+        }
+    }
+
     /// At least [`CROWDED_TMP`] entries.
     pub fn crowded(&self) -> bool {
         self.entries >= CROWDED_TMP

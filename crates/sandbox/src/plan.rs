@@ -508,6 +508,14 @@ fn with_placed(confinement: &Confinement, paths: Vec<PathBuf>) -> Vec<PathBuf> {
 
 type MountSteps = (Vec<MountStep>, Vec<String>, Option<CString>);
 
+/// The host's `/dev/shm`, which every confined command is given fresh (a
+/// tmpfs of its own), covering whatever the host keeps there. One that is a
+/// symlink (to `/run/shm`) is left alone.
+pub(crate) fn private_shm() -> Option<&'static Path> {
+    let shm = Path::new("/dev/shm");
+    (shm.is_dir() && !shm.is_symlink()).then_some(shm)
+}
+
 /// Private propagation, the new root with the placements (if any),
 /// everything read-only, the writable paths (and placements) made writable
 /// again, the read-only paths bound read-only over them, hidden directories
@@ -550,9 +558,7 @@ fn mount_steps(
         steps.push(MountStep::Hide(c_path(&path)?));
         targets.push(format!("{} hidden", path.display()));
     }
-    // A /dev/shm that is a symlink (to /run/shm) is left alone.
-    let shm = Path::new("/dev/shm");
-    let shm = if shm.is_dir() && !shm.is_symlink() {
+    let shm = if let Some(shm) = private_shm() {
         if let Some(below) = writable.iter().find(|path| path.starts_with(shm)) {
             return Err(SetupError::BelowPrivateShm(below.clone()));
         }
