@@ -203,7 +203,7 @@ fn a_confined_run_below_dev_shm_is_refused_before_it_starts() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!("{} is below /dev/shm", below.path().display()))
-            && stderr.contains("set TMPDIR"),
+            && stderr.contains("keep workspaces and TMPDIR"),
         "{stderr}"
     );
     // No trial started: nothing was made in the tmp for one.

@@ -145,7 +145,7 @@ fn doctor_says_a_tmp_below_dev_shm_is_unusable() {
     assert!(unusable.contains("is below /dev/shm"), "{json}");
     let out = text(&doctor(&["doctor"]).stdout);
     assert!(
-        out.contains("system tmp          UNUSABLE") && out.contains("set TMPDIR"),
+        out.contains("system tmp          UNUSABLE") && out.contains("keep workspaces and TMPDIR"),
         "{out}"
     );
     let tidy = tempfile::tempdir().unwrap();

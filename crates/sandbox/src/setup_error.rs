@@ -36,8 +36,8 @@ pub enum SetupError {
     /// cover a writable directory below the host's.
     #[error(
         "{} is below /dev/shm, which every confined command is given fresh and empty; \
-         set TMPDIR (where tack makes trial workspaces and private tmp directories) to a \
-         directory outside /dev/shm",
+         keep workspaces and TMPDIR (where tack makes trial workspaces and private tmp \
+         directories) outside /dev/shm",
         .0.display()
     )]
     BelowPrivateShm(PathBuf),

@@ -202,7 +202,7 @@ async fn a_workspace_below_dev_shm_is_refused_naming_tmpdir() {
     let dir = tempfile::tempdir_in(shm).unwrap();
     let error = refused(&Confinement::strict(dir.path()), dir.path(), "touch made").await;
     assert!(error.contains("is below /dev/shm"), "{error}");
-    assert!(error.contains("set TMPDIR"), "{error}");
+    assert!(error.contains("keep workspaces and TMPDIR"), "{error}");
     assert!(!dir.path().join("made").exists());
 }
 
