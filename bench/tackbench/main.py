@@ -218,10 +218,10 @@ def section_concurrency(env: Env, lines: list[str]) -> None:
               "sandbox (each trial's walls, twice: its session and its check's own; the "
               "session's init), the trial's workspace and the harness; unconfined, "
               f"{per_call['none'] - bash_per_call:.2f} ms: the workspace and the harness",
-              f"- {filesystem_note()}", ""]
+              f"- {filesystem_note(env)}", ""]
 
 
-def filesystem_note() -> str:
+def filesystem_note(env: Env) -> str:
     """Where the trials' directories are made, whether that filesystem has
     a journal (ext4 without one checks each new inode against those deleted
     in the last minutes, which a run that makes and removes a few
@@ -243,10 +243,12 @@ def filesystem_note() -> str:
         journal = any(name.startswith(device + "-") for name in os.listdir("/proc/fs/jbd2")) \
             if os.path.isdir("/proc/fs/jbd2") else False
         kind = "ext4 with a journal" if journal else "ext4 without a journal"
-    entries = len(os.listdir(tmp))
+    # Counted as tack counts them for its rules.
+    doctor = json.loads(run([env.tack, "doctor", "--json"], ok_codes=(0, 1)).stdout)
+    entries = doctor["system_tmp"]["entries"]
     return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
             f"({kind}, {source} on {point}); its {entries} entries are a Landlock read "
-            "rule each in every trial's session and check (`tack doctor` counts them)")
+            "rule each in every trial's session and check (`tack doctor`)")
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:

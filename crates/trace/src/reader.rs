@@ -330,11 +330,11 @@ fn rows_holding<S: BuildHasher>(
     keys: &dyn Array,
     wanted: &HashSet<&str, S>,
 ) -> Option<BooleanArray> {
+    let holds =
+        |values: &StringArray, i: usize| values.is_valid(i) && wanted.contains(values.value(i));
     if let Some(keys) = keys.as_dictionary_opt::<Int32Type>() {
         let values = keys.values().as_string_opt::<i32>()?;
-        let member: Vec<bool> = (0..values.len())
-            .map(|i| values.is_valid(i) && wanted.contains(values.value(i)))
-            .collect();
+        let member: Vec<bool> = (0..values.len()).map(|i| holds(values, i)).collect();
         return Some(
             (keys.keys().iter())
                 .map(|k| {
@@ -345,11 +345,7 @@ fn rows_holding<S: BuildHasher>(
         );
     }
     let keys = keys.as_string_opt::<i32>()?;
-    Some(
-        (0..keys.len())
-            .map(|i| Some(keys.is_valid(i) && wanted.contains(keys.value(i))))
-            .collect(),
-    )
+    Some((0..keys.len()).map(|i| Some(holds(keys, i))).collect())
 }
 
 /// Opens one Parquet file for reading, errors naming it.

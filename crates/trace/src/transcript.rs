@@ -161,10 +161,11 @@ fn find_messages(
         if needed.is_empty() {
             break;
         }
-        let rows = match footers.remove(&path) {
-            Some(footer) => footer.rows_where(col::MESSAGE_ID, &needed, Columns::All)?,
-            None => Footer::read(&path)?.rows_where(col::MESSAGE_ID, &needed, Columns::All)?,
+        let footer = match footers.remove(&path) {
+            Some(footer) => footer,
+            None => Footer::read(&path)?,
         };
+        let rows = footer.rows_where(col::MESSAGE_ID, &needed, Columns::All)?;
         take_found(
             &rows.ok_or_else(|| no_column(&path, col::MESSAGE_ID))?,
             &mut needed,
