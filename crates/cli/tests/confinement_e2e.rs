@@ -417,8 +417,14 @@ fn what_a_killed_run_leaves_is_swept_by_the_next() {
     let suite = dir.path().join("suite");
     // The slow task's check runs in walls of its own, started by the
     // spawner (the agent's commands run in the trial's session, whose init
-    // ends with tack).
-    for (task, check) in [("slow", "sleep 59.125"), ("quick", "true")] {
+    // ends with tack). Its duration is this test's own (the fraction is the
+    // test's pid), so that another copy of the test running on the machine
+    // is not taken for this one; an argument ends with a NUL in
+    // /proc/PID/cmdline, so no other pid's sleep holds it.
+    let sleep = format!("59.{}", std::process::id());
+    let slow_check = format!("sleep {sleep}");
+    let running = format!("{sleep}\0");
+    for (task, check) in [("slow", slow_check.as_str()), ("quick", "true")] {
         let task = suite.join("tasks").join(task);
         std::fs::create_dir_all(task.join("fixture")).unwrap();
         std::fs::write(
@@ -458,7 +464,7 @@ fn what_a_killed_run_leaves_is_swept_by_the_next() {
     };
     let mut slow = tack("slow").spawn().unwrap();
     let started = std::time::Instant::now();
-    while !any_process_running("59.125") {
+    while !any_process_running(&running) {
         assert!(started.elapsed().as_secs() < 60, "the check never ran");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -488,7 +494,7 @@ fn what_a_killed_run_leaves_is_swept_by_the_next() {
     // The check dies with the spawner, though nothing is left to enforce
     // its timeout.
     let started = std::time::Instant::now();
-    while any_process_running("59.125") {
+    while any_process_running(&running) {
         assert!(started.elapsed().as_secs() < 10, "the check outlived tack");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
