@@ -85,7 +85,7 @@ pub(crate) fn next_session(run_dir: &Path) -> u32 {
 }
 
 /// Text columns written without a dictionary and in pages of at most
-/// [`TEXT_PAGE_BYTES`] (see [`parquet_writer`]).
+/// [`TEXT_PAGE_BYTES`], the ids [`ID_PAGE_BYTES`] (see [`parquet_writer`]).
 const UNIQUE_TEXT: [&str; 6] = [
     col::MESSAGE_ID,
     col::CONTENT,
@@ -108,6 +108,14 @@ pub(crate) const ROW_GROUP_ROWS: usize = 16 * 1024;
 /// pages and the id lists' dictionary dropped (below) than before either
 /// (2,211.7 against 2,151.7 MB); 128 KiB pages cost 14% for little more.
 const TEXT_PAGE_BYTES: usize = 256 * 1024;
+
+/// Bytes in a data page of the id columns of [`UNIQUE_TEXT`] (message ids,
+/// tool call ids) at most. Random ids give zstd little to find across a
+/// page, so small pages cost no bytes, and a reader of a few trials
+/// decompresses far less of them: a million-trial run's report read its
+/// 500 trial pages in 0.70-0.76 s instead of 0.79-0.86 s, and the run was
+/// 4 MB smaller (2,159 against 2,163 MB).
+const ID_PAGE_BYTES: usize = 32 * 1024;
 
 /// A Parquet writer for one file of a table, as every part is written.
 ///
@@ -165,9 +173,13 @@ pub(crate) fn parquet_writer(
     // per row group to reach them, where without one the offset index lets
     // it skip every data page that holds none of its rows.
     for column in UNIQUE_TEXT {
+        let page_bytes = match column {
+            col::MESSAGE_ID | col::TOOL_CALL_ID => ID_PAGE_BYTES,
+            _ => TEXT_PAGE_BYTES,
+        };
         properties = properties
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
-            .set_column_data_page_size_limit(ColumnPath::from(column), TEXT_PAGE_BYTES);
+            .set_column_data_page_size_limit(ColumnPath::from(column), page_bytes);
     }
     // The ids of the messages each model call sent (spans) and each trial's
     // transcript (trials) repeat within a trial, which zstd finds without a
