@@ -84,22 +84,22 @@ pub(crate) fn next_session(run_dir: &Path) -> u32 {
         .unwrap_or(0)
 }
 
-/// Text columns written without a dictionary and in pages of at most
-/// [`TEXT_PAGE_BYTES`], the ids [`ID_PAGE_BYTES`] (see [`parquet_writer`]).
-const UNIQUE_TEXT: [&str; 6] = [
-    col::MESSAGE_ID,
-    col::CONTENT,
-    col::TOOL_CALLS_JSON,
-    col::TOOL_CALL_ID,
-    col::STDOUT,
-    col::CHECK_OUTPUT,
+/// Text columns written without a dictionary, each with the most bytes a
+/// data page of it holds (see [`parquet_writer`]).
+const UNIQUE_TEXT: [(&str, usize); 6] = [
+    (col::MESSAGE_ID, ID_PAGE_BYTES),
+    (col::CONTENT, TEXT_PAGE_BYTES),
+    (col::TOOL_CALLS_JSON, TEXT_PAGE_BYTES),
+    (col::TOOL_CALL_ID, ID_PAGE_BYTES),
+    (col::STDOUT, TEXT_PAGE_BYTES),
+    (col::CHECK_OUTPUT, TEXT_PAGE_BYTES),
 ];
 
 /// Rows in a row group at most.
 pub(crate) const ROW_GROUP_ROWS: usize = 16 * 1024;
 
-/// Bytes in a data page of [`UNIQUE_TEXT`] at most, before compression
-/// (Parquet's default, which the other columns keep, is 1 MiB). A reader of
+/// Bytes in a data page of [`UNIQUE_TEXT`]'s text at most (the ids: [`ID_PAGE_BYTES`]),
+/// before compression (Parquet's default, which the other columns keep, is 1 MiB). A reader of
 /// a few trials decompresses every page that holds one of their rows: a
 /// trial's output and messages are a few kilobytes, a page of them a
 /// hundred trials' worth. Measured on a million-trial run: a report's trial
@@ -110,7 +110,7 @@ pub(crate) const ROW_GROUP_ROWS: usize = 16 * 1024;
 const TEXT_PAGE_BYTES: usize = 256 * 1024;
 
 /// Bytes in a data page of the id columns of [`UNIQUE_TEXT`] (message ids,
-/// tool call ids) at most. Random ids give zstd little to find across a
+/// tool call ids) at most, before compression. Random ids give zstd little to find across a
 /// page, so small pages cost no bytes, and a reader of a few trials
 /// decompresses far less of them: a million-trial run's report read its
 /// 500 trial pages in 0.70-0.76 s instead of 0.79-0.86 s, and the run was
@@ -172,11 +172,7 @@ pub(crate) fn parquet_writer(
     // reader of a few rows would have to decompress a whole dictionary page
     // per row group to reach them, where without one the offset index lets
     // it skip every data page that holds none of its rows.
-    for column in UNIQUE_TEXT {
-        let page_bytes = match column {
-            col::MESSAGE_ID | col::TOOL_CALL_ID => ID_PAGE_BYTES,
-            _ => TEXT_PAGE_BYTES,
-        };
+    for (column, page_bytes) in UNIQUE_TEXT {
         properties = properties
             .set_column_dictionary_enabled(ColumnPath::from(column), false)
             .set_column_data_page_size_limit(ColumnPath::from(column), page_bytes);
