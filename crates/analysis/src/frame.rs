@@ -109,7 +109,7 @@ pub(crate) fn scan_as(
 /// The columns of every file, in file order. A million trials are a thousand
 /// parts per table; their footers are read on every core.
 fn file_schemas(files: &[PathBuf]) -> Result<Vec<Schema>, AnalysisError> {
-    crate::map_on_cores(files, 32, |file| file_schema(file))
+    tack_trace::map_on_cores(files, 32, |file| file_schema(file))
 }
 
 /// The columns of one Parquet file, from its footer. Polars' error for a

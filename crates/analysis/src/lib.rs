@@ -16,7 +16,6 @@ mod attempts;
 mod batch;
 pub mod browse;
 pub mod compare;
-mod cores;
 pub mod cost;
 mod counts;
 mod error;
@@ -33,7 +32,6 @@ mod tables;
 mod trace;
 mod trials;
 
-pub use cores::map_on_cores;
 pub use counts::{Counts, VariantCount, VariantCounts};
 pub use error::AnalysisError;
 pub use load::{

@@ -181,7 +181,7 @@ fn write_trial_pages(
     dir: &Path,
     traces: &[TrialTrace],
 ) -> Result<Vec<(String, PathBuf)>, ReportError> {
-    tack_analysis::map_on_cores(traces, 16, |trace| {
+    tack_trace::map_on_cores(traces, 16, |trace| {
         let view = trial_page::trial_view(trace);
         let ctx = context! {
             trial => Serde(view), back => "../index.html", back_label => "the run",

@@ -14,6 +14,7 @@
 //! [`recover_journals`].
 
 mod compact;
+mod cores;
 mod drift;
 mod error;
 mod fingerprint;
@@ -31,6 +32,7 @@ mod transcript;
 mod writer;
 
 pub use compact::{Compaction, compact, finish_pending};
+pub use cores::map_on_cores;
 pub use drift::{
     EnvironmentDrift, EnvironmentKey, RunDrift, Side, TaskDrift, TaskPart, VariantChange,
     VariantDrift, drift, variant_drift,

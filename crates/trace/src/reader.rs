@@ -403,6 +403,11 @@ pub fn read_trial_rows(
     read_trial_rows_in(run_dir, table, columns, trial_ids, None)
 }
 
+/// Files a reader of a few trials' rows reads on a thread of its own at
+/// least: a file's read is a millisecond or more, a thread's start tens of
+/// microseconds.
+pub(crate) const FILES_PER_THREAD: usize = 2;
+
 /// [`read_trial_rows`] from the files of the table named in `parts` only,
 /// when given (the three tables name a trial's file alike, so a caller that
 /// knows which trials file holds a trial need not open the others); names
@@ -436,8 +441,12 @@ pub fn read_trial_rows_in(
             files
         }
     };
-    for path in files {
-        let rows = read_rows_where(&path, col::TRIAL_ID, &trial_ids, columns)?;
+    // Read on every core: a report's trial pages read a few trials from
+    // each of hundreds of parts, beside its reader of their conversations.
+    let per_file = crate::map_on_cores(&files, FILES_PER_THREAD, |path| {
+        read_rows_where(path, col::TRIAL_ID, &trial_ids, columns)
+    })?;
+    for (path, rows) in files.iter().zip(per_file) {
         batches.extend(rows.into_iter().map(|batch| (path.clone(), batch)));
     }
     Ok(batches)

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use arrow_array::{Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use tack_protocol::{Message, Role, ToolCall};
 
-use crate::reader::{Columns, Footer, no_column, read_trial_rows, read_trial_rows_in, table_files};
+use crate::reader::{
+    Columns, FILES_PER_THREAD, Footer, no_column, read_trial_rows, read_trial_rows_in, table_files,
+};
 use crate::recorded::{numbers, strings};
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR, col};
 use crate::{TableError, TraceError, read_table};
@@ -122,6 +124,12 @@ pub fn trial_transcripts_in(
     Ok(transcripts)
 }
 
+/// Parts searched at once for messages other trials stored: a part's
+/// search is mostly its footer and bloom filters, a fraction of a
+/// millisecond, so a few at a time keep the cores busy, and the search goes
+/// at most a few parts past the last message it needed.
+const SEARCHED_AT_ONCE: usize = 8;
+
 /// The messages `listed` for the wanted `trials`, by id: what the trials
 /// stored, from their own parts by the parts' trial ids (where the parts
 /// have them); then the rest (messages another trial stored first) by id,
@@ -143,35 +151,46 @@ fn find_messages(
         return Ok(found);
     }
     let dir = run_dir.join(MESSAGES_DIR);
+    let own_paths: Vec<PathBuf> = (own.iter())
+        .map(|name| dir.join(name))
+        .filter(|path| path.is_file())
+        .collect();
     // Footers parsed once for both of an own part's reads.
-    let mut footers: HashMap<PathBuf, Footer> = HashMap::with_capacity(own.len());
-    let mut own_paths = Vec::with_capacity(own.len());
-    for path in own.iter().map(|name| dir.join(name)) {
-        if !path.is_file() {
-            continue;
+    let own_rows = crate::map_on_cores(&own_paths, FILES_PER_THREAD, |path| {
+        let footer = Footer::read(path)?;
+        let rows = footer.rows_where(col::TRIAL_ID, trials, Columns::All)?;
+        Ok::<_, TraceError>((footer, rows))
+    })?;
+    let mut footers: HashMap<&Path, Footer> = HashMap::with_capacity(own.len());
+    for (path, (footer, rows)) in own_paths.iter().zip(own_rows) {
+        if let Some(rows) = rows {
+            take_found(&rows, &mut needed, &mut found, path)?;
         }
-        let footer = Footer::read(&path)?;
-        if let Some(rows) = footer.rows_where(col::TRIAL_ID, trials, Columns::All)? {
-            take_found(&rows, &mut needed, &mut found, &path)?;
-        }
-        footers.insert(path.clone(), footer);
-        own_paths.push(path);
+        footers.insert(path, footer);
     }
-    for path in search_order(own_paths, table_files(run_dir, MESSAGES_DIR)?) {
+    let order = search_order(own_paths.clone(), table_files(run_dir, MESSAGES_DIR)?);
+    // A few parts at a time, each on a core of its own, the messages found
+    // taken out of those still needed before the next few: the search stops
+    // within a few parts of the last one found.
+    for parts in order.chunks(SEARCHED_AT_ONCE) {
         if needed.is_empty() {
             break;
         }
-        let footer = match footers.remove(&path) {
-            Some(footer) => footer,
-            None => Footer::read(&path)?,
-        };
-        let rows = footer.rows_where(col::MESSAGE_ID, &needed, Columns::All)?;
-        take_found(
-            &rows.ok_or_else(|| no_column(&path, col::MESSAGE_ID))?,
-            &mut needed,
-            &mut found,
-            &path,
-        )?;
+        let rows = crate::map_on_cores(parts, 1, |path| {
+            let read;
+            let footer = match footers.get(path.as_path()) {
+                Some(footer) => footer,
+                None => {
+                    read = Footer::read(path)?;
+                    &read
+                }
+            };
+            (footer.rows_where(col::MESSAGE_ID, &needed, Columns::All)?)
+                .ok_or_else(|| no_column(path, col::MESSAGE_ID))
+        })?;
+        for (path, rows) in parts.iter().zip(rows) {
+            take_found(&rows, &mut needed, &mut found, path)?;
+        }
     }
     Ok(found)
 }
