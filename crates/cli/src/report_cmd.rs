@@ -14,7 +14,8 @@ pub struct ReportArgs {
     /// A run's trace directory, traces/<run-id>, or its URL (s3://BUCKET/PREFIX/<run-id>, gs://,
     /// az://, file://), fetched into tack's cache first.
     run: PathBuf,
-    /// Where to write the report [default: reports/<run-id>].
+    /// Where to write the report [default: reports/<run-id>]. Its trial pages (trials/*.html) replace
+    /// those of an earlier report there.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Print the analysis (per-variant figures, matrix, failed trials) as JSON instead of writing HTML.

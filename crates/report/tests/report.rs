@@ -81,6 +81,41 @@ fn writes_an_index_and_a_page_per_failed_trial() {
 }
 
 #[test]
+fn a_report_written_again_replaces_the_pages_of_the_one_before() {
+    let report = report();
+    let trials = report.files.index.parent().unwrap().join("trials");
+    // A page of a trial this run does not list (an earlier report of
+    // another run), and a file that is not a page.
+    std::fs::write(trials.join("other--task--0.html"), "<p>stale</p>").unwrap();
+    std::fs::write(trials.join("notes.txt"), "mine").unwrap();
+    let out = report.files.index.parent().unwrap();
+    let missing = write_report(&report._dirs.1.path().join("no-such-run"), out);
+    assert!(missing.is_err());
+    assert!(
+        trials.join("other--task--0.html").is_file(),
+        "a report that cannot open its run removes nothing"
+    );
+    let again = write_report(report._dirs.0.path(), out).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&trials)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "baseline--add-test--1.html",
+            "baseline--fix-bug--1.html",
+            "chaos--fix-bug--0.html",
+            "notes.txt",
+            "real--fix-bug--0.html",
+        ]
+    );
+    assert_eq!(again.trial_pages.len(), 4);
+    assert_eq!(read(&trials.join("notes.txt")), "mine");
+}
+
+#[test]
 fn banner_names_the_simulated_variants() {
     let report = report();
     let start = report
