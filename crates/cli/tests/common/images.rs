@@ -193,7 +193,8 @@ pub fn kill_once_containers_run(dir: &Path, suite: &Path, containers: usize) {
     assert_eq!(
         containers_under(dir).len(),
         containers,
-        "a killed run cannot remove its containers"
+        "a killed run cannot remove its containers; its log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
 
