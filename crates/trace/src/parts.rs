@@ -98,9 +98,10 @@ const UNIQUE_TEXT: [(&str, usize); 6] = [
 /// Rows in a row group at most.
 pub(crate) const ROW_GROUP_ROWS: usize = 16 * 1024;
 
-/// Bytes in a data page of [`UNIQUE_TEXT`]'s text at most (the ids: [`ID_PAGE_BYTES`]),
-/// before compression (Parquet's default, which the other columns keep, is 1 MiB). A reader of
-/// a few trials decompresses every page that holds one of their rows: a
+/// Bytes in a data page of [`UNIQUE_TEXT`]'s text at most (the ids:
+/// [`ID_PAGE_BYTES`]), before compression (Parquet's default, which the
+/// other columns keep, is 1 MiB). A reader of a few trials decompresses
+/// every page that holds one of their rows: a
 /// trial's output and messages are a few kilobytes, a page of them a
 /// hundred trials' worth. Measured on a million-trial run: a report's trial
 /// pages read in 0.84-0.89 s instead of 1.1-1.25 s. zstd compresses each
@@ -109,9 +110,10 @@ pub(crate) const ROW_GROUP_ROWS: usize = 16 * 1024;
 /// (2,211.7 against 2,151.7 MB); 128 KiB pages cost 14% for little more.
 const TEXT_PAGE_BYTES: usize = 256 * 1024;
 
-/// Bytes in a data page of the id columns of [`UNIQUE_TEXT`] (message ids,
-/// tool call ids) at most, before compression. Random ids give zstd little to find across a
-/// page, so small pages cost no bytes, and a reader of a few trials
+/// Bytes in a data page of the id columns of [`UNIQUE_TEXT`] (message
+/// ids, tool call ids) at most, before compression. Random ids give zstd
+/// little to find across a page, so small pages cost no bytes, and a
+/// reader of a few trials
 /// decompresses far less of them: a million-trial run's report read its
 /// 500 trial pages in 0.70-0.76 s instead of 0.79-0.86 s, and the run was
 /// 4 MB smaller (2,159 against 2,163 MB).

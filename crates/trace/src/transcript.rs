@@ -168,7 +168,7 @@ fn find_messages(
         }
         footers.insert(path, footer);
     }
-    let order = search_order(own_paths.clone(), table_files(run_dir, MESSAGES_DIR)?);
+    let order = search_order(&own_paths, table_files(run_dir, MESSAGES_DIR)?);
     // A few parts at a time, each on a core of its own, the messages found
     // taken out of those still needed before the next few: the search stops
     // within a few parts of the last one found.
@@ -222,7 +222,7 @@ fn take_found(
 /// task's instruction, stored by its first trial), in the first parts when
 /// they ran interleaved (every task starts early); from both ends, either is
 /// found within twice the reads of the better of the two.
-fn search_order(own: Vec<PathBuf>, all: Vec<PathBuf>) -> Vec<PathBuf> {
+fn search_order(own: &[PathBuf], all: Vec<PathBuf>) -> Vec<PathBuf> {
     let is_own: HashSet<&PathBuf> = own.iter().collect();
     let earliest_own = all.iter().position(|path| is_own.contains(path));
     let (earlier, later) = all.split_at(earliest_own.unwrap_or(all.len()));
@@ -359,14 +359,14 @@ mod tests {
     #[test]
     fn messages_are_looked_for_in_own_parts_then_earlier_ones_from_both_ends() {
         let all = parts(&["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"]);
-        let order = search_order(parts(&["p5", "p6"]), all.clone());
+        let order = search_order(&parts(&["p5", "p6"]), all.clone());
         assert_eq!(
             order,
             parts(&["p5", "p6", "p4", "p0", "p3", "p1", "p2", "p7"])
         );
         // Every part once, whatever the own parts.
         for own in [vec![], parts(&["p0"]), parts(&["p7", "p2"])] {
-            let mut order = search_order(own, all.clone());
+            let mut order = search_order(&own, all.clone());
             order.sort();
             assert_eq!(order, all);
         }
