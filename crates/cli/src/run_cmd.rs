@@ -1,5 +1,5 @@
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -8,10 +8,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tack_protocol::TrialOutcome;
 use tack_report::text::{self, SummaryTrial};
-use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan};
+use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan, RunResult};
 use tack_store::{Location, RemoteUrl};
 
-use crate::exit::{Classify, CommandResult, Failure};
+use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::out::{out, outln};
 use crate::suite_cmd::default_jobs;
 
@@ -297,15 +297,7 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     let report = if args.no_report {
         None
     } else {
-        let out = args.reports.join(&result.run_id);
-        let files = tack_report::write_report_with_prices(
-            &result.run_dir,
-            &out,
-            &tack_report::ReportOptions::default(),
-            crate::report_cmd::set_prices,
-        )
-        .or_fail(Failure::Internal)?;
-        Some(files.index)
+        Some(write_run_report(&result, &args.reports)?)
     };
     let trials: Vec<SummaryTrial> = result
         .trials
@@ -329,25 +321,7 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
             serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
         )?;
     } else {
-        out!("{}", text::run_summary(trials.iter().copied()))?;
-        if result.kept > 0 {
-            outln!(
-                "resumed: the table covers the {} trials run now; {} finished before were kept (the report covers all)",
-                result.trials.len(),
-                result.kept
-            )?;
-        }
-        if result.rerun > 0 {
-            outln!(
-                "rerun: {} finished trials ran again as new attempts; their earlier attempts stay in the traces, reports count the latest",
-                result.rerun
-            )?;
-        }
-        outln!("traces: {traces}")?;
-        match &report {
-            Some(index) => outln!("report: {}", index.display()),
-            None => outln!("report: run `tack report {traces}`"),
-        }?;
+        print_outcome(&result, &trials, &traces, report.as_deref())?;
     }
     // Spans a collector did not take cost the export, not the run.
     if let Some(streamed) = &streamed {
@@ -369,6 +343,49 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         return Ok(Failure::Internal.into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's report, written under `reports/<run-id>`: its index page.
+fn write_run_report(result: &RunResult, reports: &Path) -> Result<PathBuf, CommandError> {
+    let out = reports.join(&result.run_id);
+    let files = tack_report::write_report_with_prices(
+        &result.run_dir,
+        &out,
+        &tack_report::ReportOptions::default(),
+        crate::report_cmd::set_prices,
+    )
+    .or_fail(Failure::Internal)?;
+    Ok(files.index)
+}
+
+/// The run's table of trials, what a resume kept or ran again, and where
+/// its traces and report are.
+fn print_outcome(
+    result: &RunResult,
+    trials: &[SummaryTrial],
+    traces: &str,
+    report: Option<&Path>,
+) -> Result<(), CommandError> {
+    out!("{}", text::run_summary(trials.iter().copied()))?;
+    if result.kept > 0 {
+        outln!(
+            "resumed: the table covers the {} trials run now; {} finished before were kept (the report covers all)",
+            result.trials.len(),
+            result.kept
+        )?;
+    }
+    if result.rerun > 0 {
+        outln!(
+            "rerun: {} finished trials ran again as new attempts; their earlier attempts stay in the traces, reports count the latest",
+            result.rerun
+        )?;
+    }
+    outln!("traces: {traces}")?;
+    match report {
+        Some(index) => outln!("report: {}", index.display()),
+        None => outln!("report: run `tack report {traces}`"),
+    }?;
+    Ok(())
 }
 
 /// A confined run cannot work with its trials below `/dev/shm`, which each

@@ -10,6 +10,23 @@ use tack_analysis::compare::{Comparison, Flip, MetricDelta};
 /// line each).
 pub fn comparison(c: &Comparison, drift: &[String]) -> String {
     let mut out = String::new();
+    difference(&mut out, c);
+    notes(&mut out, c);
+    tasks(&mut out, c);
+    pass_at_k(&mut out, c);
+    out.push_str("\nmetric               base        cand        delta (95% CI)\n");
+    for m in &c.metrics {
+        let _ = writeln!(out, "{}", metric_line(m));
+    }
+    power(&mut out, c);
+    for d in drift {
+        let _ = writeln!(out, "drift: {d}");
+    }
+    out
+}
+
+/// Both sides' success rates, and the difference with its tests.
+fn difference(out: &mut String, c: &Comparison) {
     let side = |name: &str, s: &tack_analysis::compare::SideInfo| {
         format!(
             "{name:<10} {:<28} {:<16} {:>3}/{:<3} {:>5.1}%  [{:.0}–{:.0}%]\n",
@@ -50,6 +67,11 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
             c.tasks.len()
         );
     }
+}
+
+/// What a reader must know before trusting the figures: re-run trials,
+/// infra errors, a simulated model.
+fn notes(out: &mut String, c: &Comparison) {
     for (name, s) in [("base", &c.base), ("candidate", &c.candidate)] {
         if s.rerun_trials > 0 {
             let without = s
@@ -74,6 +96,10 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
     if c.simulated() {
         out.push_str("note: results from a simulated (built-in) model, not an LLM\n");
     }
+}
+
+/// Each task's passes on both sides and its flip; the tasks not paired.
+fn tasks(out: &mut String, c: &Comparison) {
     out.push_str("\ntask                           base   cand   flip\n");
     for t in &c.tasks {
         let marker = match t.flip {
@@ -97,24 +123,29 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
     for u in &c.unpaired {
         let _ = writeln!(out, "{:<30} not paired: {}", u.task, u.reason);
     }
-    if !c.pass_at_k.is_empty() {
-        out.push_str("\nk   pass@k base  cand    pass^k base  cand\n");
-        for p in &c.pass_at_k {
-            let _ = writeln!(
-                out,
-                "{:<3} {:>10.1}% {:>5.1}%  {:>10.1}% {:>5.1}%",
-                p.k,
-                p.base_pass_at_k * 100.0,
-                p.candidate_pass_at_k * 100.0,
-                p.base_pass_hat_k * 100.0,
-                p.candidate_pass_hat_k * 100.0
-            );
-        }
+}
+
+fn pass_at_k(out: &mut String, c: &Comparison) {
+    if c.pass_at_k.is_empty() {
+        return;
     }
-    out.push_str("\nmetric               base        cand        delta (95% CI)\n");
-    for m in &c.metrics {
-        let _ = writeln!(out, "{}", metric_line(m));
+    out.push_str("\nk   pass@k base  cand    pass^k base  cand\n");
+    for p in &c.pass_at_k {
+        let _ = writeln!(
+            out,
+            "{:<3} {:>10.1}% {:>5.1}%  {:>10.1}% {:>5.1}%",
+            p.k,
+            p.base_pass_at_k * 100.0,
+            p.candidate_pass_at_k * 100.0,
+            p.base_pass_hat_k * 100.0,
+            p.candidate_pass_hat_k * 100.0
+        );
     }
+}
+
+/// The smallest difference these tasks and trials can detect, and what a
+/// difference of the size asked for would need.
+fn power(out: &mut String, c: &Comparison) {
     let p = &c.power;
     let _ = match p.min_detectable_effect {
         Some(effect) => writeln!(
@@ -137,10 +168,6 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
             effect * 100.0
         );
     }
-    for d in drift {
-        let _ = writeln!(out, "drift: {d}");
-    }
-    out
 }
 
 fn metric_line(m: &MetricDelta) -> String {
