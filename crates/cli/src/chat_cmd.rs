@@ -18,6 +18,7 @@ use tack_protocol::{
 
 use crate::exec_cmd::ModelFlags;
 use crate::exit::{Classify, CommandResult, Failure, usage};
+use crate::out::errln;
 use crate::out::outln;
 use crate::profile_arg::ProfileArg;
 
@@ -129,7 +130,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         // A first session has no history yet.
         let _ = editor.load_history(path);
     }
-    eprintln!(
+    errln!(
         "tack chat in {} with {} — /help for commands, Ctrl-D to leave.",
         workspace.display(),
         model.model_name()
@@ -174,7 +175,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
             let _ = std::fs::create_dir_all(dir);
         }
         if let Err(error) = editor.save_history(path) {
-            eprintln!(
+            errln!(
                 "warning: could not save the history to {}: {error}",
                 path.display()
             );
@@ -193,7 +194,7 @@ async fn slash_command(
 ) -> Result<(), crate::exit::CommandError> {
     match command {
         "/help" => {
-            eprintln!("{AFTER_HELP}");
+            errln!("{AFTER_HELP}");
             Ok(())
         }
         "/todos" => match state.lock().ok().and_then(|s| s.todos.clone()) {

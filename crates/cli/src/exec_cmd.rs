@@ -16,6 +16,7 @@ use tack_protocol::{
 use tack_suite::Check;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
+use crate::out::errln;
 use crate::out::{self, outln};
 use crate::profile_arg::ProfileArg;
 use tack_agent::session_log::{self, LogLine, SessionLog, SessionSettings};
@@ -169,7 +170,7 @@ pub async fn run(args: ExecArgs) -> CommandResult {
             if json {
                 outln!("{}", serde_json::json!({ "event": finished }))?;
             } else {
-                eprintln!("cancelled");
+                errln!("cancelled");
             }
             Ok(exit_code(TrialOutcome::Cancelled))
         }
@@ -224,7 +225,7 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
     let verification = Verification::Commands(&checks);
     let run = match restored {
         Some(restored) => {
-            eprintln!(
+            errln!(
                 "resuming at event {}: {} step(s) done, {} call(s) to settle",
                 sink.seq,
                 restored.steps(),
@@ -395,13 +396,13 @@ impl ExecSink {
             "error": run.error(),
         });
         if let Err(error) = self.emit(summary) {
-            eprintln!("error: {error}");
+            errln!("error: {error}");
         }
         if !self.json {
             let (stop, totals) = (run.agent.stop_reason, &run.agent.totals);
-            eprintln!("{}", tack_report::text::exec_outcome(outcome, stop, totals));
+            errln!("{}", tack_report::text::exec_outcome(outcome, stop, totals));
             if let Some(error) = run.error() {
-                eprintln!("error: {error}");
+                errln!("error: {error}");
             }
         }
     }
@@ -420,7 +421,7 @@ impl EventSink for ExecSink {
             return Ok(());
         }
         if let Some(line) = tack_report::text::exec_event(&event) {
-            eprintln!("{line}");
+            errln!("{line}");
         }
         Ok(())
     }

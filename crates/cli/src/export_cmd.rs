@@ -10,6 +10,7 @@ use tack_interop::InteropError;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::out::outln;
+use crate::out::{err, errln};
 
 #[derive(Debug, Subcommand)]
 pub enum ExportCommand {
@@ -142,14 +143,14 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let progress = |done: u64, total: u64| {
         if show_progress {
-            eprint!("\rtack export otlp: {done}/{total} trials");
+            err!("\rtack export otlp: {done}/{total} trials");
         }
     };
     let exported = tack_interop::otlp::export(&runs, &exporter, args.content, progress)
         .await
         .or_fail(Failure::Internal)?;
     if show_progress {
-        eprintln!();
+        errln!();
     }
     let sent = &exported.sent;
     if args.json {
@@ -167,7 +168,7 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
         )?;
     }
     if let Some(error) = &sent.first_error {
-        eprintln!(
+        errln!(
             "tack export otlp: {} spans dropped; first error: {error}",
             sent.dropped_spans
         );
@@ -192,7 +193,7 @@ fn atif(args: AtifArgs) -> CommandResult {
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let progress = |done: usize, total: usize| {
         if show_progress {
-            eprint!("\rtack export atif: {done}/{total} trials");
+            err!("\rtack export atif: {done}/{total} trials");
         }
     };
     let exported = tack_interop::atif::export(&run_dir, &out, progress).map_err(|error| {
@@ -206,7 +207,7 @@ fn atif(args: AtifArgs) -> CommandResult {
         }
     })?;
     if show_progress {
-        eprintln!();
+        errln!();
     }
     if args.json {
         let mut value = serde_json::to_value(&exported).or_fail(Failure::Internal)?;

@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::import_harbor::HarborArgs;
 use crate::out::outln;
+use crate::out::{err, errln};
 
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {
@@ -159,12 +160,12 @@ fn import_each<T: serde::Serialize>(
                     value["type"] = format!("{kind}_imported").into();
                     outln!("{value}")?;
                 } else {
-                    eprint!("{}", summary(&done));
+                    err!("{}", summary(&done));
                 }
             }
             Err(error) if error.is_input_error() => {
                 unreadable += 1;
-                eprintln!("error: {error}");
+                errln!("error: {error}");
                 if json {
                     let mut line = serde_json::json!({
                         "type": format!("{kind}_import_failed"), "error": error.to_string(),

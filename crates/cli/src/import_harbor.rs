@@ -9,6 +9,7 @@ use tack_import::harbor::{SuiteImport, TaskMode};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::out::outln;
+use crate::out::{err, errln};
 
 const HARBOR_HELP: &str = "\
 Each Harbor task (task.toml, instruction.md, environment/, tests/, solution/) becomes
@@ -78,7 +79,7 @@ pub fn run(args: HarborArgs) -> CommandResult {
         Ok(suite) => suite,
         Err(error) if import.converted.is_empty() => {
             print_import(&import, args.json)?;
-            eprintln!(
+            errln!(
                 "note: the suite at {} does not load: {error}",
                 args.out.display()
             );
@@ -102,13 +103,13 @@ pub fn run(args: HarborArgs) -> CommandResult {
             .iter()
             .filter(|t| !t.wants_image() && !t.requires_container())
             .count();
-        eprintln!(
+        errln!(
             "suite {} now has {} tasks ({in_image} in their image, {on_host} on the host)",
             args.out.display(),
             loaded.tasks.len()
         );
         if !import.converted.is_empty() {
-            eprintln!(
+            errln!(
                 "next: tack suite check {0}   then: tack run {0} --variant oracle",
                 args.out.display()
             );
@@ -133,6 +134,6 @@ fn print_import(import: &SuiteImport, json: bool) -> Result<(), CommandError> {
         value["type"] = "harbor_imported".into();
         return outln!("{value}");
     }
-    eprint!("{}", tack_import::harbor_summary(import));
+    err!("{}", tack_import::harbor_summary(import));
     Ok(())
 }

@@ -39,6 +39,7 @@ mod view_cmd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::out::errln;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -197,7 +198,7 @@ fn main() -> ExitCode {
     if cli.command.runs_commands()
         && let Err(error) = tack_sandbox::spawner::start()
     {
-        eprintln!("warning: {error}; confined commands will be forked from tack itself");
+        errln!("warning: {error}; confined commands will be forked from tack itself");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -205,7 +206,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: could not start the async runtime: {error}");
+            errln!("error: could not start the async runtime: {error}");
             return exit::Failure::Internal.into();
         }
     };
@@ -236,7 +237,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {}", exit::message(&failure.error));
+            errln!("error: {}", exit::message(&failure.error));
             failure.kind.into()
         }
     }

@@ -10,6 +10,7 @@ use clap::Args;
 use tack_trace::ShardRuns;
 
 use crate::exit::{Classify, CommandResult, Failure};
+use crate::out::errln;
 use crate::out::outln;
 
 const AFTER_HELP: &str = "\
@@ -57,7 +58,7 @@ pub async fn run(args: MergeArgs) -> CommandResult {
         out.shown
     )?;
     if !shards.complete() {
-        eprintln!("note: shards are missing; the merged run is marked interrupted");
+        errln!("note: shards are missing; the merged run is marked interrupted");
     }
     Ok(ExitCode::SUCCESS)
 }

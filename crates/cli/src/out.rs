@@ -40,6 +40,31 @@ pub fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
 
+/// Writes `args` to stderr, where tack says what it is doing and what went
+/// wrong. A stderr that is gone (`tack run … 2>&1 | head -2`) leaves
+/// nothing to tell: what is said there is dropped and the command goes on,
+/// where `eprintln!` would panic and abandon a run half done.
+pub fn note(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
+}
+
+/// `eprint!` through [`note`].
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::out::note(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` through [`note`].
+macro_rules! errln {
+    () => {
+        $crate::out::note(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::note(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 /// `print!` through [`write`]: returns `Result<(), CommandError>`.
 macro_rules! out {
     ($($arg:tt)*) => {
@@ -57,7 +82,7 @@ macro_rules! outln {
     };
 }
 
-pub(crate) use {out, outln};
+pub(crate) use {err, errln, out, outln};
 
 /// An event sink that printed fails with the print's error.
 impl From<CommandError> for tack_protocol::SinkError {

@@ -18,6 +18,7 @@ use tack_proxy::{Proxy, ProxyConfig};
 use tack_trace::{Manifest, RunStatus, RunWriter, SuiteInfo, TrialRecorder, VariantInfo};
 
 use crate::exit::{Classify, CommandResult, Failure};
+use crate::out::errln;
 use crate::out::outln;
 
 const AFTER_HELP: &str = "\
@@ -129,8 +130,8 @@ pub async fn run(args: ProxyArgs) -> CommandResult {
     };
     let url = format!("http://{}", proxy.addr());
     let run_dir = writer.dir().display().to_string();
-    eprintln!("tack proxy: listening on {url}");
-    eprintln!("tack proxy: forwarding to {upstream}, recording into {run_dir} (Ctrl-C to stop)");
+    errln!("tack proxy: listening on {url}");
+    errln!("tack proxy: forwarding to {upstream}, recording into {run_dir} (Ctrl-C to stop)");
     if args.json {
         let line = serde_json::json!({ "type": "proxy_listening", "url": url, "run": run_dir });
         outln!("{line}")?;
@@ -154,11 +155,12 @@ pub async fn run(args: ProxyArgs) -> CommandResult {
         return Err(anyhow!("some calls could not be journalled: {error}"))
             .or_fail(Failure::Internal);
     }
-    eprintln!(
+    errln!(
         "tack proxy: recorded {} calls ({} failed) into {run_dir}",
-        stopped.calls, stopped.failed_calls
+        stopped.calls,
+        stopped.failed_calls
     );
-    eprintln!("  tack show {run_dir} {trial}    tack report {run_dir}");
+    errln!("  tack show {run_dir} {trial}    tack report {run_dir}");
     if args.json {
         let line = serde_json::json!({
             "type": "proxy_finished", "run": run_dir, "trial": trial,

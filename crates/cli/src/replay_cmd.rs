@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::exit::{Classify, CommandResult, Failure};
+use crate::out::errln;
 use crate::run_cmd::{Output, execute};
 
 #[derive(Debug, Args)]
@@ -39,7 +40,7 @@ pub async fn run(args: ReplayArgs) -> CommandResult {
     )
     .or_fail(Failure::Usage)?;
     if let Some(warning) = warning {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     plan.hidden.push(args.reports.clone());
     plan.interactive = Some(crate::terminal_approver::shared());

@@ -7,6 +7,7 @@ use tack_harness::PriceTable;
 use tack_protocol::ModelSpec;
 
 use crate::exit::{Classify, CommandResult, Failure, usage};
+use crate::out::errln;
 use crate::out::{out, outln};
 
 #[derive(Debug, Args)]
@@ -44,13 +45,11 @@ pub async fn run(mut args: ReportArgs) -> CommandResult {
         )));
     }
     if tack_trace::run_in_progress(&args.run) {
-        eprintln!(
-            "note: this run is still in progress; the report covers the trials finished so far"
-        );
+        errln!("note: this run is still in progress; the report covers the trials finished so far");
     }
     let recovered = tack_trace::recover_journals(&args.run).or_fail(Failure::Internal)?;
     if recovered > 0 {
-        eprintln!("recovered {recovered} interrupted trial(s) from their journals");
+        errln!("recovered {recovered} interrupted trial(s) from their journals");
     }
     if args.cost {
         let mut cost = tack_analysis::cost::cost_report(&args.run).or_fail(Failure::Internal)?;

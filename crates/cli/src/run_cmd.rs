@@ -12,6 +12,7 @@ use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan, RunResult};
 use tack_store::{Location, RemoteUrl};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
+use crate::out::{err, errln};
 use crate::out::{out, outln};
 use crate::suite_cmd::default_jobs;
 
@@ -325,15 +326,15 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     }
     // Spans a collector did not take cost the export, not the run.
     if let Some(streamed) = &streamed {
-        eprintln!("{}", crate::otlp_arg::describe(streamed));
+        errln!("{}", crate::otlp_arg::describe(streamed));
     }
     // A trial in harness_error says nothing about the model: not a success.
     let harness_errors = text::harness_errors(&trials);
     if let Some(errors) = &harness_errors {
-        eprint!("{errors}");
+        err!("{errors}");
     }
     if result.interrupted {
-        eprintln!(
+        errln!(
             "interrupted: {} trials ran; the report covers those",
             result.trials.len()
         );
@@ -406,7 +407,7 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
     };
     tmp.usable()?;
     if tmp.crowded() {
-        eprintln!("warning: the system tmp {}", tmp.advice());
+        errln!("warning: the system tmp {}", tmp.advice());
     }
     Ok(())
 }
@@ -418,9 +419,7 @@ fn stop_on_ctrl_c(cancel: CancelFlag) {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
         }
-        eprintln!(
-            "\ninterrupting: finishing the trials that are running (Ctrl-C again to stop now)"
-        );
+        errln!("\ninterrupting: finishing the trials that are running (Ctrl-C again to stop now)");
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
             std::process::exit(130);
@@ -466,7 +465,7 @@ impl ProgressReporter {
                     bar.set_length(total as u64);
                     bar.set_message(run_id);
                 } else if lines {
-                    eprintln!("running {total} trials; traces in {}", run_dir.display());
+                    errln!("running {total} trials; traces in {}", run_dir.display());
                 }
             }
             Progress::TrialFinished {
@@ -478,9 +477,11 @@ impl ProgressReporter {
                     bar.set_position(done as u64);
                     bar.set_message(format!("{} {}", summary.trial_id, summary.outcome));
                 } else if lines {
-                    eprintln!(
+                    errln!(
                         "[{done}/{total}] {} {} ({} steps)",
-                        summary.trial_id, summary.outcome, summary.totals.steps
+                        summary.trial_id,
+                        summary.outcome,
+                        summary.totals.steps
                     );
                 }
                 if let Some(path) = &summary.kept_workspace {
@@ -488,7 +489,7 @@ impl ProgressReporter {
                         format!("kept workspace of {}: {}", summary.trial_id, path.display());
                     match &bar {
                         Some(bar) => bar.println(line),
-                        None if lines => eprintln!("{line}"),
+                        None if lines => errln!("{line}"),
                         None => {}
                     }
                 }
@@ -497,7 +498,7 @@ impl ProgressReporter {
             // under --json (on stderr).
             Progress::Preparing { message } => match &bar {
                 Some(bar) => bar.println(message),
-                None => eprintln!("{message}"),
+                None => errln!("{message}"),
             },
         })
     }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use tack_store::{Cache, Location, Published, RemoteUrl, StoreError};
 
 use crate::exit::{CommandError, Failure};
+use crate::out::errln;
 
 /// Exit 2 for a location or run the user named wrong, 3 for a store or disk
 /// that failed.
@@ -51,7 +52,7 @@ pub async fn fetch(url: &RemoteUrl) -> Result<PathBuf, CommandError> {
         .await
         .map_err(failure)?;
     if fetched.transfer.files > 0 {
-        eprintln!(
+        errln!(
             "fetched {url}: {} files, {} ({} unchanged) into {}",
             fetched.transfer.files,
             size(fetched.transfer.bytes),
@@ -94,7 +95,7 @@ pub async fn publish(local_run: &Path, url: &RemoteUrl) -> Result<Published, Com
                 prefix = url.parent().as_ref().unwrap_or(url),
             )),
         })?;
-    eprintln!(
+    errln!(
         "uploaded {} files, {} to {url}",
         published.transfer.files,
         size(published.transfer.bytes)

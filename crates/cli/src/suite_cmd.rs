@@ -5,6 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::exit::{Classify, CommandResult, Failure};
+use crate::out::errln;
 use crate::out::{out, outln};
 use crate::profile_arg::ProfileArg;
 
@@ -38,7 +39,7 @@ pub fn default_jobs() -> usize {
 pub async fn check(args: CheckArgs) -> CommandResult {
     let mut suite = tack_suite::load_suite(&args.suite).or_fail(Failure::Usage)?;
     suite.retain_tasks(&args.tasks).or_fail(Failure::Usage)?;
-    let note = |message: String| eprintln!("{message}");
+    let note = |message: String| errln!("{message}");
     let images = tack_suite::ImageOptions {
         engine: args.engine,
         cache: None,

@@ -11,6 +11,7 @@ use tack_store::Location;
 use tack_view::{Viewer, ViewerOptions};
 
 use crate::exit::{Classify, CommandResult, Failure};
+use crate::out::errln;
 use crate::out::outln;
 
 const AFTER_HELP: &str = "\
@@ -80,7 +81,7 @@ pub async fn run(args: ViewArgs) -> CommandResult {
         match crate::store_arg::location(root)? {
             Location::Local(dir) => {
                 if !dir.is_dir() {
-                    eprintln!(
+                    errln!(
                         "tack view: {} does not exist yet; runs written there will appear",
                         dir.display()
                     );
@@ -108,13 +109,13 @@ pub async fn run(args: ViewArgs) -> CommandResult {
     let bound = listener.local_addr().or_fail(Failure::Internal)?;
     let url = format!("http://{bound}/?token={token}");
     if !args.host.is_loopback() {
-        eprintln!(
+        errln!(
             "tack view: warning: listening on {bound}, reachable from other machines; anyone with \
              the address (and its token) can read these traces"
         );
     }
-    eprintln!("tack view: open {url}");
-    eprintln!("tack view: {} (Ctrl-C to stop)", describe(&roots));
+    errln!("tack view: open {url}");
+    errln!("tack view: {} (Ctrl-C to stop)", describe(&roots));
     if args.json {
         let line = serde_json::json!({ "type": "view_listening", "url": url, "roots": roots });
         outln!("{line}")?;
@@ -145,7 +146,7 @@ async fn remote_runs(
     };
     let mut dirs = Vec::with_capacity(runs.len());
     for run in &runs {
-        eprintln!("tack view: fetching {run}");
+        errln!("tack view: fetching {run}");
         dirs.push(crate::store_arg::fetch(run).await?);
     }
     Ok(dirs)

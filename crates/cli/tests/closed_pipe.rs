@@ -52,3 +52,41 @@ fn a_closed_pipe_ends_the_output_not_the_command() {
         assert_eq!(got, Some(code), "{args:?}: {stderr}");
     }
 }
+
+/// A closed stderr (`tack run … 2>&1 | head -2`, a progress reader that
+/// stopped) loses the progress lines, not the run: it finishes, its
+/// manifest says so, and the table still reaches stdout.
+#[test]
+fn a_closed_stderr_loses_the_progress_not_the_run() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["run", "suites/demo", "-v", "oracle"])
+        .args(["-t", "median-even,leap-year-400", "--trials", "2"])
+        .args(["--no-report", "--traces"])
+        .arg(&traces)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{stdout}");
+    assert!(stdout.contains("traces: "), "{stdout}");
+    let runs: Vec<_> = std::fs::read_dir(&traces).unwrap().collect();
+    assert_eq!(runs.len(), 1);
+    let manifest = runs[0].as_ref().unwrap().path().join("manifest.json");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(manifest).unwrap()).unwrap();
+    assert_eq!(manifest["status"], "finished", "{manifest}");
+}
