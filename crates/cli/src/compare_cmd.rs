@@ -22,8 +22,9 @@ several trials); pass@k and pass^k; deltas of tokens and cost per success, steps
 interventions and wall time with bootstrap intervals; and the smallest difference this many trials
 can detect.
 
-Tasks whose definition (task.toml, fixture, checks, solution) changed between the runs are not
-paired: compare exits 2 naming each, unless --allow-drift, which compares the rest and lists them.
+Tasks whose definition (task.toml, fixture, checks, solution) changed between the runs, and tasks
+only one run ran, are not paired: compare exits 2 naming each, unless --allow-drift, which compares
+the rest and lists them.
 
 Examples:
   tack compare traces/<run> --variants sim-full,sim-stdout
@@ -43,7 +44,8 @@ pub struct SidesArgs {
     /// `BASE_VARIANT,CANDIDATE_VARIANT` (or one name for both). Needed when a run has several variants.
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<String>,
-    /// Compare the tasks that did not change and list those that did, instead of exiting 2.
+    /// Compare the tasks both runs ran alike and list those that changed or that one run alone
+    /// ran, instead of exiting 2.
     #[arg(long)]
     pub allow_drift: bool,
     /// Where run ids are looked up: a directory or a URL prefix.

@@ -19,7 +19,8 @@ asks whether the candidate does worse on this suite's tasks. With several trials
 --per-task uses the task-level permutation test instead, which treats the tasks as a sample and asks
 whether it would do worse on tasks like these; with few tasks it needs a large drop. A budget that
 cannot be measured (an unpriced model) is a usage error, never a silent pass. Tasks that changed
-between the runs make it exit 2 unless --allow-drift.
+between the runs, or that only one run ran, make it exit 2 unless --allow-drift: a candidate that
+skipped tasks does not pass on the rest.
 
 --quarantine FILE leaves out the tasks it lists, one name a line (`#` starts a comment): flaky tasks
 whose identical configurations disagree, as `tack view`'s Tasks page exports them. The verdict

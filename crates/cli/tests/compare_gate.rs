@@ -181,6 +181,54 @@ fn a_task_that_changed_between_runs_is_not_paired() {
     assert!(json["drift"].to_string().contains("median-even"));
 }
 
+/// A candidate that ran fewer tasks does not pass the gate on the tasks it
+/// kept: the ones it skipped are drift, named, until --allow-drift.
+#[test]
+fn a_candidate_that_skipped_tasks_does_not_pass_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = repo().join("suites/demo");
+    let base = run(
+        dir.path(),
+        &suite,
+        &["-v", "oracle", "-t", "median-even,leap-year-400"],
+    );
+    let candidate = run(dir.path(), &suite, &["-v", "oracle", "-t", "median-even"]);
+    let output = tack(
+        dir.path(),
+        &[
+            "gate",
+            path(&base),
+            path(&candidate),
+            "--variants",
+            "oracle",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+    let error = text(&output.stderr);
+    assert!(
+        error.contains("task `leap-year-400`: only in the base run"),
+        "{error}"
+    );
+    assert!(error.contains("--allow-drift"), "{error}");
+
+    let (code, json) = gate(
+        dir.path(),
+        &[
+            path(&base),
+            path(&candidate),
+            "--variants",
+            "oracle",
+            "--allow-drift",
+        ],
+    );
+    assert_eq!(code, Some(0), "{json:#}");
+    let unpaired = json["comparison"]["unpaired"].to_string();
+    assert!(
+        unpaired.contains("leap-year-400") && unpaired.contains("only in the base run"),
+        "{unpaired}"
+    );
+}
+
 /// A quick suite for many repetitions: `tasks` one-line shell fixes, each
 /// with a plausible wrong fix, and sim variants whose one fix attempt is
 /// right with probability `skill`.

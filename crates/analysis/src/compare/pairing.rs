@@ -1,22 +1,25 @@
-//! Which tasks two runs may be paired on. A task one side did not run is
-//! simply unpaired; a task whose definition changed between the runs must
-//! not be paired without saying so; a variant's configuration matters only
-//! when the same variant is on both sides (two differently named variants
-//! differ on purpose).
+//! Which tasks two runs may be paired on. A task whose definition changed
+//! between the runs, or that one side did not run, must not be left out
+//! without saying so: a verdict over the tasks both ran would otherwise
+//! pass a candidate that skipped most of the suite. A variant's
+//! configuration matters only when the same variant is on both sides (two
+//! differently named variants differ on purpose).
 
 use std::collections::BTreeMap;
 
-use tack_trace::{Manifest, TaskDrift, drift};
+use tack_trace::{Manifest, drift};
 
-/// The changed tasks, when pairing them was not allowed.
+/// The changed tasks and those one side did not run, when leaving them out
+/// was not allowed.
 #[derive(Debug, thiserror::Error)]
 #[error(
     "the runs did not run the same tasks, so these cannot be paired:\n{}\nRe-run both sides on \
-     the same suite, or pass --allow-drift to compare the other tasks.",
+     the same suite and tasks, or pass --allow-drift to compare the tasks both ran alike.",
     .changed.iter().map(|(task, what)| format!("  task `{task}`: {what}")).collect::<Vec<_>>().join("\n")
 )]
 pub struct DriftError {
-    /// Each changed task and what changed in it.
+    /// Each task and what differs: what changed in it, or the side that
+    /// alone ran it.
     pub changed: Vec<(String, String)>,
 }
 
@@ -31,8 +34,9 @@ pub struct Pairing {
     pub drift: Vec<String>,
 }
 
-/// How the two runs' tasks pair. Changed tasks are an error unless
-/// `allow_drift`, when they are left out (and listed in `excluded`).
+/// How the two runs' tasks pair. Changed tasks, and tasks one side did not
+/// run, are an error unless `allow_drift`, when they are left out (and
+/// listed in `excluded`).
 pub fn pairing(
     base: &Manifest,
     candidate: &Manifest,
@@ -46,7 +50,6 @@ pub fn pairing(
     let changed: Vec<(String, String)> = drift
         .tasks
         .iter()
-        .filter(|(_, what)| matches!(what, TaskDrift::Changed(_)))
         .map(|(task, what)| (task.clone(), what.to_string()))
         .collect();
     if !changed.is_empty() && !allow_drift {
