@@ -55,8 +55,8 @@ pub struct QueryResult {
     pub rows: Vec<Vec<Cell>>,
 }
 
-/// One value. Types without a natural JSON form (dates, lists, structs)
-/// come out as Polars prints them.
+/// One value. A list is a list of values, whole; types without a natural
+/// JSON form (dates, structs) come out as Polars prints them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Cell {
@@ -66,6 +66,7 @@ pub enum Cell {
     UInt(u64),
     Float(f64),
     Text(String),
+    List(Vec<Cell>),
 }
 
 /// The trace tables of a set of runs, registered for SQL.
@@ -202,7 +203,7 @@ fn result_rows(df: &DataFrame) -> PolarsResult<QueryResult> {
     let mut rows = vec![Vec::with_capacity(columns.len()); df.height()];
     for column in columns {
         for (i, row) in rows.iter_mut().enumerate() {
-            row.push(cell(column.get(i)?));
+            row.push(cell(column.get(i)?)?);
         }
     }
     Ok(QueryResult {
@@ -212,8 +213,8 @@ fn result_rows(df: &DataFrame) -> PolarsResult<QueryResult> {
     })
 }
 
-fn cell(value: AnyValue<'_>) -> Cell {
-    match value {
+fn cell(value: AnyValue<'_>) -> PolarsResult<Cell> {
+    Ok(match value {
         AnyValue::Null => Cell::Null,
         AnyValue::Boolean(b) => Cell::Bool(b),
         AnyValue::String(s) => Cell::Text(s.to_string()),
@@ -228,8 +229,14 @@ fn cell(value: AnyValue<'_>) -> Cell {
         AnyValue::UInt64(v) => Cell::UInt(v),
         AnyValue::Float32(v) => Cell::Float(v.into()),
         AnyValue::Float64(v) => Cell::Float(v),
+        // Every item: Polars' own printing elides the middle of a long list.
+        AnyValue::List(items) | AnyValue::Array(items, _) => Cell::List(
+            (0..items.len())
+                .map(|i| cell(items.get(i)?))
+                .collect::<PolarsResult<_>>()?,
+        ),
         other => Cell::Text(other.to_string()),
-    }
+    })
 }
 
 /// What the sandbox refused during each of one trial's tool calls, by span

@@ -296,6 +296,38 @@ print(json.dumps({"variants": {v: n for v, n in rows}, "model_calls": calls}))
     );
 }
 
+/// A list column is every item, as a JSON array under --json and that
+/// array's text in a CSV field: Polars' own printing of a list elides its
+/// middle, which a script would take for the data.
+#[test]
+fn query_json_and_csv_keep_every_item_of_a_list() {
+    let run = shared_run();
+    let trial = approved_trial(run);
+    let dir = run.run_dir.to_str().unwrap();
+    let sql = format!("select message_ids from trials where trial_id = '{trial}'");
+    let json: Value =
+        serde_json::from_str(&stdout(&tack(&["query", &sql, dir, "--json"]))).unwrap();
+    let ids = json[0]["message_ids"].as_array().unwrap();
+    let shown: Value =
+        serde_json::from_str(&stdout(&tack(&["show", dir, &trial, "--json"]))).unwrap();
+    let listed: Vec<&Value> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["message_id"])
+        .collect();
+    assert!(
+        ids.len() > 10,
+        "a long list, the kind Polars elides: {ids:?}"
+    );
+    assert_eq!(ids.iter().collect::<Vec<_>>(), listed);
+    let csv = stdout(&tack(&["query", &sql, dir, "--csv"]));
+    let field = csv.lines().nth(1).unwrap();
+    let unquoted = field.trim_matches('"').replace("\"\"", "\"");
+    let from_csv: Value = serde_json::from_str(&unquoted).unwrap();
+    assert_eq!(from_csv, json[0]["message_ids"], "{csv}");
+}
+
 #[test]
 fn every_table_carries_the_run_id_and_the_formats_differ_as_documented() {
     let run = shared_run();

@@ -71,7 +71,8 @@ pub fn query_json(result: &QueryResult) -> String {
     }
 }
 
-/// The value as CSV and JSON show it: whole, numbers unrounded.
+/// The value as CSV and JSON show it: whole, numbers unrounded; a list as
+/// its JSON array.
 fn plain(cell: &Cell) -> String {
     match cell {
         Cell::Null => String::new(),
@@ -80,6 +81,7 @@ fn plain(cell: &Cell) -> String {
         Cell::UInt(v) => v.to_string(),
         Cell::Float(v) => v.to_string(),
         Cell::Text(s) => s.clone(),
+        Cell::List(_) => serde_json::to_string(cell).unwrap_or_default(),
     }
 }
 
