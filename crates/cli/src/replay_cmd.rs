@@ -16,11 +16,11 @@ Exit codes: as `tack run`: 0 done, 2 the run or trial cannot be found or replaye
 replayed trial ended in harness_error, 130 interrupted."
 )]
 pub struct ReplayArgs {
-    /// The recorded run, traces/<run-id>.
+    /// The recorded run: traces/<run-id>, or its run id (looked up under --traces).
     run: PathBuf,
     /// The trial to replay, e.g. sim-full--median-even--1 (see the run's report).
     trial: String,
-    /// Where the replay's traces go.
+    /// Where the replay's traces go, and where a run id given as RUN is looked up.
     #[arg(long, default_value = "traces")]
     traces: PathBuf,
     /// Where its report goes.
@@ -32,8 +32,9 @@ pub struct ReplayArgs {
 }
 
 pub async fn run(args: ReplayArgs) -> CommandResult {
+    let run = crate::show_cmd::resolve_run(&args.run.to_string_lossy(), &args.traces)?;
     let (mut plan, warning) = tack_runner::replay_plan(
-        &args.run,
+        &run,
         &args.trial,
         args.traces.clone(),
         std::env::args().collect(),

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -6,14 +6,14 @@ use tack_analysis::cost::{CostReport, ModelPrice, Rates};
 use tack_harness::PriceTable;
 use tack_protocol::ModelSpec;
 
-use crate::exit::{Classify, CommandResult, Failure, usage};
+use crate::exit::{Classify, CommandResult, Failure};
 use crate::out::errln;
 use crate::out::{out, outln};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A run's trace directory, traces/<run-id>, or its URL (s3://BUCKET/PREFIX/<run-id>, gs://,
-    /// az://, file://), fetched into tack's cache first.
+    /// A run's trace directory, traces/<run-id>, its run id (looked up under traces/), or its URL
+    /// (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://), fetched into tack's cache first.
     run: PathBuf,
     /// Where to write the report [default: reports/<run-id>]. Its trial pages (trials/*.html) replace
     /// those of an earlier report there.
@@ -38,12 +38,7 @@ pub struct ReportArgs {
 
 pub async fn run(mut args: ReportArgs) -> CommandResult {
     args.run = crate::store_arg::local_run(&args.run).await?;
-    if !args.run.join(tack_trace::Manifest::FILE_NAME).is_file() {
-        return Err(usage(format!(
-            "{} is not a run's trace directory (no manifest.json); pass traces/<run-id>",
-            args.run.display()
-        )));
-    }
+    args.run = crate::show_cmd::resolve_run(&args.run.to_string_lossy(), Path::new("traces"))?;
     if tack_trace::run_in_progress(&args.run) {
         errln!("note: this run is still in progress; the report covers the trials finished so far");
     }

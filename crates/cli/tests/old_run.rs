@@ -77,11 +77,12 @@ fn a_run_of_the_previous_trace_schema_reads_everywhere() {
         Some("2")
     );
 
-    // The recorded answers drive a replay of the old trial.
-    let traces = dir.path().join("replays");
+    // The recorded answers drive a replay of the old trial, the run named
+    // by its id under --traces (where the replay is written too).
+    let traces = dir.path().join("traces");
     let replay = stdout_json(&tack(&[
         "replay",
-        run_arg,
+        RUN_ID,
         trial,
         "--traces",
         traces.to_str().unwrap(),
@@ -91,4 +92,34 @@ fn a_run_of_the_previous_trace_schema_reads_everywhere() {
     ]));
     let replayed = &replay["run"]["trials"][0];
     assert_eq!(replayed["outcome"], "passed", "{replay}");
+}
+
+/// `report` and `replay` take a bare run id, as `show`, `query` and
+/// `compare` do; one that is not there is named as such, with the runs
+/// there are.
+#[test]
+fn report_and_replay_take_a_run_id() {
+    let dir = tempfile::tempdir().unwrap();
+    old_run(dir.path());
+    let in_dir = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let report = stdout_json(&in_dir(&["report", RUN_ID, "--json"]));
+    assert_eq!(report["manifest"]["run_id"], RUN_ID);
+    for args in [
+        &["report", "20261201-000000-nosuch"][..],
+        &["replay", "20261201-000000-nosuch", "oracle--median-even--0"][..],
+    ] {
+        let output = in_dir(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("no run `20261201-000000-nosuch`") && stderr.contains(RUN_ID),
+            "{args:?}: {stderr}"
+        );
+    }
 }

@@ -88,7 +88,9 @@ pub struct RunResult {
 pub enum RunError {
     #[error(transparent)]
     Plan(#[from] PlanError),
-    #[error("could not write the trace: {0}")]
+    /// Reading or writing a run's traces (a replayed or resumed run's are
+    /// read, a new one's written).
+    #[error("traces: {0}")]
     Trace(#[from] TraceError),
     #[error("could not hash the suite: {0}")]
     Suite(#[from] tack_suite::SuiteError),
