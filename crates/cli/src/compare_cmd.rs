@@ -9,6 +9,7 @@ use clap::Args;
 use tack_analysis::compare::{CompareOptions, Comparison, Side, compare, pairing};
 use tack_analysis::{Manifest, RunTables};
 
+use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
 use crate::out::{out, outln};
 
@@ -51,8 +52,8 @@ pub struct SidesArgs {
     /// Where run ids are looked up: a directory or a URL prefix.
     #[arg(long, default_value = "traces")]
     pub traces: PathBuf,
-    /// Bootstrap resamples per interval.
-    #[arg(long, default_value_t = 10_000)]
+    /// Bootstrap resamples per interval (at least 100).
+    #[arg(long, default_value_t = 10_000, value_parser = at_least::<100, usize>)]
     pub reps: usize,
     /// Seed of the bootstrap (the same seed gives the same intervals).
     #[arg(long, default_value_t = 0)]
@@ -173,7 +174,7 @@ pub async fn load(
     let mut excluded = pairing.excluded;
     excluded.extend(left_out);
     let options = CompareOptions {
-        bootstrap_reps: sides.reps.max(100),
+        bootstrap_reps: sides.reps,
         seed: sides.seed,
         effect,
         excluded,

@@ -15,6 +15,7 @@ use tack_protocol::{
 };
 use tack_suite::Check;
 
+use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
 use crate::out::errln;
 use crate::out::{self, outln};
@@ -69,11 +70,14 @@ pub struct ExecArgs {
     /// Rounds in which failing check output goes back to the agent.
     #[arg(long, default_value_t = 0)]
     feedback_rounds: u32,
-    #[arg(long, default_value_t = 30)]
+    /// Stop the agent after this many model calls (exit 4).
+    #[arg(long, default_value_t = 30, value_parser = at_least::<1, u32>)]
     max_steps: u32,
-    #[arg(long)]
+    /// Stop the agent after this many seconds (exit 4).
+    #[arg(long, value_parser = at_least::<1, u64>)]
     max_wall_secs: Option<u64>,
-    #[arg(long)]
+    /// Stop the agent once its model calls have used this many tokens, input and output (exit 4).
+    #[arg(long, value_parser = at_least::<1, u64>)]
     max_tokens: Option<u64>,
     /// How command results are shown to the model.
     #[arg(long, value_enum, default_value = "full")]

@@ -9,6 +9,7 @@
 mod argv;
 mod chat_cmd;
 mod compare_cmd;
+mod count_arg;
 mod doctor_cmd;
 mod events_cmd;
 mod exec_cmd;

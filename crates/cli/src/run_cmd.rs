@@ -11,6 +11,7 @@ use tack_report::text::{self, SummaryTrial};
 use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan, RunResult};
 use tack_store::{Location, RemoteUrl};
 
+use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::out::{err, errln};
 use crate::out::{out, outln};
@@ -59,7 +60,7 @@ pub struct RunArgs {
     #[arg(long)]
     trials: Option<u32>,
     /// Trials run at once.
-    #[arg(long, short = 'j', default_value_t = default_jobs())]
+    #[arg(long, short = 'j', default_value_t = default_jobs(), value_parser = at_least::<1, usize>)]
     jobs: usize,
     /// Seed of the run; each trial's seed derives from it [default: the suite's `seed`].
     #[arg(long)]
@@ -167,7 +168,7 @@ pub async fn run(args: RunArgs) -> CommandResult {
             m.variants.iter().map(|v| v.name.clone()).collect()
         }),
         tasks: ResumedRun::or_recorded(resumed.as_ref(), &args.tasks, |m| m.tasks.clone()),
-        jobs: args.jobs.max(1),
+        jobs: args.jobs,
         traces_root: match (&resumed, &upload) {
             (Some(resumed), _) => resumed.traces_root.clone(),
             (None, Some(_)) => crate::store_arg::cache()?.staging(),

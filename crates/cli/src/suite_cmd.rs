@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
+use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandResult, Failure};
 use crate::out::errln;
 use crate::out::{out, outln};
@@ -17,7 +18,7 @@ pub struct CheckArgs {
     #[arg(long = "task", short = 't', value_delimiter = ',')]
     tasks: Vec<String>,
     /// Tasks checked at once.
-    #[arg(long, short = 'j', default_value_t = default_jobs())]
+    #[arg(long, short = 'j', default_value_t = default_jobs(), value_parser = at_least::<1, usize>)]
     jobs: usize,
     /// How the setup commands, solution scripts and checks are confined:
     /// they run the fixture's and the solution's code.
