@@ -14,10 +14,12 @@ use crate::show_cmd::resolve_run;
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Tables: trials (one row per trial), spans (one per model call, tool call, approval and \
-check), messages (one per conversation message); every table has run_id and trial_id. Their columns are \
-the Parquet files' (see the README's Traces section); a failed query lists them. The SQL is Polars' dialect \
-(SELECT, WHERE, GROUP BY, JOIN, ORDER BY, LIMIT, CTEs, most scalar and aggregate functions).\n\n\
+    after_help = "Tables: trials (one row per trial attempt), final_trials (each trial's latest attempt: what \
+reports count), spans (one per model call, tool call, approval and check), messages (one per conversation \
+message); every table has run_id and trial_id. Their columns are the Parquet files' (see the README's \
+Traces section); a failed query lists them. The SQL is Polars' dialect (SELECT, WHERE, GROUP BY, JOIN, \
+ORDER BY, LIMIT, CTEs, most scalar and aggregate functions). A killed run's trials still in its journals \
+are stored first, as `tack report` does; a run still going is queried as far as it has stored.\n\n\
 Examples:\n  tack query \"select variant, count(*) from trials group by 1\"\n  \
 tack query \"select variant, avg(steps) from trials where outcome = 'passed' group by variant\" traces/<run-id>\n  \
 tack query \"select gen_ai_tool_name, count(*) from spans where kind = 'tool_call' group by 1 order by 2 desc\" --csv\n\n\
@@ -64,6 +66,9 @@ pub fn run(args: QueryArgs) -> CommandResult {
             .map(|run| resolve_run(run, &args.traces))
             .collect::<Result<Vec<_>, _>>()?
     };
+    for run in &run_dirs {
+        crate::show_cmd::recover_run(run)?;
+    }
     let result = QueryTables::open(&run_dirs)
         .and_then(|mut tables| tables.run(&args.sql))
         .map_err(|error| {

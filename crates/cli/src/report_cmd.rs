@@ -7,7 +7,6 @@ use tack_harness::PriceTable;
 use tack_protocol::ModelSpec;
 
 use crate::exit::{Classify, CommandResult, Failure};
-use crate::out::errln;
 use crate::out::{out, outln};
 
 #[derive(Debug, Args)]
@@ -39,13 +38,7 @@ pub struct ReportArgs {
 pub async fn run(mut args: ReportArgs) -> CommandResult {
     args.run = crate::store_arg::local_run(&args.run).await?;
     args.run = crate::show_cmd::resolve_run(&args.run.to_string_lossy(), Path::new("traces"))?;
-    if tack_trace::run_in_progress(&args.run) {
-        errln!("note: this run is still in progress; the report covers the trials finished so far");
-    }
-    let recovered = tack_trace::recover_journals(&args.run).or_fail(Failure::Internal)?;
-    if recovered > 0 {
-        errln!("recovered {recovered} interrupted trial(s) from their journals");
-    }
+    crate::show_cmd::recover_run(&args.run)?;
     if args.cost {
         let mut cost = tack_analysis::cost::cost_report(&args.run).or_fail(Failure::Internal)?;
         set_prices(&mut cost);

@@ -452,3 +452,52 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
     assert_eq!(sides["candidate"]["rerun_trials"], failed.len(), "{sides}");
     assert_eq!(sides["candidate"]["success_rate_without_reruns"], 1.0);
 }
+
+/// A killed run's finished trials that were still in their journals are
+/// stored by `tack query` before it reads the run, as `tack report` does,
+/// and it says so: they are not left out of the count unsaid.
+#[test]
+fn a_query_over_a_killed_run_counts_the_trials_in_its_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    let child = start_run(dir.path());
+    wait_for("the run to start", || {
+        traces.is_dir() && traces.read_dir().unwrap().count() == 1
+    });
+    let run_dir = run_dir_of(&traces);
+    wait_for("two finished trials", || {
+        finished_in_journals(&run_dir) >= 2
+    });
+    kill(child);
+    let journaled = finished_in_journals(&run_dir);
+    let count = |run_dir: &Path| {
+        rows(run_dir, "trials")
+            .values()
+            .map(Vec::len)
+            .sum::<usize>()
+    };
+    let stored = count(&run_dir);
+    let output = tack(dir.path())
+        .args(["query", "select count(*) as n from trials", "--csv"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("recovered") && stderr.contains("from their journals"),
+        "{stderr}"
+    );
+    let counted: usize = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The trials that were still running are stored too, as cancelled.
+    assert!(
+        counted >= stored + journaled,
+        "{counted} < {stored} + {journaled}"
+    );
+    assert_eq!(counted, count(&run_dir), "stderr: {stderr}");
+    assert!(journals(&run_dir).is_empty());
+}
