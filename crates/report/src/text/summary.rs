@@ -63,9 +63,11 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
         let rate = 100.0 * passed as f64 / total.max(1) as f64;
         let (low, high) = tack_analysis::wilson_interval(passed, total);
         let interval = format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high);
-        let per_success = tokens
-            .checked_div(passed)
-            .map_or("—".to_string(), |t| t.to_string());
+        // Rounded as the report and `tack compare` round it, not cut.
+        let per_success = match passed {
+            0 => "—".to_string(),
+            n => format!("{:.0}", tokens as f64 / n as f64),
+        };
         let infra = match infra {
             0 => String::new(),
             n => format!("  +{n} infra error(s), not scored"),
@@ -169,6 +171,18 @@ mod tests {
             "{text}"
         );
         assert_eq!(lines.len(), 5, "{text}");
+    }
+
+    #[test]
+    fn tokens_per_success_are_rounded_not_cut() {
+        let text = run_summary([
+            trial("v", TrialOutcome::Passed, 1811),
+            trial("v", TrialOutcome::Passed, 1812),
+        ]);
+        assert!(
+            text.lines().nth(2).unwrap_or("").ends_with(" 1812"),
+            "{text}"
+        );
     }
 
     #[test]
