@@ -129,6 +129,7 @@ fn check_variants(file: &Path, root: &Path, variants: &[Variant]) -> Result<(), 
             .map_err(|error| place.params("chaos", error))?;
         harness::check_harness(&place, root, &variant.harness)?;
         harness::check_provider(&place, &variant.provider)?;
+        harness::check_model_tables(&place, variant)?;
         if let Some(agent) = &variant.agent {
             harness::check_agent(&place, variant, agent)?;
         }

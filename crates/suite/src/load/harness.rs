@@ -6,7 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use tack_protocol::{ApproverConfig, ApproverPolicy, HarnessConfig, tool_names};
+use tack_protocol::{
+    ApproverConfig, ApproverPolicy, BuiltinModel, ChaosParams, HarnessConfig, SimParams, tool_names,
+};
 
 use super::files;
 use crate::{ExternalAgent, ProviderSettings, SuiteError, Variant};
@@ -39,6 +41,43 @@ impl VariantAt<'_> {
             format!("variants[{}].{field} (variant `{}`)", self.index, self.name)
         }
     }
+}
+
+/// A `[variants.sim]`, `[variants.chaos]` or `[variants.provider]` table
+/// for a kind of model the variant does not run would be read and never
+/// used: `[variants.chaos]` beside `model = "sim"` injects no fault, and
+/// whoever forgot `chaos(sim)` would believe it did.
+pub(super) fn check_model_tables(at: &VariantAt, variant: &Variant) -> Result<(), SuiteError> {
+    let model = &variant.model;
+    if variant.chaos != ChaosParams::default() && !model.is_chaos() {
+        return Err(at.invalid(
+            "chaos",
+            format!(
+                "fault rates are for a `chaos(...)` model, and `{model}` is not one: write \
+                 model = \"chaos({model})\" to inject them, or remove the table"
+            ),
+        ));
+    }
+    if variant.sim != SimParams::default() && model.builtin() != Some(BuiltinModel::Sim) {
+        return Err(at.invalid(
+            "sim",
+            format!(
+                "these are the simulated agent's parameters, and `{model}` is not `sim`: \
+                 remove the table, or set model = \"sim\""
+            ),
+        ));
+    }
+    if variant.provider != ProviderSettings::default() && model.provider().is_none() {
+        return Err(at.invalid(
+            "provider",
+            format!(
+                "connection settings are for a provider model (`openai:<model>`, \
+                 `anthropic:<model>`), and `{model}` is built in: remove the table, or name \
+                 a provider model"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a variant's harness; `root` is the suite directory, which the
