@@ -440,5 +440,11 @@ fn input_errors_exit_2_and_say_what_to_do() {
     insta::assert_snapshot!("unknown_variant", message);
 
     let message = usage_error(&["report", dir.path().to_str().unwrap()]);
-    assert!(message.contains("not a run's trace directory"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "{} is not a run's trace directory",
+            dir.path().display()
+        )),
+        "{message}"
+    );
 }

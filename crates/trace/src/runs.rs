@@ -11,13 +11,20 @@ use crate::{Manifest, TraceError};
 #[derive(Debug, thiserror::Error)]
 pub enum RunsError {
     #[error(
-        "no run `{run}`: neither {} nor {} holds a manifest.json; {listing}",
-        tried[0].display(),
-        tried[1].display()
+        "no run `{run}`: {} a run's trace directory (no manifest.json); {listing}",
+        match tried.as_slice() {
+            [one] => format!("{} is not", one.display()),
+            tried => format!(
+                "neither {} is",
+                tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" nor ")
+            ),
+        }
     )]
     NoRun {
         run: String,
-        tried: [PathBuf; 2],
+        /// Where it was looked for: the path given, and the run id under
+        /// the traces directory when that is another place.
+        tried: Vec<PathBuf>,
         /// The newest runs there are, or that there are none.
         listing: String,
     },
@@ -58,7 +65,10 @@ pub fn run_ids(traces: &Path) -> Vec<String> {
 /// `run` as a path holding a manifest, else as a run id under `traces`; the
 /// error lists the newest runs there.
 pub fn find_run(run: &str, traces: &Path) -> Result<PathBuf, RunsError> {
-    let tried = [PathBuf::from(run), traces.join(run)];
+    let mut tried = vec![PathBuf::from(run)];
+    if traces.join(run) != tried[0] {
+        tried.push(traces.join(run));
+    }
     if let Some(found) = tried
         .iter()
         .find(|dir| dir.join(Manifest::FILE_NAME).is_file())
