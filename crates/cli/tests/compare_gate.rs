@@ -299,3 +299,21 @@ fn a_much_weaker_sim_variant_fails_the_gate() {
     let (code, json) = gate(dir.path(), &[path(&run_dir), "--variants", "strong,weak"]);
     assert_eq!(code, Some(1), "{json:#}");
 }
+
+/// A drop too few trials can call one passes the gate, and the verdict
+/// says so rather than reading as a clean pass: one task, three pairs, all
+/// broken, McNemar p = 0.25.
+#[test]
+fn a_drop_too_few_trials_can_call_passes_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = quick_suite(dir.path(), 1, &[("right", 1.0), ("wrong", 0.0)]);
+    let run_dir = run(dir.path(), &suite, &["--seed", "1"]);
+    let (code, json) = gate(dir.path(), &[path(&run_dir), "--variants", "right,wrong"]);
+    assert_eq!(code, Some(0), "{json:#}");
+    let line = json["verdict"]["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("PASS right 3/3 vs wrong 0/3: -100.0 points")
+            && line.contains("not significant at alpha 0.05"),
+        "{line}"
+    );
+}
