@@ -368,8 +368,15 @@ fn print_outcome(
     traces: &str,
     report: Option<&Path>,
 ) -> Result<(), CommandError> {
-    out!("{}", text::run_summary(trials.iter().copied()))?;
-    if result.kept > 0 {
+    if trials.is_empty() && result.kept > 0 {
+        outln!(
+            "nothing to run: all {} planned trials had finished (--rerun OUTCOMES runs chosen ones again)",
+            result.kept
+        )?;
+    } else {
+        out!("{}", text::run_summary(trials.iter().copied()))?;
+    }
+    if result.kept > 0 && !trials.is_empty() {
         outln!(
             "resumed: the table covers the {} trials run now; {} finished before were kept (the report covers all)",
             result.trials.len(),

@@ -50,9 +50,11 @@ pub fn run(args: ShowArgs) -> CommandResult {
     let denials =
         tack_analysis::query::sandbox_denials(&run_dir, &args.trial).or_fail(Failure::Internal)?;
     let manifest = Manifest::read(&run_dir).or_fail(Failure::Internal)?;
+    let later = later_attempts(&run_dir, &trace.trial)?;
     if args.json {
-        let json =
+        let mut json =
             text::trial_json(&manifest.run_id, &trace, &denials).or_fail(Failure::Internal)?;
+        json["later_attempts"] = serde_json::json!(later);
         outln!(
             "{}",
             serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
@@ -72,7 +74,29 @@ pub fn run(args: ShowArgs) -> CommandResult {
         "{}",
         text::trial(&manifest.run_id, &trace, simulated, &denials, style)
     )?;
+    if let Some(latest) = later.last() {
+        outln!(
+            "\nnote: this trial ran again; its latest attempt, the one reports count, is {latest} \
+             (tack show {} {latest})",
+            args.run
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ids of the attempts after `trial` at the same planned trial (its
+/// reruns), oldest first: showing an attempt that was run again says so.
+fn later_attempts(
+    run_dir: &Path,
+    trial: &tack_analysis::TrialRow,
+) -> Result<Vec<String>, CommandError> {
+    let stored = tack_trace::stored_trial_ids(run_dir).or_fail(Failure::Internal)?;
+    Ok((trial.trial_attempt + 1..)
+        .map(|attempt| {
+            tack_protocol::trial_id(&trial.variant, &trial.task, trial.trial_index, attempt)
+        })
+        .take_while(|id| stored.contains(id))
+        .collect())
 }
 
 /// RUN as a path holding a manifest, else as a run id under `traces`.

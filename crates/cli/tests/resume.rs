@@ -397,6 +397,29 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
         failed.len()
     );
 
+    // Showing a first attempt that ran again points to the latest.
+    let some = failed.iter().next().unwrap();
+    let shown = tack(dir.path())
+        .args(["show", run_dir.to_str().unwrap(), some])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!(
+            "its latest attempt, the one reports count, is {some}--attempt1"
+        )),
+        "{shown}"
+    );
+    let shown = tack(dir.path())
+        .args(["show", run_dir.to_str().unwrap(), some, "--json"])
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        shown["later_attempts"],
+        serde_json::json!([format!("{some}--attempt1")])
+    );
+
     // Every attempt in the traces; the report counts each planned trial once.
     let recorded = tack_trace::recorded_trials(&run_dir).unwrap();
     assert_eq!(recorded.len(), 8 + failed.len());
@@ -451,6 +474,18 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
     assert_eq!(sides["base"]["rerun_trials"], 0, "{sides}");
     assert_eq!(sides["candidate"]["rerun_trials"], failed.len(), "{sides}");
     assert_eq!(sides["candidate"]["success_rate_without_reruns"], 1.0);
+
+    // A resume with nothing left to run says so, not an empty table.
+    let nothing = tack(dir.path())
+        .args(["run", "--resume", run_dir.to_str().unwrap(), "--no-report"])
+        .output()
+        .unwrap();
+    assert!(nothing.status.success());
+    let nothing = String::from_utf8_lossy(&nothing.stdout);
+    assert!(
+        nothing.starts_with("nothing to run: all 8 planned trials had finished"),
+        "{nothing}"
+    );
 }
 
 /// A killed run's finished trials that were still in their journals are
