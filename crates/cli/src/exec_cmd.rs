@@ -105,12 +105,16 @@ pub struct ExecArgs {
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum ResultViewArg {
     Full,
+    // Also spelled as suite.toml spells it, as --sandbox's values are.
+    #[value(alias = "stdout_only")]
     StdoutOnly,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum ApproverArg {
+    #[value(alias = "approve_all")]
     ApproveAll,
+    #[value(alias = "deny_all")]
     DenyAll,
     Interactive,
 }

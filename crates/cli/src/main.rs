@@ -82,7 +82,8 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Print one trial's trajectory: model calls, tool calls, approvals, checks.
     Show(show_cmd::ShowArgs),
-    /// Turn other tools' evaluation logs (Inspect AI) into tack runs, for report and compare.
+    /// Bring in the field's tasks and results: Harbor / Terminal-Bench task directories as a suite,
+    /// Inspect AI logs and Harbor jobs as tack runs, for report and compare.
     #[command(subcommand)]
     Import(import_cmd::ImportCommand),
     /// Write recorded runs in the field's formats: Harbor's ATIF trajectories, OpenTelemetry (OTLP).

@@ -42,7 +42,7 @@ Content-Security-Policy that allows no script. The viewer only reads.
 Examples:
   tack view                          # every run under ./traces
   tack view traces other/traces      # several directories
-  tack view traces/demo-20261204-…   # one run
+  tack view traces/20261204-101500-demo-4f60   # one run
   tack view s3://bucket/runs         # the runs under a prefix, fetched into the cache first
   tack view --host 0.0.0.0 --port 8765   # reachable from the network (a warning says so)
 
