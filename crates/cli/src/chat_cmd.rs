@@ -18,8 +18,7 @@ use tack_protocol::{
 
 use crate::exec_cmd::ModelFlags;
 use crate::exit::{Classify, CommandResult, Failure, usage};
-use crate::out::errln;
-use crate::out::outln;
+use crate::out::{errln, outln};
 use crate::profile_arg::ProfileArg;
 
 const AFTER_HELP: &str = "\

@@ -17,8 +17,7 @@ use tack_suite::Check;
 
 use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
-use crate::out::errln;
-use crate::out::{self, outln};
+use crate::out::{self, errln, outln};
 use crate::profile_arg::ProfileArg;
 use tack_agent::session_log::{self, LogLine, SessionLog, SessionSettings};
 

@@ -9,8 +9,7 @@ use clap::{Args, Subcommand};
 use tack_interop::InteropError;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::outln;
-use crate::out::{err, errln};
+use crate::out::{err, errln, outln};
 
 #[derive(Debug, Subcommand)]
 pub enum ExportCommand {

@@ -9,8 +9,7 @@ use clap::{Args, Subcommand};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::import_harbor::HarborArgs;
-use crate::out::outln;
-use crate::out::{err, errln};
+use crate::out::{err, errln, outln};
 
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {

@@ -8,8 +8,7 @@ use clap::Args;
 use tack_import::harbor::{SuiteImport, TaskMode};
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::outln;
-use crate::out::{err, errln};
+use crate::out::{err, errln, outln};
 
 const HARBOR_HELP: &str = "\
 Each Harbor task (task.toml, instruction.md, environment/, tests/, solution/) becomes

@@ -10,8 +10,7 @@ use clap::Args;
 use tack_trace::ShardRuns;
 
 use crate::exit::{Classify, CommandResult, Failure};
-use crate::out::errln;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 const AFTER_HELP: &str = "\
 Every run must be a shard (`tack run --shard`) of the same plan: the same suite content, variants

@@ -18,8 +18,7 @@ use tack_proxy::{Proxy, ProxyConfig};
 use tack_trace::{Manifest, RunStatus, RunWriter, SuiteInfo, TrialRecorder, VariantInfo};
 
 use crate::exit::{Classify, CommandResult, Failure};
-use crate::out::errln;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 const AFTER_HELP: &str = "\
 Point the agent's base URL at the proxy, with its usual key; the proxy forwards every request to

@@ -13,8 +13,7 @@ use tack_store::{Location, RemoteUrl};
 
 use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::{err, errln};
-use crate::out::{out, outln};
+use crate::out::{err, errln, out, outln};
 use crate::suite_cmd::default_jobs;
 
 const AFTER_HELP: &str = "\

@@ -54,7 +54,9 @@ pub fn run(args: ShowArgs) -> CommandResult {
     if args.json {
         let mut json =
             text::trial_json(&manifest.run_id, &trace, &denials).or_fail(Failure::Internal)?;
-        json["later_attempts"] = serde_json::json!(later);
+        if let Some(object) = json.as_object_mut() {
+            object.insert("later_attempts".to_string(), serde_json::json!(later));
+        }
         outln!(
             "{}",
             serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?

@@ -6,8 +6,7 @@ use serde_json::json;
 
 use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandResult, Failure};
-use crate::out::errln;
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 use crate::profile_arg::ProfileArg;
 
 #[derive(Debug, Args)]

@@ -11,8 +11,7 @@ use tack_store::Location;
 use tack_view::{Viewer, ViewerOptions};
 
 use crate::exit::{Classify, CommandResult, Failure};
-use crate::out::errln;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 const AFTER_HELP: &str = "\
 Opens nothing by itself: it prints an address with a fresh access token, like Jupyter; open it in

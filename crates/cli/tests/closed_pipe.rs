@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{repo, run_suite, with_closed_stdout};
+use common::{repo, run_suite, with_closed_stderr, with_closed_stdout};
 
 #[test]
 fn a_closed_pipe_ends_the_output_not_the_command() {
@@ -58,30 +58,22 @@ fn a_closed_pipe_ends_the_output_not_the_command() {
 /// manifest says so, and the table still reaches stdout.
 #[test]
 fn a_closed_stderr_loses_the_progress_not_the_run() {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args(["run", "suites/demo", "-v", "oracle"])
-        .args(["-t", "median-even,leap-year-400", "--trials", "2"])
-        .args(["--no-report", "--traces"])
-        .arg(&traces)
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stderr.take());
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0), "{stdout}");
+    let (code, stdout) = with_closed_stderr(&[
+        "run",
+        "suites/demo",
+        "-v",
+        "oracle",
+        "-t",
+        "median-even,leap-year-400",
+        "--trials",
+        "2",
+        "--no-report",
+        "--traces",
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("traces: "), "{stdout}");
     let runs: Vec<_> = std::fs::read_dir(&traces).unwrap().collect();
     assert_eq!(runs.len(), 1);

@@ -129,6 +129,22 @@ fn finished_rows(run_dir: &Path) -> BTreeMap<String, (Vec<String>, Vec<String>)>
         .collect()
 }
 
+/// A run started under `dir`, killed once `finished` of its trials have
+/// finished (their journals say so) while others run; its directory.
+fn killed_with_finished_trials(dir: &Path, finished: usize) -> PathBuf {
+    let traces = dir.join("traces");
+    let child = start_run(dir);
+    wait_for("the run to start", || {
+        traces.is_dir() && traces.read_dir().unwrap().count() == 1
+    });
+    let run_dir = run_dir_of(&traces);
+    wait_for("finished trials", || {
+        finished_in_journals(&run_dir) >= finished
+    });
+    kill(child);
+    run_dir
+}
+
 fn run_dir_of(traces: &Path) -> PathBuf {
     std::fs::read_dir(traces)
         .unwrap()
@@ -145,18 +161,9 @@ fn manifest(run_dir: &Path) -> serde_json::Value {
 #[test]
 fn a_run_killed_at_several_points_resumes_to_every_trial_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = dir.path().join("traces");
 
     // 1. Killed mid-run, with trials finished and others running.
-    let child = start_run(dir.path());
-    wait_for("the run to start", || {
-        traces.is_dir() && traces.read_dir().unwrap().count() == 1
-    });
-    let run_dir = run_dir_of(&traces);
-    wait_for("three finished trials", || {
-        finished_in_journals(&run_dir) >= 3
-    });
-    kill(child);
+    let run_dir = killed_with_finished_trials(dir.path(), 3);
     let mut kept = finished_rows(&run_dir);
     assert!(kept.len() >= 3, "{} trials kept", kept.len());
 
@@ -494,16 +501,7 @@ fn a_rerun_runs_the_failed_trials_again_as_new_attempts() {
 #[test]
 fn a_query_over_a_killed_run_counts_the_trials_in_its_journals() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = dir.path().join("traces");
-    let child = start_run(dir.path());
-    wait_for("the run to start", || {
-        traces.is_dir() && traces.read_dir().unwrap().count() == 1
-    });
-    let run_dir = run_dir_of(&traces);
-    wait_for("two finished trials", || {
-        finished_in_journals(&run_dir) >= 2
-    });
-    kill(child);
+    let run_dir = killed_with_finished_trials(dir.path(), 2);
     let journaled = finished_in_journals(&run_dir);
     let count = |run_dir: &Path| {
         rows(run_dir, "trials")

@@ -144,6 +144,16 @@ pub fn run_suite(
 /// only reader is closed before tack writes anything, so every write meets
 /// a broken pipe. Returns the exit code and stderr.
 pub fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    with_one_pipe_closed(args, true)
+}
+
+/// As [`with_closed_stdout`], stderr closed instead; returns the exit code
+/// and stdout.
+pub fn with_closed_stderr(args: &[&str]) -> (Option<i32>, String) {
+    with_one_pipe_closed(args, false)
+}
+
+fn with_one_pipe_closed(args: &[&str], close_stdout: bool) -> (Option<i32>, String) {
     use std::io::Read;
     use std::process::Stdio;
     let mut child = Command::new(env!("CARGO_BIN_EXE_tack"))
@@ -154,15 +164,17 @@ pub fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    drop(child.stdout.take());
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    (child.wait().unwrap().code(), stderr)
+    let (stdout, stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let mut open: Box<dyn Read> = if close_stdout {
+        drop(stdout);
+        Box::new(stderr)
+    } else {
+        drop(stderr);
+        Box::new(stdout)
+    };
+    let mut read = String::new();
+    open.read_to_string(&mut read).unwrap();
+    (child.wait().unwrap().code(), read)
 }
 
 /// A free port on loopback (bound, then let go) for a server a test starts.
