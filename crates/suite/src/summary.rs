@@ -73,19 +73,32 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
     out
 }
 
-/// The suite's variants and tasks, one line each.
+/// The suite's variants and tasks, one line each, the variants' columns as
+/// wide as their longest name and model.
 pub fn suite_text(suite: &Suite) -> String {
+    let about = if suite.description.is_empty() {
+        String::new()
+    } else {
+        format!(" — {}", suite.description)
+    };
     let mut out = format!(
-        "suite {} — {}\n{} trials per task, seed {}\n\nvariants:\n",
-        suite.name, suite.description, suite.trials, suite.seed
+        "suite {}{about}\n{} trials per task, seed {}\n\nvariants:\n",
+        suite.name, suite.trials, suite.seed
     );
-    for v in &suite.variants {
+    let models: Vec<String> = suite.variants.iter().map(|v| v.model.to_string()).collect();
+    let name_width = suite
+        .variants
+        .iter()
+        .map(|v| v.name.len())
+        .max()
+        .unwrap_or(0);
+    let model_width = models.iter().map(String::len).max().unwrap_or(0);
+    for (v, model) in suite.variants.iter().zip(&models) {
         let _ = writeln!(
             out,
-            "  {:<14} model {:<8} results {:<12} max steps {:<3} sandbox {:<15} {}",
+            "  {:<name_width$}  model {:<model_width$}  results {:<12} max steps {:<3} sandbox {:<15} {}",
             v.name,
-            // A string, so the column width applies whatever the model's type.
-            v.model.to_string(),
+            model,
             v.harness.tool_results.as_str(),
             v.harness.max_steps,
             v.harness.sandbox.as_str(),
