@@ -129,7 +129,7 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
     let runs = args
         .runs
         .iter()
-        .map(|run| crate::show_cmd::resolve_run(run, &args.traces))
+        .map(|run| crate::run_arg::resolve_run(run, &args.traces))
         .collect::<Result<Vec<_>, _>>()?;
     let target = tack_interop::otlp::Target::new(
         args.endpoint.as_deref(),
@@ -180,7 +180,7 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
 }
 
 fn atif(args: AtifArgs) -> CommandResult {
-    let run_dir = crate::show_cmd::resolve_run(&args.run, &args.traces)?;
+    let run_dir = crate::run_arg::resolve_run(&args.run, &args.traces)?;
     let run_id = run_dir
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())

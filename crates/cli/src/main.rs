@@ -28,6 +28,7 @@ mod proxy_cmd;
 mod query_cmd;
 mod replay_cmd;
 mod report_cmd;
+mod run_arg;
 mod run_cmd;
 mod sandbox_cmd;
 mod show_cmd;

@@ -10,7 +10,7 @@ use tack_report::text;
 
 use crate::exit::{CommandError, CommandResult, Failure, usage};
 use crate::out::out;
-use crate::show_cmd::resolve_run;
+use crate::run_arg::resolve_run;
 
 #[derive(Debug, Args)]
 #[command(
@@ -67,7 +67,7 @@ pub fn run(args: QueryArgs) -> CommandResult {
             .collect::<Result<Vec<_>, _>>()?
     };
     for run in &run_dirs {
-        crate::show_cmd::recover_run(run)?;
+        crate::run_arg::recover_run(run)?;
     }
     let result = QueryTables::open(&run_dirs)
         .and_then(|mut tables| tables.run(&args.sql))

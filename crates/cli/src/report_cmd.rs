@@ -37,8 +37,8 @@ pub struct ReportArgs {
 
 pub async fn run(mut args: ReportArgs) -> CommandResult {
     args.run = crate::store_arg::local_run(&args.run).await?;
-    args.run = crate::show_cmd::resolve_run(&args.run.to_string_lossy(), Path::new("traces"))?;
-    crate::show_cmd::recover_run(&args.run)?;
+    args.run = crate::run_arg::resolve_run(&args.run.to_string_lossy(), Path::new("traces"))?;
+    crate::run_arg::recover_run(&args.run)?;
     if args.cost {
         let mut cost = tack_analysis::cost::cost_report(&args.run).or_fail(Failure::Internal)?;
         set_prices(&mut cost);

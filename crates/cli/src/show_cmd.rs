@@ -10,7 +10,7 @@ use tack_report::text;
 use tack_trace::Manifest;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::{errln, out, outln};
+use crate::out::{out, outln};
 
 #[derive(Debug, Args)]
 #[command(
@@ -39,7 +39,7 @@ pub struct ShowArgs {
 }
 
 pub fn run(args: ShowArgs) -> CommandResult {
-    let run_dir = resolve_run(&args.run, &args.traces)?;
+    let run_dir = crate::run_arg::resolve_run(&args.run, &args.traces)?;
     let trace = match tack_analysis::load_trial_trace(&run_dir, &args.trial) {
         Ok(trace) => trace,
         Err(AnalysisError::TrialNotFound { .. } | AnalysisError::InvalidTrialId { .. }) => {
@@ -99,31 +99,4 @@ fn later_attempts(
         })
         .take_while(|id| stored.contains(id))
         .collect())
-}
-
-/// RUN as a path holding a manifest, else as a run id under `traces`.
-pub(crate) fn resolve_run(run: &str, traces: &Path) -> Result<PathBuf, CommandError> {
-    tack_trace::find_run(run, traces).or_fail(Failure::Usage)
-}
-
-/// Before a run's tables are read as a whole (a report, a query): the
-/// trials a killed run finished but had not yet stored are stored from their
-/// journals, and a run still going is said to be, so that neither kind is
-/// left out unsaid.
-pub(crate) fn recover_run(run: &Path) -> Result<(), CommandError> {
-    if tack_trace::run_in_progress(run) {
-        errln!(
-            "note: {} is still in progress; what follows covers the trials it has stored so far",
-            run.display()
-        );
-        return Ok(());
-    }
-    let recovered = tack_trace::recover_journals(run).or_fail(Failure::Internal)?;
-    if recovered > 0 {
-        errln!(
-            "recovered {recovered} interrupted trial(s) of {} from their journals",
-            run.display()
-        );
-    }
-    Ok(())
 }

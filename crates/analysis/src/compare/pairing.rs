@@ -15,19 +15,19 @@ use tack_trace::{Manifest, drift};
 #[error(
     "the runs did not run the same tasks, so these cannot be paired:\n{}\nRe-run both sides on \
      the same suite and tasks, or pass --allow-drift to compare the tasks both ran alike.",
-    .changed.iter().map(|(task, what)| format!("  task `{task}`: {what}")).collect::<Vec<_>>().join("\n")
+    .tasks.iter().map(|(task, what)| format!("  task `{task}`: {what}")).collect::<Vec<_>>().join("\n")
 )]
 pub struct DriftError {
     /// Each task and what differs: what changed in it, or the side that
     /// alone ran it.
-    pub changed: Vec<(String, String)>,
+    pub tasks: Vec<(String, String)>,
 }
 
 /// What differs between two runs, for a comparison of `base_variant`
 /// against `candidate_variant`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pairing {
-    /// Tasks left out of the pairing, with what changed in each.
+    /// Tasks left out of the pairing, with what differs in each.
     pub excluded: BTreeMap<String, String>,
     /// Every difference that matters (tasks, environment, the variant), as
     /// sentences for people.
@@ -47,16 +47,16 @@ pub fn pairing(
     drift
         .variants
         .retain(|name, _| base_variant == candidate_variant && name == base_variant);
-    let changed: Vec<(String, String)> = drift
+    let differing: Vec<(String, String)> = drift
         .tasks
         .iter()
         .map(|(task, what)| (task.clone(), what.to_string()))
         .collect();
-    if !changed.is_empty() && !allow_drift {
-        return Err(DriftError { changed });
+    if !differing.is_empty() && !allow_drift {
+        return Err(DriftError { tasks: differing });
     }
     Ok(Pairing {
-        excluded: changed.into_iter().collect(),
+        excluded: differing.into_iter().collect(),
         drift: drift.describe(),
     })
 }

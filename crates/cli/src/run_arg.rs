@@ -1,0 +1,34 @@
+//! A run named on the command line: found by path or by id under a traces
+//! directory, and made whole before its tables are read.
+
+use std::path::{Path, PathBuf};
+
+use crate::exit::{Classify, CommandError, Failure};
+use crate::out::errln;
+
+/// RUN as a path holding a manifest, else as a run id under `traces`.
+pub(crate) fn resolve_run(run: &str, traces: &Path) -> Result<PathBuf, CommandError> {
+    tack_trace::find_run(run, traces).or_fail(Failure::Usage)
+}
+
+/// Before a run's tables are read as a whole (a report, a query): the
+/// trials a killed run finished but had not yet stored are stored from their
+/// journals, and a run still going is said to be, so that neither kind is
+/// left out unsaid.
+pub(crate) fn recover_run(run: &Path) -> Result<(), CommandError> {
+    if tack_trace::run_in_progress(run) {
+        errln!(
+            "note: {} is still in progress; what follows covers the trials it has stored so far",
+            run.display()
+        );
+        return Ok(());
+    }
+    let recovered = tack_trace::recover_journals(run).or_fail(Failure::Internal)?;
+    if recovered > 0 {
+        errln!(
+            "recovered {recovered} interrupted trial(s) of {} from their journals",
+            run.display()
+        );
+    }
+    Ok(())
+}
