@@ -6,8 +6,8 @@
 //! name; its entrypoint, user and volumes (a volume of the trial filled
 //! from its image, one shared with the agent's container, files of the
 //! task) are as the compose file says. A run killed with `kill -9` leaves
-//! both containers and the volumes; the resumed run removes them, and
-//! nothing is left. A service that ends before the
+//! its containers and the volumes; a run with another trials directory
+//! leaves them too, the resumed run removes them, and nothing is left. A service that ends before the
 //! trial starts makes its trials infrastructure errors quoting its log.
 //! Without an engine or the base images the tests say so and skip, unless
 //! `TACK_REQUIRE_ENGINE=1`.
@@ -77,7 +77,9 @@ fn a_compose_task_runs_with_its_service_and_a_killed_run_leaves_no_container() {
     assert_eq!(containers_under(dir.path()), Vec::<String>::new());
     assert_eq!(volumes_under(dir.path()), Vec::<String>::new());
 
-    let run_dir = kill_and_resume_lookup(dir.path(), &suite);
+    kill_lookup(dir.path(), &suite);
+    a_run_elsewhere_leaves_them(dir.path(), &suite, 3, 2);
+    let run_dir = resume_lookup(dir.path());
 
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(run_dir.join("manifest.json")).unwrap()).unwrap();

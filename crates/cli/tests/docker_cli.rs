@@ -173,7 +173,8 @@ fn a_compose_task_killed_and_resumed_through_docker_leaves_nothing() {
         return;
     };
     let (suite, _) = import_lookup(test.dir(), &python);
-    kill_and_resume_lookup(test.dir(), &suite);
+    kill_lookup(test.dir(), &suite);
+    resume_lookup(test.dir());
 }
 
 /// `TACK_ENGINE` naming no engine tack drives is said, naming the

@@ -2,7 +2,8 @@
 //! made, with the workspace bound at the image's `WORKDIR`, removed with
 //! the directory, its services' containers and its volumes. A run killed
 //! before it removed them leaves them labelled with their trial directory;
-//! the next run removes those whose directory no living trial holds.
+//! the next run with the same trials directory removes those whose
+//! directory no living trial holds.
 
 use std::path::Path;
 
@@ -43,7 +44,7 @@ impl TrialContainer {
             kind: image.engine,
             version: String::new(),
         };
-        sweep_once(&engine);
+        sweep_once(&engine, &crate::workspaces_root());
         let fail = |message: String| SuiteError::Environment {
             task: task.id.clone(),
             message,
@@ -255,24 +256,30 @@ fn mounts(
     Ok((binds, named))
 }
 
-/// Removes, once per process, the trial containers and volumes whose trial
-/// directory is gone or held by no living trial (a killed run's).
-fn sweep_once(engine: &Engine) {
+/// Removes, once per process, the trial containers and volumes of trials
+/// made under `root` (this process's trials directory) whose directory is
+/// gone or held by no living trial (a killed run's). Only under `root`:
+/// an engine is shared by every run on the machine, and another trials
+/// directory's runs (another user's, or one with its own `TMPDIR`, as
+/// tests running side by side are) sweep their own, so a run never
+/// removes what another killed run left before that one's resume.
+fn sweep_once(engine: &Engine, root: &Path) {
     static SWEPT: std::sync::Once = std::sync::Once::new();
     SWEPT.call_once(|| {
+        let stale = |trial: &Path| trial.parent() == Some(root) && !tack_sandbox::held::held(trial);
         let Ok(mut containers) = engine.trial_containers() else {
             return;
         };
         // Services before the trial containers whose network they joined.
         containers.sort_by_key(|(name, trial)| *name == tack_image::container_name(trial));
         for (name, trial) in containers {
-            if !tack_sandbox::held::held(&trial) {
+            if stale(&trial) {
                 let _ = engine.remove_container(&name);
             }
         }
         // Their containers gone, the volumes they mounted.
         for (name, trial) in engine.trial_volumes().unwrap_or_default() {
-            if !tack_sandbox::held::held(&trial) {
+            if stale(&trial) {
                 let _ = engine.remove_volume(&name);
             }
         }

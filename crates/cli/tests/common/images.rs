@@ -269,13 +269,18 @@ pub fn import_lookup(dir: &Path, python: &str) -> (PathBuf, Output) {
     (suite, import)
 }
 
-/// A run of the lookup task ([`import_lookup`]) killed once its three
-/// containers run (the seed job starts last) and its two volumes exist,
-/// then resumed: the resumed run removes them, passes, and leaves nothing.
-/// Returns the run's directory.
-pub fn kill_and_resume_lookup(dir: &Path, suite: &Path) -> PathBuf {
+/// Runs the lookup task ([`import_lookup`]) and kills the run once its
+/// three containers run (the seed job starts last) and its two volumes
+/// exist.
+pub fn kill_lookup(dir: &Path, suite: &Path) {
     kill_once_containers_run(dir, suite, 3);
     assert_eq!(volumes_under(dir).len(), 2);
+}
+
+/// Resumes the killed run of [`kill_lookup`]: the resumed run removes its
+/// containers and volumes, passes, and leaves nothing. Returns the run's
+/// directory.
+pub fn resume_lookup(dir: &Path) -> PathBuf {
     let run_dir = resume_to_one_pass(dir);
     assert_eq!(volumes_under(dir), Vec::<String>::new());
     let rows = super::query_rows(&run_dir, "select environment, outcome from final_trials");
@@ -284,6 +289,24 @@ pub fn kill_and_resume_lookup(dir: &Path, suite: &Path) -> PathBuf {
         serde_json::json!([{"environment": "engine", "outcome": "passed"}])
     );
     run_dir
+}
+
+/// A run of `suite` from `dir/elsewhere`, with a trials directory of its
+/// own (as another user's run, or a test's beside this one), passes and
+/// leaves what the run killed in `dir` left, `containers` containers and
+/// `volumes` volumes: a run sweeps only its own trials directory, so the
+/// killed run's resume finds them.
+pub fn a_run_elsewhere_leaves_them(dir: &Path, suite: &Path, containers: usize, volumes: usize) {
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    if let Ok(env) = std::fs::read(dir.join(TACK_ENV)) {
+        std::fs::write(elsewhere.join(TACK_ENV), env).unwrap();
+    }
+    let ran = run(&elsewhere, &["run", suite.to_str().unwrap(), "--no-report"]);
+    assert!(ran.status.success(), "{}", text(&ran));
+    assert_eq!(containers_under(dir).len(), containers);
+    assert_eq!(volumes_under(dir).len(), volumes);
+    std::fs::remove_dir_all(&elsewhere).unwrap();
 }
 
 /// A task written as for a container: its Dockerfile makes /app with a
