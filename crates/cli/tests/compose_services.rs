@@ -7,8 +7,9 @@
 //! from its image, one shared with the agent's container, files of the
 //! task) are as the compose file says. A run killed with `kill -9` leaves
 //! its containers and the volumes; a run with another trials directory
-//! leaves them too, the resumed run removes them, and nothing is left. A service that ends before the
-//! trial starts makes its trials infrastructure errors quoting its log.
+//! leaves them too, the resumed run removes them, and nothing is left. A
+//! service that ends before the trial starts makes its trials
+//! infrastructure errors quoting its log.
 //! Without an engine or the base images the tests say so and skip, unless
 //! `TACK_REQUIRE_ENGINE=1`.
 
