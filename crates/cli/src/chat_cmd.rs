@@ -217,9 +217,9 @@ async fn slash_command(
                     format!("${c:.4}")
                 });
             outln!(
-                "{} steps, {} tokens ({} in, {} out), cost {cost}",
-                totals.steps,
-                totals.usage.total(),
+                "{}, {} ({} in, {} out), cost {cost}",
+                tack_protocol::count(totals.steps, "step"),
+                tack_protocol::count(totals.usage.total(), "token"),
                 totals.usage.input_tokens,
                 totals.usage.output_tokens
             )

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use tack_interop::InteropError;
+use tack_protocol::count;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
 use crate::out::{err, errln, outln};
@@ -158,11 +159,11 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
         outln!("{value}")?;
     } else {
         outln!(
-            "sent {} spans of {} trials to {} in {} requests; {} dropped",
-            sent.spans,
-            exported.trials,
+            "sent {} of {} to {} in {}; {} dropped",
+            count(sent.spans, "span"),
+            count(exported.trials, "trial"),
             exported.target.url,
-            sent.requests,
+            count(sent.requests, "request"),
             sent.dropped_spans
         )?;
     }

@@ -103,9 +103,9 @@ pub fn run(args: HarborArgs) -> CommandResult {
             .filter(|t| !t.wants_image() && !t.requires_container())
             .count();
         errln!(
-            "suite {} now has {} tasks ({in_image} in their image, {on_host} on the host)",
+            "suite {} now has {} ({in_image} in their image, {on_host} on the host)",
             args.out.display(),
-            loaded.tasks.len()
+            tack_protocol::count(loaded.tasks.len(), "task")
         );
         if !import.converted.is_empty() {
             errln!(

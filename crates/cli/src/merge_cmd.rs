@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
+use tack_protocol::count;
 use tack_trace::ShardRuns;
 
 use crate::exit::{Classify, CommandResult, Failure};
@@ -51,9 +52,9 @@ pub async fn run(args: MergeArgs) -> CommandResult {
         crate::store_arg::publish(&out.dir, url).await?;
     }
     outln!(
-        "merged {} shard runs ({} trials) into {}",
-        shards.shards().len(),
-        shards.trials(),
+        "merged {} ({}) into {}",
+        count(shards.shards().len(), "shard run"),
+        count(shards.trials(), "trial"),
         out.shown
     )?;
     if !shards.complete() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tack_interop::otlp::{Streamed, Streamer, Target};
+use tack_protocol::count;
 use tack_runner::{Progress, ProgressFn};
 
 use crate::exit::{Classify, CommandError, Failure};
@@ -95,16 +96,18 @@ pub fn describe(streamed: &Streamed) -> String {
     let url = streamed.target.as_ref().map_or("", |t| t.url.as_str());
     let sent = &streamed.sent;
     let mut line = format!(
-        "otlp: sent {} spans of {} trials to {url}; {} dropped",
-        sent.spans, streamed.trials, sent.dropped_spans
+        "otlp: sent {} of {} to {url}; {} dropped",
+        count(sent.spans, "span"),
+        count(streamed.trials, "trial"),
+        sent.dropped_spans
     );
     if let Some(error) = &sent.first_error {
         line.push_str(&format!(" (first error: {error})"));
     }
     if streamed.unread_trials > 0 {
         line.push_str(&format!(
-            "; {} trials not read back from the traces",
-            streamed.unread_trials
+            "; {} not read back from the traces",
+            count(streamed.unread_trials, "trial")
         ));
     }
     if let Some(error) = &streamed.read_error {

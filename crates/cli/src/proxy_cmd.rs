@@ -155,8 +155,8 @@ pub async fn run(args: ProxyArgs) -> CommandResult {
             .or_fail(Failure::Internal);
     }
     errln!(
-        "tack proxy: recorded {} calls ({} failed) into {run_dir}",
-        stopped.calls,
+        "tack proxy: recorded {} ({} failed) into {run_dir}",
+        tack_protocol::count(stopped.calls, "call"),
         stopped.failed_calls
     );
     errln!("  tack show {run_dir} {trial}    tack report {run_dir}");

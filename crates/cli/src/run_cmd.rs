@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use tack_protocol::TrialOutcome;
+use tack_protocol::{TrialOutcome, count};
 use tack_report::text::{self, SummaryTrial};
 use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan, RunResult};
 use tack_store::{Location, RemoteUrl};
@@ -335,8 +335,8 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     }
     if result.interrupted {
         errln!(
-            "interrupted: {} trials ran; the report covers those",
-            result.trials.len()
+            "interrupted: {} ran; the report covers those",
+            count(result.trials.len(), "trial")
         );
         return Ok(ExitCode::from(130));
     }
@@ -377,8 +377,8 @@ fn print_outcome(
     }
     if result.kept > 0 && !trials.is_empty() {
         outln!(
-            "resumed: the table covers the {} trials run now; {} finished before were kept (the report covers all)",
-            result.trials.len(),
+            "resumed: the table covers the {} run now; {} finished before were kept (the report covers all)",
+            count(result.trials.len(), "trial"),
             result.kept
         )?;
     }
@@ -472,7 +472,7 @@ impl ProgressReporter {
                     bar.set_length(total as u64);
                     bar.set_message(run_id);
                 } else if lines {
-                    errln!("running {total} trials; traces in {}", run_dir.display());
+                    errln!("running {}; traces in {}", count(total, "trial"), run_dir.display());
                 }
             }
             Progress::TrialFinished {
@@ -485,10 +485,10 @@ impl ProgressReporter {
                     bar.set_message(format!("{} {}", summary.trial_id, summary.outcome));
                 } else if lines {
                     errln!(
-                        "[{done}/{total}] {} {} ({} steps)",
+                        "[{done}/{total}] {} {} ({})",
                         summary.trial_id,
                         summary.outcome,
-                        summary.totals.steps
+                        count(summary.totals.steps, "step")
                     );
                 }
                 if let Some(path) = &summary.kept_workspace {

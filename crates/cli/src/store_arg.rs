@@ -53,8 +53,8 @@ pub async fn fetch(url: &RemoteUrl) -> Result<PathBuf, CommandError> {
         .map_err(failure)?;
     if fetched.transfer.files > 0 {
         errln!(
-            "fetched {url}: {} files, {} ({} unchanged) into {}",
-            fetched.transfer.files,
+            "fetched {url}: {}, {} ({} unchanged) into {}",
+            tack_protocol::count(fetched.transfer.files, "file"),
             size(fetched.transfer.bytes),
             fetched.transfer.unchanged,
             fetched.dir.display()
@@ -96,8 +96,8 @@ pub async fn publish(local_run: &Path, url: &RemoteUrl) -> Result<Published, Com
             )),
         })?;
     errln!(
-        "uploaded {} files, {} to {url}",
-        published.transfer.files,
+        "uploaded {}, {} to {url}",
+        tack_protocol::count(published.transfer.files, "file"),
         size(published.transfer.bytes)
     );
     Ok(published)

@@ -79,9 +79,9 @@ pub fn inspect_summary(import: &LogImport) -> String {
     let _ = match &import.run_dir {
         Some(dir) => writeln!(
             out,
-            "{}: {} trials ({passed} passed) of task {} on {} into {}",
+            "{}: {} ({passed} passed) of task {} on {} into {}",
             import.log.display(),
-            import.trials.len(),
+            tack_protocol::count(import.trials.len(), "trial"),
             import.task,
             import.model,
             dir.display()
@@ -133,9 +133,9 @@ pub fn harbor_job_summary(import: &JobImport) -> String {
     let _ = match &import.run_dir {
         Some(dir) => writeln!(
             out,
-            "{}: {} trials ({passed} passed, {with_trajectory} with a trajectory) into {}",
+            "{}: {} ({passed} passed, {with_trajectory} with a trajectory) into {}",
             import.job_dir.display(),
-            import.trials.len(),
+            tack_protocol::count(import.trials.len(), "trial"),
             dir.display()
         ),
         None => writeln!(

@@ -1,13 +1,15 @@
 //! The vocabulary every tack crate speaks: conversation messages, tool calls,
 //! token usage, stop reasons, trial outcomes, the ordered event stream that
 //! the harness emits and the trace stores and the totals folded from it, the
-//! harness configuration, providers, time stamps and shell quoting.
+//! harness configuration, providers, time stamps, shell quoting and counts
+//! with their nouns.
 //!
 //! It depends on no workspace crate and on nothing heavy (serde only): every
 //! crate builds on it.
 
 mod access;
 mod config;
+mod count;
 mod event;
 mod mcp;
 mod message;
@@ -24,6 +26,7 @@ pub use config::{
     ApproverConfig, ApproverPolicy, ContextConfig, DEFAULT_SYSTEM_PROMPT, HarnessConfig, ImageMode,
     ResultView, SUBAGENT_SYSTEM_PROMPT, SandboxProfile, SubagentConfig, TrialEnvironment,
 };
+pub use count::count;
 pub use event::{
     ApprovalRecord, ApprovalRequestedRecord, COMPACTION_PROMPT, COMPACTION_PURPOSE, CheckRecord,
     Event, EventSink, ModelCallRecord, RunTotals, SUBAGENT_PURPOSE, SinkError, SpanStatus,

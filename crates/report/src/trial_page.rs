@@ -389,11 +389,9 @@ fn model_call(
         cache_read: span.cache_read_tokens.filter(|&n| n > 0),
         finish_reason: span.finish_reason.clone(),
         duration_ms: span.duration_ms,
-        sent: match span.messages_sent {
-            Some(1) => "1 message".to_string(),
-            Some(count) => format!("{count} messages"),
-            None => "—".to_string(),
-        },
+        sent: span
+            .messages_sent
+            .map_or("—".to_string(), |n| tack_protocol::count(n, "message")),
         new_messages,
         response,
     }

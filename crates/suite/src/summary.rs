@@ -82,8 +82,10 @@ pub fn suite_text(suite: &Suite) -> String {
         format!(" — {}", suite.description)
     };
     let mut out = format!(
-        "suite {}{about}\n{} trials per task, seed {}\n\nvariants:\n",
-        suite.name, suite.trials, suite.seed
+        "suite {}{about}\n{} per task, seed {}\n\nvariants:\n",
+        suite.name,
+        tack_protocol::count(suite.trials, "trial"),
+        suite.seed
     );
     let models: Vec<String> = suite.variants.iter().map(|v| v.model.to_string()).collect();
     let name_width = suite

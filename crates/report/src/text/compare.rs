@@ -80,8 +80,9 @@ fn notes(out: &mut String, c: &Comparison) {
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "note: {} of {name}'s {} trials were decided by a later attempt (run again){without}",
-                s.rerun_trials, s.trials
+                "note: {} of {name}'s {} were decided by a later attempt (run again){without}",
+                s.rerun_trials,
+                tack_protocol::count(s.trials, "trial")
             );
         }
         if s.infra_errors > 0 {

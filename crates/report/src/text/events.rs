@@ -2,7 +2,7 @@
 //! account `tack exec` gives on stderr and the conversation `tack chat`
 //! shows.
 
-use tack_protocol::{Event, Role, RunTotals, SpanStatus, StopReason, TrialOutcome};
+use tack_protocol::{Event, Role, RunTotals, SpanStatus, StopReason, TrialOutcome, count};
 
 /// `tack exec`'s line for an event: tool calls (arguments on one line, cut
 /// at 100 characters), approvals and checks; `None` for the rest.
@@ -38,10 +38,10 @@ pub fn exec_outcome(outcome: TrialOutcome, stop: StopReason, totals: &RunTotals)
         outcome => format!("{outcome} ({stop})"),
     };
     format!(
-        "{outcome}, {} steps, {} tool calls, {} tokens",
-        totals.steps,
-        totals.tool_calls,
-        totals.usage.total()
+        "{outcome}, {}, {}, {}",
+        count(totals.steps, "step"),
+        count(totals.tool_calls, "tool call"),
+        count(totals.usage.total(), "token")
     )
 }
 

@@ -94,9 +94,9 @@ pub fn harness_errors(trials: &[SummaryTrial<'_>]) -> Option<String> {
         return None;
     }
     let mut out = format!(
-        "error: {} of {} trials ended in harness_error (tack could not set up or drive the agent; this says nothing about the model):\n",
+        "error: {} of {} ended in harness_error (tack could not set up or drive the agent; this says nothing about the model):\n",
         failed.len(),
-        trials.len()
+        tack_protocol::count(trials.len(), "trial")
     );
     for trial in failed {
         let error = trial.error.unwrap_or("no error was recorded");

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use tack_analysis::{MessageRow, SpanRow, TrialTrace};
-use tack_protocol::{SpanStatus, TrialOutcome};
+use tack_protocol::{SpanStatus, TrialOutcome, count};
 use tack_trace::schema::{col, kind};
 
 /// The trial's header and timeline. `simulated`: its model is built in;
@@ -125,15 +125,15 @@ fn header(
         (
             "steps",
             format!(
-                "{} · {} tool calls ({} errors) · {} retries · {} interventions · {} denied · {} with sandbox denials · {} feedback rounds",
+                "{} · {} ({}) · {} · {} · {} denied · {} with sandbox denials · {}",
                 t.counts.get(col::STEPS),
-                t.counts.get(col::TOOL_CALLS),
-                t.counts.get(col::TOOL_ERRORS),
-                t.counts.get(col::RETRIES),
-                t.counts.get(col::INTERVENTIONS),
+                count(t.counts.get(col::TOOL_CALLS), "tool call"),
+                count(t.counts.get(col::TOOL_ERRORS), "error"),
+                count(t.counts.get(col::RETRIES), "retry"),
+                count(t.counts.get(col::INTERVENTIONS), "intervention"),
                 t.denied_calls,
                 denials.len(),
-                t.counts.get(col::FEEDBACK_ROUNDS)
+                count(t.counts.get(col::FEEDBACK_ROUNDS), "feedback round")
             ),
         ),
         (
