@@ -46,7 +46,8 @@ pub enum AnalysisError {
     },
 
     #[error(
-        "could not read the trace of a trial in {run_dir}: {source}; the run may be incomplete (try `tack report` to recover its journals)"
+        "could not read the trace of a trial in {run_dir}: {source}; {}",
+        trace_hint(source)
     )]
     Trace {
         run_dir: PathBuf,
@@ -60,4 +61,16 @@ pub enum AnalysisError {
 
     #[error("`{trial_id}` is not a trial id: ids never contain path separators or `..`")]
     InvalidTrialId { trial_id: String },
+}
+
+/// What to do about a trace that does not read: a damaged table file is
+/// moved aside (nothing recovers it); otherwise the run may have stopped
+/// before storing its trials, which `tack report` recovers from journals.
+fn trace_hint(source: &tack_trace::TraceError) -> &'static str {
+    match source {
+        tack_trace::TraceError::ParquetRead { .. } => {
+            "move that file out of the run's directory to read the rest"
+        }
+        _ => "the run may be incomplete (try `tack report` to recover its journals)",
+    }
 }

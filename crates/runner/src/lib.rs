@@ -90,9 +90,11 @@ pub enum RunError {
     Plan(#[from] PlanError),
     /// Reading or writing a run's traces (a replayed or resumed run's are
     /// read, a new one's written).
-    #[error("traces: {0}")]
+    /// Its message names the file.
+    #[error(transparent)]
     Trace(#[from] TraceError),
-    #[error("could not hash the suite: {0}")]
+    /// Loading or hashing the suite; its message names the file.
+    #[error(transparent)]
     Suite(#[from] tack_suite::SuiteError),
     #[error(transparent)]
     Models(#[from] ModelError),

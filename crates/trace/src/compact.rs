@@ -245,7 +245,7 @@ fn rewrite(
                 writer.insert(created)
             }
         };
-        let batches = builder.build().map_err(|source| TraceError::Parquet {
+        let batches = builder.build().map_err(|source| TraceError::ParquetRead {
             path: input.clone(),
             source,
         })?;

@@ -14,6 +14,13 @@ pub enum TraceError {
         path: PathBuf,
         source: parquet::errors::ParquetError,
     },
+    /// A table file that does not read as Parquet: damaged (cut short,
+    /// overwritten) or not written by tack.
+    #[error("{path}: not a readable Parquet file ({source}); it is damaged or not tack's")]
+    ParquetRead {
+        path: PathBuf,
+        source: parquet::errors::ParquetError,
+    },
     #[error("could not build Arrow batch for {table}: {source}")]
     Arrow {
         table: &'static str,

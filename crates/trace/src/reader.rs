@@ -86,7 +86,7 @@ pub(crate) fn each_text_of(
         path: path.to_path_buf(),
         message,
     };
-    let reader = builder.build().map_err(|source| TraceError::Parquet {
+    let reader = builder.build().map_err(|source| TraceError::ParquetRead {
         path: path.to_path_buf(),
         source,
     })?;
@@ -173,11 +173,12 @@ impl Footer {
     pub(crate) fn read(path: &Path) -> Result<Footer, TraceError> {
         let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let metadata =
-            ArrowReaderMetadata::load(&file, options).map_err(|source| TraceError::Parquet {
+        let metadata = ArrowReaderMetadata::load(&file, options).map_err(|source| {
+            TraceError::ParquetRead {
                 path: path.to_path_buf(),
                 source,
-            })?;
+            }
+        })?;
         Ok(Footer {
             path: path.to_path_buf(),
             file,
@@ -295,7 +296,7 @@ impl Footer {
     }
 
     fn parquet_error(&self, source: parquet::errors::ParquetError) -> TraceError {
-        TraceError::Parquet {
+        TraceError::ParquetRead {
             path: self.path.clone(),
             source,
         }
@@ -353,7 +354,7 @@ pub(crate) fn open_parquet(
     path: &Path,
 ) -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
     let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::Parquet {
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::ParquetRead {
         path: path.to_path_buf(),
         source,
     })
@@ -369,7 +370,7 @@ pub fn read_table_files(
 ) -> Result<Vec<(PathBuf, RecordBatch)>, TraceError> {
     let mut batches = Vec::new();
     for path in table_files(run_dir, table)? {
-        let parquet_error = |source| TraceError::Parquet {
+        let parquet_error = |source| TraceError::ParquetRead {
             path: path.clone(),
             source,
         };

@@ -119,7 +119,11 @@ fn closest(stored: HashSet<String>, trial: &str) -> String {
     if ids.is_empty() {
         "the run has no finished trials".to_string()
     } else {
-        format!("{}, e.g. {}", tack_protocol::count(total, "trial"), ids.join(", "))
+        format!(
+            "{}, e.g. {}",
+            tack_protocol::count(total, "trial"),
+            ids.join(", ")
+        )
     }
 }
 
