@@ -201,6 +201,7 @@ pub async fn run(args: RunArgs) -> CommandResult {
         json: args.json,
         upload,
         otlp: otlp.map(|target| (target, args.otlp.content())),
+        replay_of: None,
     };
     execute(plan, &output).await
 }
@@ -259,6 +260,8 @@ pub struct Output {
     /// Stream the trials to this OpenTelemetry collector as they end
     /// (`--otlp`), with message content or not.
     pub otlp: Option<(tack_interop::otlp::Target, bool)>,
+    /// The recorded trial a replay re-runs, to say how the replay differs.
+    pub replay_of: Option<crate::replay_cmd::ReplayOf>,
 }
 
 /// Runs a checked plan, writes its report and prints the outcome.
@@ -312,8 +315,15 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
             error: t.error.as_deref(),
         })
         .collect();
+    let replay = args
+        .replay_of
+        .as_ref()
+        .and_then(|of| crate::replay_cmd::difference(of, &result));
     if args.json {
         let mut out = serde_json::json!({ "run": result, "traces": traces, "report": report });
+        if let Some(replay) = &replay {
+            out["replay"] = serde_json::to_value(replay).or_fail(Failure::Internal)?;
+        }
         if let Some(streamed) = &streamed {
             out["otlp"] = serde_json::to_value(streamed).or_fail(Failure::Internal)?;
         }
@@ -323,6 +333,9 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         )?;
     } else {
         print_outcome(&result, &trials, &traces, report.as_deref())?;
+        if let Some(replay) = &replay {
+            outln!("{}", crate::replay_cmd::describe(replay))?;
+        }
     }
     // Spans a collector did not take cost the export, not the run.
     if let Some(streamed) = &streamed {
@@ -472,7 +485,11 @@ impl ProgressReporter {
                     bar.set_length(total as u64);
                     bar.set_message(run_id);
                 } else if lines {
-                    errln!("running {}; traces in {}", count(total, "trial"), run_dir.display());
+                    errln!(
+                        "running {}; traces in {}",
+                        count(total, "trial"),
+                        run_dir.display()
+                    );
                 }
             }
             Progress::TrialFinished {

@@ -448,3 +448,71 @@ fn input_errors_exit_2_and_say_what_to_do() {
         "{message}"
     );
 }
+
+/// A replay says how it came out against the trial it replays: replayed
+/// as recorded, the same; after a file appeared in the task, the first tool
+/// call whose result differs; after its check changed, the outcome.
+#[test]
+fn a_replay_says_whether_and_where_it_differs_from_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("demo");
+    common::copy_dir(&common::repo().join("suites/demo"), &suite);
+    let run = common::run_suite(
+        &suite,
+        dir.path(),
+        &[
+            "--variant",
+            "oracle,sim-full",
+            "--task",
+            "median-even",
+            "--trials",
+            "1",
+        ],
+        &[],
+    );
+    let run_dir = run["run"]["run_dir"].as_str().unwrap().to_string();
+    let replay = |trial: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(["replay", &run_dir, trial, "--json", "--traces"])
+            .arg(dir.path().join("traces"))
+            .arg("--reports")
+            .arg(dir.path().join("reports"))
+            .output()
+            .unwrap();
+        stdout_json(&output)["replay"].clone()
+    };
+
+    let same = replay("oracle--median-even--0");
+    assert_eq!(same["original_trial"], "oracle--median-even--0", "{same:#}");
+    assert_eq!(same["original_outcome"], "passed", "{same:#}");
+    assert_eq!(same["replay_outcome"], "passed", "{same:#}");
+    assert!(same["first_different_call"].is_null(), "{same:#}");
+
+    // sim-full starts by listing the project's files.
+    let task = suite.join("tasks/median-even");
+    std::fs::write(task.join("fixture/NOTES.md"), "p50 is the median\n").unwrap();
+    let listed = replay("sim-full--median-even--0");
+    assert_eq!(
+        listed["first_different_call"],
+        serde_json::json!({"number": 1, "tool": "bash", "differs_in": "stdout"}),
+        "{listed:#}"
+    );
+
+    std::fs::write(task.join("checks/check_stats.py"), "raise SystemExit(1)\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["replay", &run_dir, "oracle--median-even--0", "--traces"])
+        .arg(dir.path().join("traces"))
+        .arg("--reports")
+        .arg(dir.path().join("reports"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "replay: oracle--median-even--0 passed then, verification_failed now; \
+             every tool result as recorded"
+        ),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -18,7 +18,9 @@ use serde::Serialize;
 use crate::{AnalysisError, stats, wilson_interval};
 use side::ComparedTrial;
 
-pub use divergence::first_divergence;
+pub use divergence::{
+    DifferentCall, Differs, ReplayDifference, first_divergence, replay_difference,
+};
 pub use gate::{GateError, GateOptions, GateVerdict, gate};
 pub use metrics::MetricDelta;
 pub use pairing::{DriftError, Pairing, pairing};
