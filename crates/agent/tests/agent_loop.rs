@@ -271,7 +271,7 @@ async fn a_permanent_failure_is_a_model_error_and_exhausted_retries_an_outage() 
     assert!(
         run.error
             .unwrap()
-            .contains("unavailable through 3 attempt(s)")
+            .contains("unavailable through 3 attempts")
     );
     assert_eq!((run.totals.retries, attempts(&sink).len()), (2, 3));
 }

@@ -89,6 +89,13 @@ enum FractionError {
     },
     #[error("`{0}` must be zero or more")]
     OutOfRange(String),
+    /// `10` is almost always meant as 10%, and read as a fraction it would
+    /// let cost grow elevenfold.
+    #[error(
+        "`{text}` as a fraction allows a {percent}% increase; write {text}% for {text} percent \
+         (or {percent}% if that is meant)"
+    )]
+    Ambiguous { text: String, percent: f64 },
 }
 
 fn parse_fraction(text: &str) -> Result<f64, FractionError> {
@@ -104,11 +111,16 @@ fn parse_fraction(text: &str) -> Result<f64, FractionError> {
             source,
         })?;
     let value = value / scale;
-    if value.is_finite() && value >= 0.0 {
-        Ok(value)
-    } else {
-        Err(FractionError::OutOfRange(text.to_string()))
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(FractionError::OutOfRange(text.to_string()));
     }
+    if scale == 1.0 && value > 1.0 {
+        return Err(FractionError::Ambiguous {
+            text: text.to_string(),
+            percent: value * 100.0,
+        });
+    }
+    Ok(value)
 }
 
 pub async fn run(args: GateArgs) -> CommandResult {
@@ -171,4 +183,26 @@ pub async fn run(args: GateArgs) -> CommandResult {
     } else {
         Failure::Found.into()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fraction;
+
+    #[test]
+    fn a_budget_is_a_fraction_or_a_percentage_and_a_bare_ten_is_refused() {
+        assert_eq!(parse_fraction("0.1").ok(), Some(0.1));
+        assert_eq!(parse_fraction("10%").ok(), Some(0.1));
+        assert_eq!(parse_fraction("250%").ok(), Some(2.5));
+        assert_eq!(parse_fraction("1").ok(), Some(1.0));
+        let refused = parse_fraction("10").err().map(|e| e.to_string());
+        assert_eq!(
+            refused.as_deref(),
+            Some(
+                "`10` as a fraction allows a 1000% increase; write 10% for 10 percent (or 1000% if that is meant)"
+            )
+        );
+        assert!(parse_fraction("-5%").is_err());
+        assert!(parse_fraction("ten").is_err());
+    }
 }

@@ -324,12 +324,16 @@ impl<'a> Session<'a> {
                     record.error = Some(error.to_string());
                     self.recorder.model_call(record)?;
                     if !error.is_transient() {
-                        self.run.error = Some(format!("after {attempt} attempt(s): {error}"));
+                        self.run.error = Some(format!(
+                            "after {}: {error}",
+                            tack_protocol::count(attempt, "attempt")
+                        ));
                         return Err(StopReason::ModelError);
                     }
                     if attempt == attempts {
                         self.run.error = Some(format!(
-                            "the provider was unavailable through {attempt} attempt(s): {error}"
+                            "the provider was unavailable through {}: {error}",
+                            tack_protocol::count(attempt, "attempt")
                         ));
                         return Err(StopReason::ProviderUnavailable);
                     }

@@ -61,7 +61,7 @@ pub fn gate(comparison: &Comparison, options: &GateOptions) -> Result<GateVerdic
     let mut failures = Vec::new();
     if success.delta < -options.max_drop && p_value < options.alpha {
         failures.push(format!(
-            "success rate dropped {:.1} points (from {:.1}% to {:.1}%; {test} p = {p_value:.4} < {}), more than the {:.1} allowed",
+            "success rate dropped {:.1} points (from {:.1}% to {:.1}%; {test} p = {p_value:.4} < {}), more than the {:.1} points allowed",
             -success.delta * 100.0,
             comparison.base.success_rate * 100.0,
             comparison.candidate.success_rate * 100.0,
