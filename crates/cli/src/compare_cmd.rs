@@ -72,7 +72,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub json: bool,
     /// Where to write the HTML compare report [default: reports/compare-<base>-vs-<candidate>].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::dir_arg::out_dir)]
     pub out: Option<PathBuf>,
     /// Do not write the HTML report.
     #[arg(long)]
@@ -155,12 +155,12 @@ pub async fn load(
         Some(candidate) => resolve(candidate, &sides.traces).await?,
         None => base_dir.clone(),
     };
-    let base = RunTables::open(&base_dir).or_fail(Failure::Usage)?;
+    let base = RunTables::open(&base_dir).map_err(crate::exit::reading)?;
     let other;
     let candidate = if candidate_dir == base_dir {
         &base
     } else {
-        other = RunTables::open(&candidate_dir).or_fail(Failure::Usage)?;
+        other = RunTables::open(&candidate_dir).map_err(crate::exit::reading)?;
         &other
     };
     let (base_variant, candidate_variant) = variants(sides, base.manifest(), candidate.manifest())?;
@@ -179,9 +179,9 @@ pub async fn load(
         effect,
         excluded,
     };
-    let base = Side::load(&base, &base_variant).or_fail(Failure::Usage)?;
-    let candidate = Side::load(candidate, &candidate_variant).or_fail(Failure::Usage)?;
-    let comparison = compare(&base, &candidate, &options).or_fail(Failure::Usage)?;
+    let base = Side::load(&base, &base_variant).map_err(crate::exit::comparing)?;
+    let candidate = Side::load(candidate, &candidate_variant).map_err(crate::exit::comparing)?;
+    let comparison = compare(&base, &candidate, &options).map_err(crate::exit::comparing)?;
     Ok(Loaded {
         base_dir,
         candidate_dir,

@@ -52,6 +52,35 @@ pub fn usage(message: impl Into<String>) -> CommandError {
     }
 }
 
+/// A run that could not be read: a directory that is no run (no manifest),
+/// or a variant or task it lacks, is the user's to fix (2); a run whose
+/// tables do not read is tack's failure (3), as every reading command says.
+pub fn reading(error: tack_analysis::AnalysisError) -> CommandError {
+    use tack_analysis::AnalysisError as E;
+    let kind = match &error {
+        E::Manifest { .. }
+        | E::NoTrials { .. }
+        | E::TrialNotFound { .. }
+        | E::InvalidTrialId { .. } => Failure::Usage,
+        _ => Failure::Internal,
+    };
+    CommandError {
+        kind,
+        error: error.into(),
+    }
+}
+
+/// [`reading`] for a comparison: what is not read is the user's to fix.
+pub fn comparing(error: tack_analysis::compare::CompareError) -> CommandError {
+    match error {
+        tack_analysis::compare::CompareError::Read(error) => reading(error),
+        error => CommandError {
+            kind: Failure::Usage,
+            error: error.into(),
+        },
+    }
+}
+
 pub trait Classify<T> {
     fn or_fail(self, kind: Failure) -> Result<T, CommandError>;
 }

@@ -112,7 +112,7 @@ pub struct AtifArgs {
     traces: PathBuf,
     /// The directory to write the trajectories to; it must not exist or be empty
     /// [default: exports/<run-id>/atif].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::dir_arg::out_dir)]
     out: Option<PathBuf>,
     /// Print one JSON object when done: {"type": "atif_exported", "out_dir", "trajectories"}.
     #[arg(long)]

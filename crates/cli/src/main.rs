@@ -10,6 +10,7 @@ mod argv;
 mod chat_cmd;
 mod compare_cmd;
 mod count_arg;
+mod dir_arg;
 mod doctor_cmd;
 mod events_cmd;
 mod exec_cmd;

@@ -18,7 +18,7 @@ call with the recorded answer in order, so the tool side (commands, edits, check
 It writes a new run (traces/<replay-run-id>/) and its report. If the tools now behave differently — the suite changed, \
 or the environment did — the replay diverges, and it says where: the outcome then and now, and the first tool call \
 whose result (status, exit code, output) is not the recorded one (in --json: `replay`).\n\n\
-Exit codes: as `tack run`: 0 done, 2 the run or trial cannot be found or replayed, 3 tack failed or the \
+Exit codes: as `tack run`: 0 done, 2 the run or trial cannot be found or replayed, 3 tack failed (the run's traces do not read) or the \
 replayed trial ended in harness_error, 130 interrupted."
 )]
 pub struct ReplayArgs {
@@ -30,7 +30,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value = "traces")]
     traces: PathBuf,
     /// Where its report goes.
-    #[arg(long, default_value = "reports")]
+    #[arg(long, default_value = "reports", value_parser = crate::dir_arg::out_dir)]
     reports: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -45,7 +45,22 @@ pub async fn run(args: ReplayArgs) -> CommandResult {
         args.traces.clone(),
         std::env::args().collect(),
     )
-    .or_fail(Failure::Usage)?;
+    .map_err(|error| {
+        // A run whose tables do not read is tack's failure, as for every
+        // command that reads runs; the rest (no such trial, a suite that
+        // no longer loads) is the user's to fix.
+        use tack_trace::TraceError as T;
+        let kind = match &error {
+            tack_runner::RunError::Trace(
+                T::ParquetRead { .. } | T::Read { .. } | T::Table { .. },
+            ) => Failure::Internal,
+            _ => Failure::Usage,
+        };
+        crate::exit::CommandError {
+            kind,
+            error: error.into(),
+        }
+    })?;
     if let Some(warning) = warning {
         errln!("warning: {warning}");
     }

@@ -16,7 +16,7 @@ pub struct ReportArgs {
     run: PathBuf,
     /// Where to write the report [default: reports/<run-id>]. Its trial pages (trials/*.html) replace
     /// those of an earlier report there.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::dir_arg::out_dir)]
     out: Option<PathBuf>,
     /// Print the analysis (per-variant figures, matrix, failed trials) as JSON instead of writing HTML.
     #[arg(long)]

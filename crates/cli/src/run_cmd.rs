@@ -70,7 +70,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "traces")]
     traces: PathBuf,
     /// Where reports go: <DIR>/<run-id>/index.html.
-    #[arg(long, default_value = "reports")]
+    #[arg(long, default_value = "reports", value_parser = crate::dir_arg::out_dir)]
     reports: PathBuf,
     /// Record traces only; build the report later with `tack report`.
     #[arg(long)]

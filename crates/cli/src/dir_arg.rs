@@ -1,0 +1,38 @@
+//! Directories given on the command line to write into (`--out`,
+//! `--reports`): one that names an existing file is refused when the
+//! arguments are read (exit 2), not found out while writing (exit 3).
+
+use std::path::PathBuf;
+
+/// clap's parser for a directory tack writes into, made if absent.
+pub fn out_dir(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(meta) if !meta.is_dir() => Err(format!(
+            "`{text}` is a file; name a directory (it is made if absent)"
+        )),
+        _ => Ok(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::out_dir;
+
+    #[test]
+    fn a_file_is_refused_and_a_directory_or_a_new_path_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, "x").unwrap();
+        let file = file.to_str().unwrap();
+        assert_eq!(
+            out_dir(file),
+            Err(format!(
+                "`{file}` is a file; name a directory (it is made if absent)"
+            ))
+        );
+        let new = dir.path().join("new");
+        assert_eq!(out_dir(new.to_str().unwrap()), Ok(new));
+        assert!(out_dir(dir.path().to_str().unwrap()).is_ok());
+    }
+}
