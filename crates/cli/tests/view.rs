@@ -115,6 +115,36 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         get(&viewer.base, "/trials?run=nope", Some(&cookie)).status,
         404
     );
+    // The runs page's "failed trials" shows every trial that did not pass.
+    let not_passed = trials.iter().filter(|t| t["outcome"] != "passed").count();
+    let failed_link = links(&runs, "/trials?")
+        .into_iter()
+        .find(|l| l.contains("outcome="))
+        .unwrap();
+    assert_eq!(total(&page(&failed_link)), not_passed, "{failed_link}");
+    // A filter no run has is refused, naming what there is; a page past the
+    // end shows the last one; a trial not in the run is not found.
+    for (path, says) in [
+        ("/trials?outcome=bogus", "use one of not_passed, passed"),
+        ("/trials?variant=bogus", "no run shown has variant `bogus`"),
+        ("/trials?task=bogus", "no run shown has task `bogus`"),
+    ] {
+        let refused = get(&viewer.base, path, Some(&cookie));
+        assert_eq!(refused.status, 400, "{path}");
+        assert!(refused.body.contains(says), "{path}: {}", refused.body);
+    }
+    let last = page("/trials?page=999");
+    assert_eq!(total(&last), trials.len());
+    assert!(!links(&last, "/trial?").is_empty(), "{last}");
+    assert_eq!(
+        get(
+            &viewer.base,
+            &format!("/trial?run={run_id}&id=nope"),
+            Some(&cookie)
+        )
+        .status,
+        404
+    );
 
     // A failed trial: its trajectory, with a jump to the first failing step.
     let trial_link = links(&failing, "/trial?").into_iter().next().unwrap();
@@ -208,7 +238,12 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
     }
     let missing = get(&viewer.base, "/compare?a=nope&b=x%2Fy", Some(&cookie));
     assert_eq!(missing.status, 400);
-    assert!(missing.body.contains("RUN/VARIANT") || missing.body.contains("RUN:VARIANT"));
+    // The form's own RUN/VARIANT (minijinja escapes the `/`).
+    assert!(
+        missing.body.contains("RUN&#x2f;VARIANT"),
+        "{}",
+        missing.body
+    );
 }
 
 /// Every tag in `html` (escaped text holds no `<`): none is a script, no

@@ -2,13 +2,15 @@
 
 use std::path::PathBuf;
 
+use tack_analysis::AnalysisError;
+
 /// A request that cannot be answered, or a viewer that cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ViewError {
     #[error("no run `{run}` under {roots}; the runs list (/) shows every run found")]
     NoSuchRun { run: String, roots: String },
 
-    #[error("`{value}` is not a side to compare: write RUN:VARIANT, as the compare form does")]
+    #[error("`{value}` is not a side to compare: write RUN/VARIANT, as the compare form does")]
     BadSide { value: String },
 
     #[error("{field}: {message}")]
@@ -21,10 +23,7 @@ pub enum ViewError {
     Compare(#[from] tack_analysis::compare::CompareError),
 
     #[error("reading run {}: {source}", dir.display())]
-    Analysis {
-        dir: PathBuf,
-        source: tack_analysis::AnalysisError,
-    },
+    Analysis { dir: PathBuf, source: AnalysisError },
 
     #[error("rendering {what}: {source}")]
     Render {
@@ -53,8 +52,18 @@ impl ViewError {
     /// 400) or the viewer's own trouble (500).
     pub fn status(&self) -> u16 {
         match self {
-            ViewError::NoSuchRun { .. } => 404,
-            ViewError::BadSide { .. } | ViewError::BadQuery { .. } | ViewError::Compare(_) => 400,
+            ViewError::NoSuchRun { .. }
+            | ViewError::Analysis {
+                source: AnalysisError::TrialNotFound { .. },
+                ..
+            } => 404,
+            ViewError::BadSide { .. }
+            | ViewError::BadQuery { .. }
+            | ViewError::Compare(_)
+            | ViewError::Analysis {
+                source: AnalysisError::InvalidTrialId { .. },
+                ..
+            } => 400,
             ViewError::Analysis { .. }
             | ViewError::Render { .. }
             | ViewError::Template { .. }

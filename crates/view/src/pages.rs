@@ -143,10 +143,7 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
                 .unwrap_or_default();
             RunRow {
                 trials_url: link("/trials", &[("run", id)]),
-                failed_url: link(
-                    "/trials",
-                    &[("run", id), ("outcome", "verification_failed")],
-                ),
+                failed_url: link("/trials", &[("run", id), ("outcome", NOT_PASSED)]),
                 variants,
                 line,
             }
@@ -248,12 +245,32 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
         tables,
         unreadable,
     } = chosen(viewer, params)?;
-    let query = trial_query(params)?;
+    let mut variants: Vec<String> = Vec::new();
+    let mut tasks: Vec<String> = Vec::new();
+    for run in &runs {
+        variants.extend(run.manifest.variants.iter().map(|v| v.name.clone()));
+        tasks.extend(run.manifest.tasks.iter().cloned());
+    }
+    variants.sort();
+    variants.dedup();
+    tasks.sort();
+    tasks.dedup();
+    known(params, "variant", &variants)?;
+    known(params, "task", &tasks)?;
+    let mut query = trial_query(params)?;
     let table_refs: Vec<&tack_analysis::RunTables> = tables.iter().map(AsRef::as_ref).collect();
-    let found = browse(&table_refs, &query).map_err(|source| ViewError::Analysis {
-        dir: runs.first().map(|r| r.dir.clone()).unwrap_or_default(),
-        source,
-    })?;
+    let find = |query: &TrialQuery| {
+        browse(&table_refs, query).map_err(|source| ViewError::Analysis {
+            dir: runs.first().map(|r| r.dir.clone()).unwrap_or_default(),
+            source,
+        })
+    };
+    let mut found = find(&query)?;
+    // A page past the end (a bookmark, a narrower filter) shows the last.
+    if found.rows.is_empty() && found.total > 0 {
+        query.offset = (found.total - 1) / PAGE_SIZE * PAGE_SIZE;
+        found = find(&query)?;
+    }
     let lines: Vec<TrialLine> = found
         .rows
         .iter()
@@ -276,16 +293,6 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             }
         })
         .collect();
-    let mut variants: Vec<String> = Vec::new();
-    let mut tasks: Vec<String> = Vec::new();
-    for run in &runs {
-        variants.extend(run.manifest.variants.iter().map(|v| v.name.clone()));
-        tasks.extend(run.manifest.tasks.iter().cloned());
-    }
-    variants.sort();
-    variants.dedup();
-    tasks.sort();
-    tasks.dedup();
     let page_params = params.without("page");
     let pages = found.total.div_ceil(PAGE_SIZE).max(1);
     let page = query.offset / PAGE_SIZE + 1;
@@ -328,7 +335,7 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             chosen_runs => Serde(&chosen),
             variants => Serde(&variants),
             tasks => Serde(&tasks),
-            outcomes => TrialOutcome::ALL.map(TrialOutcome::as_str).to_vec(),
+            outcomes => outcome_choices(),
             stops => StopReason::ALL.map(StopReason::as_str).to_vec(),
             chosen_variant => params.get("variant").unwrap_or(""),
             chosen_task => params.get("task").unwrap_or(""),
@@ -340,6 +347,40 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             unreadable => Serde(&unreadable),
         },
     )
+}
+
+/// The outcome filter's value for every trial that did not pass: what the
+/// runs page's "failed trials" links to.
+const NOT_PASSED: &str = "not_passed";
+
+/// Every outcome but a pass (and `unverified`, which no run's trial has).
+fn not_passed() -> impl Iterator<Item = &'static str> {
+    TrialOutcome::ALL
+        .into_iter()
+        .filter(|o| !matches!(o, TrialOutcome::Passed | TrialOutcome::Unverified))
+        .map(TrialOutcome::as_str)
+}
+
+/// The outcome filter's choices: any that did not pass, then each outcome.
+fn outcome_choices() -> Vec<&'static str> {
+    std::iter::once(NOT_PASSED)
+        .chain(TrialOutcome::ALL.map(TrialOutcome::as_str))
+        .collect()
+}
+
+/// Refuses a `field` filter value that none of the shown runs has: a typo
+/// would otherwise show an empty table as if nothing matched.
+fn known(params: &Params, field: &'static str, names: &[String]) -> Result<(), ViewError> {
+    match params.all(field).into_iter().find(|v| !names.contains(v)) {
+        None => Ok(()),
+        Some(value) => Err(ViewError::BadQuery {
+            field,
+            message: format!(
+                "no run shown has {field} `{value}`; they have {}",
+                names.join(", ")
+            ),
+        }),
+    }
 }
 
 /// The trials table's query from the URL.
@@ -365,10 +406,26 @@ fn trial_query(params: &Params) -> Result<TrialQuery, ViewError> {
                 message: format!("`{text}` is not a page number (1, 2, …)"),
             })?,
     };
+    let mut outcomes = Vec::new();
+    for text in params.all("outcome") {
+        if text == NOT_PASSED {
+            outcomes.extend(not_passed().map(str::to_string));
+        } else if TrialOutcome::ALL.iter().any(|o| o.as_str() == text) {
+            outcomes.push(text);
+        } else {
+            return Err(ViewError::BadQuery {
+                field: "outcome",
+                message: format!(
+                    "`{text}` is not an outcome; use one of {}",
+                    outcome_choices().join(", ")
+                ),
+            });
+        }
+    }
     Ok(TrialQuery {
         variants: params.all("variant"),
         tasks: params.all("task"),
-        outcomes: params.all("outcome"),
+        outcomes,
         stop_reasons: params.all("stop"),
         search: params.get("q").map(str::to_string),
         sort,
