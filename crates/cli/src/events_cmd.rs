@@ -16,7 +16,8 @@ const AFTER_HELP: &str = "\
 Each line is {\"seq\": N, \"event\": {\"type\": …}}, as `tack exec --json` prints them. A client that
 has seen up to N reconnects with --after-seq N and gets every later event exactly once.
 
-Exit codes: 0 printed (with --follow: the session finished), 2 no session in DIR.";
+Exit codes: 0 printed (with --follow: the session finished), 2 no session in DIR, 3 the log is
+damaged (the events before the damaged line are printed, then the line is named).";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -37,9 +38,9 @@ const POLL: Duration = Duration::from_millis(100);
 pub async fn run(args: EventsArgs) -> CommandResult {
     let mut log = LogFollower::open(&args.dir).or_fail(Failure::Usage)?;
     loop {
-        let lines = log.read_new().or_fail(Failure::Usage)?;
+        let read = log.read_new().or_fail(Failure::Usage)?;
         let mut finished = false;
-        for line in lines {
+        for line in read.lines {
             finished |= line.is_finished();
             if args.after_seq.is_some_and(|after| line.seq <= after) {
                 continue;
@@ -49,6 +50,10 @@ pub async fn run(args: EventsArgs) -> CommandResult {
         // A reader that has gone ends the following too.
         if out::closed() {
             return Ok(ExitCode::SUCCESS);
+        }
+        // The events before a damaged line are printed, then it is named.
+        if let Some(damaged) = read.damaged {
+            return Err(damaged).or_fail(Failure::Internal);
         }
         if !args.follow || finished {
             return Ok(ExitCode::SUCCESS);

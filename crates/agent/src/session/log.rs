@@ -52,12 +52,17 @@ pub enum SessionError {
     NoLog(String),
     #[error("{path}: {error}")]
     Io { path: String, error: io::Error },
-    #[error("{path} line {line}: {error}; the log is damaged beyond its last line")]
+    #[error(
+        "{path} line {line}: {error}; the log is damaged there (the lines before it read, a \
+         torn last line would have been skipped)"
+    )]
     Corrupt {
         path: String,
         line: usize,
         error: String,
     },
+    #[error("{path}: {error}; the session's settings are damaged: start a new session")]
+    CorruptSettings { path: String, error: String },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> SessionError + '_ {
@@ -131,9 +136,8 @@ impl SessionLog {
         }
         let text = std::fs::read_to_string(&settings_path).map_err(io_error(&settings_path))?;
         let settings: SessionSettings =
-            serde_json::from_str(&text).map_err(|e| SessionError::Corrupt {
+            serde_json::from_str(&text).map_err(|e| SessionError::CorruptSettings {
                 path: settings_path.display().to_string(),
-                line: e.line(),
                 error: e.to_string(),
             })?;
         let path = dir.join(EVENTS_FILE);
@@ -142,7 +146,12 @@ impl SessionLog {
             .append(true)
             .open(&path)
             .map_err(io_error(&path))?;
-        let (lines, complete) = read_complete(&mut file, &path, 0)?;
+        // Resuming past a damaged line would lose what it held: refused.
+        let read = read_complete(&mut file, &path, 0, 1)?;
+        if let Some(damaged) = read.damaged {
+            return Err(damaged);
+        }
+        let (lines, complete) = (read.lines, read.end);
         file.set_len(complete).map_err(io_error(&path))?;
         let next_seq = lines.last().map_or(0, |l| l.seq + 1);
         Ok((
@@ -181,6 +190,8 @@ pub struct LogFollower {
     file: File,
     path: PathBuf,
     offset: u64,
+    /// The number of the line at `offset`, from 1.
+    line: usize,
 }
 
 impl LogFollower {
@@ -192,42 +203,71 @@ impl LogFollower {
             file,
             path,
             offset: 0,
+            line: 1,
         })
     }
 
     /// The complete lines written since the last call; a line still being
-    /// written is left for the next.
-    pub fn read_new(&mut self) -> Result<Vec<LogLine>, SessionError> {
-        let (lines, end) = read_complete(&mut self.file, &self.path, self.offset)?;
-        self.offset = end;
-        Ok(lines)
+    /// written is left for the next. A damaged line stops the reading:
+    /// the lines before it come back with it, and it is met again next time.
+    pub fn read_new(&mut self) -> Result<ReadLines, SessionError> {
+        let read = read_complete(&mut self.file, &self.path, self.offset, self.line)?;
+        self.offset = read.end;
+        self.line = read.next_line;
+        Ok(read)
     }
 }
 
-/// The log's complete lines from byte `from`, and where the last complete
-/// line ends (a line without its newline is being written, or was torn).
+/// The lines read from a log.
+#[derive(Debug)]
+pub struct ReadLines {
+    pub lines: Vec<LogLine>,
+    /// The line that stopped the reading, if one did not parse.
+    pub damaged: Option<SessionError>,
+    /// Where the next reading starts: the byte after the last line read,
+    /// and that line's number in the file.
+    end: u64,
+    next_line: usize,
+}
+
+/// The log's complete lines from byte `from` (line `first_line` of the
+/// file), up to a damaged one; a line without its newline is being
+/// written, or was torn: it is left, not damaged.
 fn read_complete(
     file: &mut File,
     path: &Path,
     from: u64,
-) -> Result<(Vec<LogLine>, u64), SessionError> {
+    first_line: usize,
+) -> Result<ReadLines, SessionError> {
     file.seek(SeekFrom::Start(from)).map_err(io_error(path))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(io_error(path))?;
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut lines = Vec::new();
-    for (i, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
+    let mut read = ReadLines {
+        lines: Vec::new(),
+        damaged: None,
+        end: from,
+        next_line: first_line,
+    };
+    for line in bytes[..complete].split_inclusive(|&b| b == b'\n') {
+        let text = line.strip_suffix(b"\n").unwrap_or(line);
+        if !text.is_empty() {
+            match serde_json::from_slice::<LogLine>(text) {
+                Ok(parsed) => read.lines.push(parsed),
+                Err(e) => {
+                    read.damaged = Some(SessionError::Corrupt {
+                        path: path.display().to_string(),
+                        line: read.next_line,
+                        error: e.to_string(),
+                    });
+                    return Ok(read);
+                }
+            }
         }
-        let parsed: LogLine = serde_json::from_slice(line).map_err(|e| SessionError::Corrupt {
-            path: path.display().to_string(),
-            line: i + 1,
-            error: e.to_string(),
-        })?;
-        lines.push(parsed);
+        read.end += line.len() as u64;
+        read.next_line += 1;
     }
-    Ok((lines, from + complete as u64))
+    Ok(read)
 }
 
 /// The protocol events among the log's lines (not `exec_finished`), for
@@ -287,17 +327,17 @@ mod tests {
         ));
         let mut log = SessionLog::create(dir.path(), &settings()).unwrap();
         let mut follower = LogFollower::open(dir.path()).unwrap();
-        assert!(follower.read_new().unwrap().is_empty());
+        assert!(follower.read_new().unwrap().lines.is_empty());
         log.append(&serde_json::json!({"type": "a"})).unwrap();
-        let first = follower.read_new().unwrap();
+        let first = follower.read_new().unwrap().lines;
         assert_eq!(first.len(), 1);
         let again: LogLine = serde_json::from_str(&first[0].to_json()).unwrap();
         assert_eq!(again, first[0]);
         log.append(&serde_json::json!({"type": FINISHED})).unwrap();
-        let next = follower.read_new().unwrap();
+        let next = follower.read_new().unwrap().lines;
         assert_eq!(next.iter().map(|l| l.seq).collect::<Vec<_>>(), [1]);
         assert!(next[0].is_finished() && !first[0].is_finished());
-        assert!(follower.read_new().unwrap().is_empty());
+        assert!(follower.read_new().unwrap().lines.is_empty());
     }
 
     #[test]
@@ -305,5 +345,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let error = SessionLog::reopen(dir.path()).unwrap_err();
         assert!(error.to_string().contains("tack exec --session"), "{error}");
+    }
+
+    #[test]
+    fn a_damaged_line_stops_the_reading_after_the_lines_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SessionLog::create(dir.path(), &settings()).unwrap();
+        let mut follower = LogFollower::open(dir.path()).unwrap();
+        log.append(&serde_json::json!({"type": "a"})).unwrap();
+        assert_eq!(follower.read_new().unwrap().lines.len(), 1);
+        log.append(&serde_json::json!({"type": "b"})).unwrap();
+        let events = dir.path().join(EVENTS_FILE);
+        let mut file = OpenOptions::new().append(true).open(&events).unwrap();
+        file.write_all(b"{\"seq\": 2, \"ev\n").unwrap();
+        log.append(&serde_json::json!({"type": "c"})).unwrap();
+
+        let read = follower.read_new().unwrap();
+        assert_eq!(read.lines.iter().map(|l| l.seq).collect::<Vec<_>>(), [1]);
+        let damaged = read.damaged.map(|e| e.to_string()).unwrap_or_default();
+        assert!(damaged.contains("events.jsonl line 3: "), "{damaged}");
+        // Met again, not skipped; and resuming over it is refused.
+        let again = follower.read_new().unwrap();
+        assert!(again.lines.is_empty() && again.damaged.is_some());
+        assert!(matches!(
+            SessionLog::reopen(dir.path()),
+            Err(SessionError::Corrupt { line: 3, .. })
+        ));
     }
 }
