@@ -244,6 +244,28 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         "{}",
         missing.body
     );
+
+    // A copy of the run whose trials table is cut short says so on the
+    // runs page, rather than looking like a run with no trials.
+    let traces = dir.path().join("traces");
+    let copy_id = "20000101-000000-demo-copy";
+    let damaged = traces.join(copy_id);
+    common::copy_dir(&traces.join(run_id), &damaged);
+    let manifest = damaged.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace(run_id, copy_id)).unwrap();
+    for part in std::fs::read_dir(damaged.join("trials")).unwrap() {
+        let part = part.unwrap().path();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&part)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+    }
+    let runs = page("/");
+    assert_eq!(runs.matches("cannot be read: ").count(), 1, "{runs}");
+    assert!(runs.contains("not a complete Parquet file"), "{runs}");
 }
 
 /// Every tag in `html` (escaped text holds no `<`): none is a script, no

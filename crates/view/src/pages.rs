@@ -112,6 +112,8 @@ struct RunRow {
     trials_url: String,
     failed_url: String,
     variants: Vec<VariantCell>,
+    /// Why the run's trials could not be read, where they could not.
+    unreadable: Option<String>,
 }
 
 fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
@@ -125,6 +127,7 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
             });
             let line = run.line(recorded);
             let id = line.id.as_str();
+            let unreadable = summaries.as_ref().err().map(ToString::to_string);
             let variants = summaries
                 .map(|summaries| {
                     summaries
@@ -145,6 +148,7 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
                 trials_url: link("/trials", &[("run", id)]),
                 failed_url: link("/trials", &[("run", id), ("outcome", NOT_PASSED)]),
                 variants,
+                unreadable,
                 line,
             }
         })

@@ -148,19 +148,24 @@ impl Viewer {
 
     /// `dir`'s variant summaries (success rates, cost); `None` while it
     /// has no recorded trial.
-    pub(crate) fn summaries(&self, dir: &Path) -> Option<Arc<Vec<VariantSummary>>> {
-        let tables = self.tables(dir).ok()?;
+    pub(crate) fn summaries(&self, dir: &Path) -> Result<Arc<Vec<VariantSummary>>, ViewError> {
+        let tables = self.tables(dir)?;
         if let Some(summaries) = self.cached(dir).and_then(|o| o.summaries) {
-            return Some(summaries);
+            return Ok(summaries);
         }
-        let summaries = Arc::new(tack_analysis::summarize_trials(&tables).ok()?);
+        let summaries =
+            tack_analysis::summarize_trials(&tables).map_err(|source| ViewError::Analysis {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        let summaries = Arc::new(summaries);
         if let Ok(mut opened) = self.opened.lock()
             && let Some(entry) = opened.get_mut(dir)
             && Arc::ptr_eq(&entry.tables, &tables)
         {
             entry.summaries = Some(summaries.clone());
         }
-        Some(summaries)
+        Ok(summaries)
     }
 
     /// The comparison of `sides` if it was made from these `tables`.
