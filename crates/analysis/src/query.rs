@@ -148,34 +148,82 @@ impl QueryTables {
     /// names, types) are [`QueryError::Sql`] with Polars' message and a hint
     /// listing the tables; an error reading the files is not.
     pub fn run(&mut self, sql: &str) -> Result<QueryResult, QueryError> {
-        let mut lazy = self.ctx.execute(sql).map_err(|e| self.sql_error(e))?;
+        let mut lazy = self.ctx.execute(sql).map_err(|e| self.sql_error(e, sql))?;
         // Resolving the schema reports unknown columns and type errors before
         // any file is read.
-        lazy.collect_schema().map_err(|e| self.sql_error(e))?;
+        lazy.collect_schema().map_err(|e| self.sql_error(e, sql))?;
         let df = lazy.collect().map_err(|e| {
             if is_io_error(&e) {
                 QueryError::Scan(e)
             } else {
-                self.sql_error(e)
+                self.sql_error(e, sql)
             }
         })?;
-        result_rows(&df).map_err(|e| self.sql_error(e))
+        result_rows(&df).map_err(|e| self.sql_error(e, sql))
     }
 
-    fn sql_error(&self, error: PolarsError) -> QueryError {
-        let tables: Vec<String> = self
+    /// Polars' message, and a hint: the columns of the tables `sql` names
+    /// (of every table when it names none), after the nearest names to an
+    /// unknown column. Polars' own list of valid columns is left out: it
+    /// said the same once more.
+    fn sql_error(&self, error: PolarsError, sql: &str) -> QueryError {
+        let mut message = error.to_string();
+        if let Some(at) = message.find("; valid columns:") {
+            message.truncate(at);
+        }
+        let words: Vec<String> = sql
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let named: Vec<&(&str, Vec<String>)> = self
             .columns
+            .iter()
+            .filter(|(table, _)| words.iter().any(|w| w == table))
+            .collect();
+        let shown: Vec<&(&str, Vec<String>)> = if named.is_empty() {
+            self.columns.iter().collect()
+        } else {
+            named
+        };
+        let mut hint = String::new();
+        if let PolarsError::ColumnNotFound(_) = error {
+            let unknown = message.split('"').nth(1).unwrap_or_default();
+            let near = nearest(unknown, shown.iter().flat_map(|(_, c)| c.iter()));
+            if !near.is_empty() {
+                hint.push_str(&format!("did you mean {}? ", near.join(" or ")));
+            }
+        }
+        let tables: Vec<String> = shown
             .iter()
             .map(|(table, columns)| format!("  {table}: {}", columns.join(", ")))
             .collect();
-        QueryError::Sql {
-            message: error.to_string(),
-            hint: format!(
-                "the tables are (one row per trial, per span, per message):\n{}",
-                tables.join("\n")
-            ),
+        let all = if shown.len() < self.columns.len() {
+            let names: Vec<&str> = self.columns.iter().map(|(t, _)| *t).collect();
+            format!(" (the tables: {})", names.join(", "))
+        } else {
+            " (one row per trial, per span, per message)".to_string()
+        };
+        hint.push_str(&format!("the columns{all}:\n{}", tables.join("\n")));
+        QueryError::Sql { message, hint }
+    }
+}
+
+/// The names closest to `unknown` (a typo, or one word of a longer name),
+/// at most three, each once.
+fn nearest<'a>(unknown: &str, names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let unknown = unknown.to_ascii_lowercase();
+    let mut scored: Vec<(f64, &String)> = names
+        .map(|name| (strsim::jaro_winkler(&unknown, name), name))
+        .filter(|(score, name)| *score >= 0.85 || (unknown.len() >= 4 && name.contains(&unknown)))
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let mut near: Vec<String> = Vec::new();
+    for (_, name) in scored {
+        if near.len() < 3 && !near.contains(name) {
+            near.push(name.clone());
         }
     }
+    near
 }
 
 /// The directory error messages name for a table: the run's own when there
@@ -344,18 +392,44 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_query_is_the_users_error_and_lists_every_table() {
+    fn a_bad_query_is_the_users_error_and_lists_the_columns_it_could_use() {
         let tmp = tempfile::tempdir().unwrap();
         fixture::write_run(tmp.path());
         let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
         let names: Vec<&str> = tables.tables().iter().map(|(t, _)| *t).collect();
         assert_eq!(names, [TRIALS_DIR, FINAL_TRIALS, SPANS_DIR, MESSAGES_DIR]);
-        for sql in ["select nope from trials", "select * from nowhere", "selec"] {
+        // Naming no table it knows: every table's columns.
+        for sql in ["select * from nowhere", "selec"] {
             let error = tables.run(sql).unwrap_err();
             assert!(error.is_user_error(), "{sql}: {error}");
             let text = error.to_string();
             assert!(text.contains("spans: run_id, trial_id, span_id"), "{text}");
             assert!(text.contains("messages: run_id"), "{text}");
+        }
+        // An unknown column of a table it names: that table's columns, once,
+        // after the nearest names.
+        let error = tables.run("select total_token from spans").unwrap_err();
+        let text = error.to_string();
+        assert!(error.is_user_error(), "{text}");
+        assert!(
+            text.contains(
+                "the columns (the tables: trials, final_trials, spans, messages):\n  spans: run_id"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("messages: run_id") && !text.contains("valid columns"),
+            "{text}"
+        );
+        for (sql, near) in [
+            ("select outcom from trials", "outcome"),
+            ("select total_token from trials", "total_tokens"),
+        ] {
+            let text = tables.run(sql).unwrap_err().to_string();
+            assert!(
+                text.contains(&format!("hint: did you mean {near}?")),
+                "{text}"
+            );
         }
     }
 
