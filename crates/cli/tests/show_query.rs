@@ -120,6 +120,13 @@ fn show_prints_the_header_then_calls_approvals_and_checks_in_order() {
         );
     }
     assert!(text.contains("sim (simulated"), "{text}");
+    // The steps line names what happened and leaves out the counts of zero.
+    let steps = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("steps"))
+        .unwrap();
+    assert!(steps.contains(" intervention"), "{steps}");
+    assert!(!steps.contains(" 0 "), "{steps}");
     assert!(
         text.contains("cost      unknown"),
         "built-in models are unpriced:\n{text}"

@@ -122,20 +122,7 @@ fn header(
             format!("{outcome}, stop reason {}", t.stop_reason),
         ),
         ("checks", checks),
-        (
-            "steps",
-            format!(
-                "{} · {} ({}) · {} · {} · {} denied · {} with sandbox denials · {}",
-                t.counts.get(col::STEPS),
-                count(t.counts.get(col::TOOL_CALLS), "tool call"),
-                count(t.counts.get(col::TOOL_ERRORS), "error"),
-                count(t.counts.get(col::RETRIES), "retry"),
-                count(t.counts.get(col::INTERVENTIONS), "intervention"),
-                t.denied_calls,
-                denials.len(),
-                count(t.counts.get(col::FEEDBACK_ROUNDS), "feedback round")
-            ),
-        ),
+        ("steps", effort(t, denials.len())),
         (
             "tokens",
             format!(
@@ -160,6 +147,39 @@ fn header(
         let _ = writeln!(out, "  {:<9} {}", s.dim("error"), s.red(error));
     }
     out
+}
+
+/// Steps and tool calls, then only the counts that are not zero (retries,
+/// interventions, denials, feedback rounds): a line of zeros said nothing
+/// and ran past 120 columns.
+fn effort(t: &tack_analysis::TrialRow, sandbox_denials: usize) -> String {
+    let mut parts = vec![
+        t.counts.get(col::STEPS).to_string(),
+        format!(
+            "{} ({})",
+            count(t.counts.get(col::TOOL_CALLS), "tool call"),
+            count(t.counts.get(col::TOOL_ERRORS), "error")
+        ),
+    ];
+    let retries = t.counts.get(col::RETRIES);
+    let interventions = t.counts.get(col::INTERVENTIONS);
+    let rounds = t.counts.get(col::FEEDBACK_ROUNDS);
+    if retries > 0 {
+        parts.push(count(retries, "retry"));
+    }
+    if interventions > 0 {
+        parts.push(count(interventions, "intervention"));
+    }
+    if t.denied_calls > 0 {
+        parts.push(format!("{} denied", t.denied_calls));
+    }
+    if sandbox_denials > 0 {
+        parts.push(format!("{sandbox_denials} with sandbox denials"));
+    }
+    if rounds > 0 {
+        parts.push(count(rounds, "feedback round"));
+    }
+    parts.join(" · ")
 }
 
 /// The trial's dollars; a lower bound, or unknown, when some answered model
