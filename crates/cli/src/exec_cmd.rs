@@ -23,8 +23,9 @@ use tack_agent::session_log::{self, LogLine, SessionLog, SessionSettings};
 
 const AFTER_HELP: &str = "\
 Exit codes:
-  0    the agent completed and every --check passed; without --check, the agent completed and
-       nothing verified it (outcome `unverified`: \"completed, not verified\")
+  0    the agent completed and every --check passed; without --check, the agent
+       completed and nothing verified it (outcome `unverified`:
+       \"completed, not verified\")
   1    the agent completed but a --check failed (verification failed)
   2    usage error (bad flags, missing workspace, bad rules file)
   3    harness error (tack failed, e.g. could not write the event stream)

@@ -23,17 +23,22 @@ pub enum ExportCommand {
 const OTLP_HELP: &str = "\
 Sends every trial of each run (every attempt) as one trace, named and attributed by the
 OpenTelemetry GenAI semantic conventions:
-  invoke_agent tack    the trial: gen_ai.agent.name, gen_ai.conversation.id (the trial id),
-                       gen_ai.request.model, gen_ai.usage.*_tokens; tack.run_id, tack.variant,
-                       tack.task, tack.trial_index, tack.attempt, tack.outcome, tack.stop_reason,
+  invoke_agent tack    the trial: gen_ai.agent.name, gen_ai.conversation.id (the
+                       trial id), gen_ai.request.model, gen_ai.usage.*_tokens;
+                       tack.run_id, tack.variant, tack.task, tack.trial_index,
+                       tack.attempt, tack.outcome, tack.stop_reason,
                        tack.cost_usd, tack.simulated
-  chat <model>         each model call: gen_ai.operation.name, gen_ai.provider.name,
-                       gen_ai.request.model, gen_ai.response.model, gen_ai.response.finish_reasons,
-                       gen_ai.usage.input_tokens, gen_ai.usage.output_tokens, cache tokens, error.type
-  execute_tool <tool>  each tool call, under the model call that asked for it: gen_ai.tool.name,
-                       gen_ai.tool.call.id, gen_ai.tool.type; tack.exit_code
-  approval <tool>      each approval wait; check <name>: each check, its verdict a
-                       gen_ai.evaluation.result event (score 1 pass, 0 fail, label, explanation)
+  chat <model>         each model call: gen_ai.operation.name,
+                       gen_ai.provider.name, gen_ai.request.model,
+                       gen_ai.response.model, gen_ai.response.finish_reasons,
+                       gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
+                       cache tokens, error.type
+  execute_tool <tool>  each tool call, under the model call that asked for it:
+                       gen_ai.tool.name, gen_ai.tool.call.id, gen_ai.tool.type;
+                       tack.exit_code
+  approval <tool>      each approval wait; check <name>: each check, its verdict
+                       a gen_ai.evaluation.result event (score 1 pass, 0 fail,
+                       label, explanation)
 Message content (gen_ai.input.messages, gen_ai.output.messages, tool arguments and results) is
 sent only with --content. Phoenix's OpenInference span kinds and token counts ride along.
 Ids are derived from the run and trial ids: exporting a run again gives the same trace ids.
@@ -46,10 +51,12 @@ A collector that is down or does not answer in time costs the spans of that requ
 and reported; the export goes on with the next.
 
 Examples:
-  tack export otlp traces/<run-id> --endpoint http://127.0.0.1:6006          # Phoenix
-  tack export otlp traces/<a> traces/<b> --endpoint http://127.0.0.1:4317 --protocol grpc
-  OTEL_EXPORTER_OTLP_ENDPOINT=https://api.honeycomb.io OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=KEY \\
-    tack export otlp traces/<run-id>
+  tack export otlp traces/<run-id> --endpoint http://127.0.0.1:6006   # Phoenix
+  tack export otlp traces/<a> traces/<b> --endpoint http://127.0.0.1:4317 \\
+      --protocol grpc
+  OTEL_EXPORTER_OTLP_ENDPOINT=https://api.honeycomb.io \\
+      OTEL_EXPORTER_OTLP_HEADERS=x-honeycomb-team=KEY \\
+      tack export otlp traces/<run-id>
 
 Exit codes: 0 every span accepted, 1 some spans dropped (the first error is printed),
 2 bad flags, no endpoint or no such run, 3 the traces could not be read.";
@@ -85,13 +92,17 @@ Writes OUT/<trial_id>.json for every trial of the run, every attempt, in the Age
 Interchange Format (ATIF-v1.6) that Harbor's models (harbor.models.trajectories.Trajectory)
 validate:
   session_id       the trial id
-  agent            name `tack`, tack's version, the variant's model (variant under extra)
-  steps            the conversation in order: system and user messages as steps of that source;
-                   each assistant message an `agent` step with its tool calls, the model that
-                   answered and that call's tokens and cost; the tool results as its observation
-  final_metrics    the trial's tokens, cached tokens, cost, and the number of steps
-  extra.tack       what ATIF has no field for: run, variant, task, trial index, attempt,
-                   outcome, stop reason, every check (command, passed, output), duration, error
+  agent            name `tack`, tack's version, the variant's model
+                   (variant under extra)
+  steps            the conversation in order: system and user messages as steps
+                   of that source; each assistant message an `agent` step with
+                   its tool calls, the model that answered and that call's
+                   tokens and cost; the tool results as its observation
+  final_metrics    the trial's tokens, cached tokens, cost, and the number
+                   of steps
+  extra.tack       what ATIF has no field for: run, variant, task, trial index,
+                   attempt, outcome, stop reason, every check (command, passed,
+                   output), duration, error
 Each tool result's extra holds the call's exit code and error; an agent step's extra the model
 calls that failed before the one that answered. Nothing recorded is left out.
 

@@ -25,14 +25,17 @@ const HARBOR_JOB_HELP: &str = "\
 Each job directory (result.json and a directory per trial, as `harbor run` writes it) becomes a
 run OUT/<run-id>, with
   variant   <agent>-<model> (`/` as `-`): terminus-2-openai-gpt-5, oracle
-  task      the task's name (its last `/` part); trial index by start time within variant × task
+  task      the task's name (its last `/` part); trial index by start time
+            within variant × task
   checks    one per verifier reward: a reward of 1 or more passes
-  spans     from agent/trajectory.json (ATIF) when the agent wrote one: each agent step a model
-            call (model, tokens, cost) and its tool calls with their results; without one, the
-            trial's token and cost totals as a single model call
-  outcome   the rewards when the verifier ran (a timed-out agent is graded, as Harbor does);
-            else the exception: an agent timeout is `limit`, an environment, Docker or build
-            error `infra_error`, any other `harness_error`
+  spans     from agent/trajectory.json (ATIF) when the agent wrote one: each
+            agent step a model call (model, tokens, cost) and its tool calls
+            with their results; without one, the trial's token and cost totals
+            as a single model call
+  outcome   the rewards when the verifier ran (a timed-out agent is graded, as
+            Harbor does); else the exception: an agent timeout is `limit`, an
+            environment, Docker or build error `infra_error`, any other
+            `harness_error`
 The run id is <started>-harbor-<job dir>-<job id>. What Harbor kept that a tack run has no
 place for (multi-step results, artifacts, images, reasoning, logprobs, subagent trajectories)
 is counted by kind in the summary and --json (not_carried), never dropped silently. Harbor's
@@ -40,11 +43,13 @@ oracle agent is marked simulated: it runs the reference solution, not a model.
 
 Examples:
   tack import harbor-job jobs/2026-12-01__10-00-00 --out traces
-  tack compare traces/<tack-run> traces/<harbor-run> --variants sim-full,terminus-2-openai-gpt-5
+  tack compare traces/<tack-run> traces/<harbor-run> \\
+      --variants sim-full,terminus-2-openai-gpt-5
 
 Exit codes:
   0  every trial of every job was imported
-  1  some trial directories were skipped (listed, with the reason), the rest imported
+  1  some trial directories were skipped (listed, with the reason),
+     the rest imported
   2  a job could not be read (missing, not a Harbor job, already imported)
   3  a run could not be written";
 
@@ -66,9 +71,11 @@ const INSPECT_HELP: &str = "\
 Each log (one Inspect task on one model) becomes a run OUT/<run-id>, with
   variant   the model, `/` as `-` (openai/gpt-4o → openai-gpt-4o)
   task      the sample id; trial index = epoch - 1
-  spans     model events as model calls (tokens, cache tokens, provider, model, timing),
-            tool events as tool calls (name, arguments, result, error), each scorer as a check
-  messages  the conversation, stored once; model calls refer to the messages they sent
+  spans     model events as model calls (tokens, cache tokens, provider, model,
+            timing), tool events as tool calls (name, arguments, result, error),
+            each scorer as a check
+  messages  the conversation, stored once; model calls refer to the messages
+            they sent
 The run id is <created>-inspect-<task>-<eval id>: importing a log again finds the first
 import (delete that run to redo it).
 
@@ -82,7 +89,8 @@ not imported.
 Examples:
   tack import inspect logs/*.eval --out traces
   tack report traces/<run-id>
-  tack compare traces/<run-a> traces/<run-b> --variants openai-gpt-4o,anthropic-claude-sonnet-4-0
+  tack compare traces/<run-a> traces/<run-b> \\
+      --variants openai-gpt-4o,anthropic-claude-sonnet-4-0
 
 Exit codes:
   0  every sample of every log was imported

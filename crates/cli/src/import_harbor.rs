@@ -13,16 +13,19 @@ use crate::out::{err, errln, outln};
 const HARBOR_HELP: &str = "\
 Each Harbor task (task.toml, instruction.md, environment/, tests/, solution/) becomes
 OUT/tasks/<dir name>/ with
-  environment/  its build context: tack builds the Dockerfile with podman or docker (see
-                `tack doctor`) and runs each trial in the image's filesystem, under its own
-                sandbox, at the image's WORKDIR, with its ENV and USER
-  checks/       tests/, shown at /tests while the check `bash /tests/test.sh` runs (with the
-                network unless the task's network_mode says none); the reward it leaves in
-                /logs/verifier (reward.txt, or reward.json: every reward >= 1) decides, else
-                its exit code
-  solution/     shown at /solution to `bash /solution/solve.sh` (suite check, the oracle) only
-  task.toml     the agent's timeout from Harbor's task.toml; what tack does not enforce
-                (cpus, GPUs, a container's memory) as comments at its top
+  environment/  its build context: tack builds the Dockerfile with podman or
+                docker (see `tack doctor`) and runs each trial in the image's
+                filesystem, under its own sandbox, at the image's WORKDIR, with
+                its ENV and USER
+  checks/       tests/, shown at /tests while the check `bash /tests/test.sh`
+                runs (with the network unless the task's network_mode says
+                none); the reward it leaves in /logs/verifier (reward.txt, or
+                reward.json: every reward >= 1) decides, else its exit code
+  solution/     shown at /solution to `bash /solution/solve.sh`
+                (suite check, the oracle) only
+  task.toml     the agent's timeout from Harbor's task.toml;
+                what tack does not enforce (cpus, GPUs, a container's memory)
+                as comments at its top
 Public images a Dockerfile starts FROM are pulled; where no registry is reachable, map them
 to local images in OUT/suite.toml or ~/.config/tack/images.toml:
   [images]

@@ -17,6 +17,7 @@ mod exec_cmd;
 mod exit;
 mod export_cmd;
 mod gate_cmd;
+mod help;
 mod import_cmd;
 mod import_harbor;
 mod mcp_arg;
@@ -54,7 +55,8 @@ use clap::{Parser, Subcommand};
 Run a task suite across variants (model × harness configuration × trials), record every model \
 call and tool call into Parquet traces, and compare the variants in an HTML report.\n\n\
 Start with:\n  tack suite check suites/demo   prove every task can tell a fix from no fix\n  \
-tack run suites/demo           run it with the built-in models (no network, no key)\n  \
+tack run suites/demo           run it with the built-in models\n                                 \
+(no network, no key)\n  \
 tack report traces/<run-id>    (re)build a run's report",
     after_help = "Exit codes: 0 success, 1 the command ran and found a problem (an unsound task), \
 2 usage or input error (bad flags, bad suite file: every file and setting a variant names is checked \
@@ -194,7 +196,7 @@ fn main() -> ExitCode {
     // A trial's sandbox init is this binary, started by tack: it serves
     // and never returns. Before anything else, while this is one thread.
     tack_sandbox::serve_init_if_asked();
-    let cli = Cli::parse();
+    let cli: Cli = help::parse();
     if cli.command.reads_runs() {
         purge_freed_memory_after(PURGE_DELAY_MS);
     }

@@ -20,8 +20,9 @@ drift between them, each shard index once, and no trial twice.
 
 Exit codes:
   0  merged
-  2  the runs do not belong together (the message names the run and what differs), a shard is
-     missing (see --allow-partial) or still running, or OUT already exists
+  2  the runs do not belong together (the message names the run and what
+     differs), a shard is missing (see --allow-partial) or still running, or
+     OUT already exists
   3  the merged run could not be written";
 
 #[derive(Debug, Args)]

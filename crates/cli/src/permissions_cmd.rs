@@ -32,8 +32,9 @@ arguments, as `tack sandbox exec` would run them: `-- bash -c 'ls; rm x'` is jud
 #[command(
     after_help = "Exit codes: 0 allow, 10 ask, 11 deny, 2 usage error (bad flags; a bad rules file — \
 the message names the file, the rule index and the field).\n\n\
-Examples:\n  tack permissions check -- 'git -C . push && ls'     (one word: a script)\n  \
-tack permissions check -- bash -c 'echo \"a b\" > out'   (words: a program and its arguments)\n  \
+Examples:\n  tack permissions check -- 'git -C . push && ls'   # one word: a script\n  \
+# words: a program and its arguments\n  \
+tack permissions check -- bash -c 'echo \"a b\" > out'\n  \
 tack permissions check --rules my-rules.toml --json -- 'cat a | grep b'"
 )]
 pub struct CheckArgs {

@@ -33,7 +33,8 @@ Examples:
   tack proxy --listen 127.0.0.1:8080 --upstream https://api.anthropic.com
   ANTHROPIC_BASE_URL=http://127.0.0.1:8080 claude -p 'fix the failing test'
 
-  tack proxy --upstream https://api.openai.com --json     # port 0: a free port, printed
+  # port 0: a free port, printed
+  tack proxy --upstream https://api.openai.com --json
   OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 codex exec 'fix the failing test'
 
 Stop it with Ctrl-C (or SIGTERM): calls in flight finish, the run is written, and tack prints
@@ -44,7 +45,8 @@ On stderr, once listening: `tack proxy: listening on http://ADDR`; with --json, 
 
 Exit codes:
   0  stopped by a signal, run written
-  2  bad flags (the upstream is not an http(s) origin, the address cannot be bound)
+  2  bad flags (the upstream is not an http(s) origin, the address
+     cannot be bound)
   3  the run could not be written";
 
 #[derive(Debug, Args)]

@@ -20,9 +20,11 @@ message); every table has run_id and trial_id. Their columns are the Parquet fil
 Traces section); a failed query lists them. The SQL is Polars' dialect (SELECT, WHERE, GROUP BY, JOIN, \
 ORDER BY, LIMIT, CTEs, most scalar and aggregate functions). A killed run's trials still in its journals \
 are stored first, as `tack report` does; a run still going is queried as far as it has stored.\n\n\
-Examples:\n  tack query \"select variant, count(*) from trials group by 1\"\n  \
-tack query \"select variant, avg(steps) from trials where outcome = 'passed' group by variant\" traces/<run-id>\n  \
-tack query \"select gen_ai_tool_name, count(*) from spans where kind = 'tool_call' group by 1 order by 2 desc\" --csv\n\n\
+Examples:\n  tack query \"select variant, count(*) as trials from trials \\\n      group by 1 order by 1\"\n  \
+tack query \"select variant, avg(steps) from trials where outcome = 'passed' \\\n      \
+group by variant\" traces/<run-id>\n  \
+tack query \"select gen_ai_tool_name, count(*) from spans \\\n      \
+where kind = 'tool_call' group by 1 order by 2 desc\" --csv\n\n\
 Exit codes: 0 done, 2 a bad query (the message says why and lists the tables) or no run to query, \
 3 the traces could not be read."
 )]

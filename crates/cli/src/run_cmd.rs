@@ -18,11 +18,14 @@ use crate::suite_cmd::default_jobs;
 
 const AFTER_HELP: &str = "\
 Exit codes:
-  0    every planned trial ran (whatever the agents scored: see the summary and the report)
-  2    usage or input error, before any trial: bad flags, or a bad suite (the message names the
-       file, the variant or task, and the field), or a variant that cannot run on this machine
-  3    tack failed: a trial ended in harness_error (stderr lists each one: variant, task, trial
-       and the error), or the traces or the report could not be written
+  0    every planned trial ran (whatever the agents scored: see the summary and
+       the report)
+  2    usage or input error, before any trial: bad flags, or a bad suite (the
+       message names the file, the variant or task, and the field), or a variant
+       that cannot run on this machine
+  3    tack failed: a trial ended in harness_error (stderr lists each one:
+       variant, task, trial and the error), or the traces or the report could
+       not be written
   130  interrupted (Ctrl-C): the trials that ran are recorded and reported
 
 A run that stopped (Ctrl-C, kill -9, a machine restart) continues with `tack run --resume

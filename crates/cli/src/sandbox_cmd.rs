@@ -44,11 +44,14 @@ operations are listed on stderr after a `[tack sandbox]` prefix.";
     after_help = "Exit codes: the command's own status; 124 timed out; 128+N killed by signal N; \
 2 usage error or the profile cannot be enforced here (the message says what is missing, how to \
 enable it, and how to opt out); 3 the sandbox could not be set up.\n\n\
-Examples:\n  tack sandbox exec --workspace . -- touch /etc/x          (fails: read-only)\n  \
-tack sandbox exec --workspace . -- 'python3 -m unittest'   (one word: a script)\n  \
-tack sandbox exec --workspace . -- bash -c 'echo \"a b\"; touch x'   (words: an argv)\n  \
-tack sandbox exec --profile off --workspace . -- 'curl -sI https://example.com'\n  \
-tack sandbox exec --workspace ws --hide suites/demo/tasks -- 'ls suites/demo/tasks'"
+Examples:\n  tack sandbox exec --workspace . -- touch /etc/x           # fails: read-only\n  \
+tack sandbox exec --workspace . -- 'python3 -m unittest'  # one word: a script\n  \
+# words: an argv\n  \
+tack sandbox exec --workspace . -- bash -c 'echo \"a b\"; touch x'\n  \
+tack sandbox exec --profile off --workspace . -- \\\n      \
+'curl -sI https://example.com'\n  \
+tack sandbox exec --workspace ws --hide suites/demo/tasks -- \\\n      \
+'ls suites/demo/tasks'"
 )]
 pub struct ExecArgs {
     /// Sandbox profile.

@@ -19,21 +19,23 @@ a browser. Every page needs the token (the first visit trades it for a cookie), 
 this machine cannot read the traces through the port.
 
 Pages:
-  /          the runs: suite, status (running / finished / interrupted / shard), trials done,
-             each variant's pass rate and cost; reloads every --refresh seconds, so a running
-             run advances and new runs appear
-  /trials    every final trial across the chosen runs, filtered by run, variant, task, outcome,
-             stop reason, and a search over tool calls, their output, checks and errors; sorted
-             by steps, tokens, cost or duration; 50 a page; the filter is in the URL, to share
-  /trial     one trial's trajectory: model calls, tool calls with output, approvals, checks,
-             a jump to the first failing step
-  /compare   any two variants (of one run or two), as `tack compare` computes it, and each
-             flipped task's two trials side by side from their first divergence
-  /tasks     the tasks, flakiest first: how often identical configurations (run × variant)
-             disagree on each; exported as a quarantine list that `tack gate --quarantine FILE`
-             leaves out (and says so)
-  /task      one task across every run: passed / trials per run and variant, better or worse
-             than the variant's run before
+  /          the runs: suite, status (running / finished / interrupted / shard),
+             trials done, each variant's pass rate and cost; reloads every
+             --refresh seconds, so a running run advances and new runs appear
+  /trials    every final trial across the chosen runs, filtered by run, variant,
+             task, outcome, stop reason, and a search over tool calls, their
+             output, checks and errors; sorted by steps, tokens, cost or
+             duration; 50 a page; the filter is in the URL, to share
+  /trial     one trial's trajectory: model calls, tool calls with output,
+             approvals, checks, a jump to the first failing step
+  /compare   any two variants (of one run or two), as `tack compare` computes
+             it, and each flipped task's two trials side by side from their
+             first divergence
+  /tasks     the tasks, flakiest first: how often identical configurations
+             (run × variant) disagree on each; exported as a quarantine list
+             that `tack gate --quarantine FILE` leaves out (and says so)
+  /task      one task across every run: passed / trials per run and variant,
+             better or worse than the variant's run before
 
 Everything shown came from an agent or a task and is shown as text: escaped, with a
 Content-Security-Policy that allows no script. The viewer only reads.
@@ -42,8 +44,10 @@ Examples:
   tack view                          # every run under ./traces
   tack view traces other/traces      # several directories
   tack view traces/20261204-101500-demo-4f60   # one run
-  tack view s3://bucket/runs         # the runs under a prefix, fetched into the cache first
-  tack view --host 0.0.0.0 --port 8765   # reachable from the network (a warning says so)
+  # the runs under a prefix, fetched into the cache first
+  tack view s3://bucket/runs
+  # reachable from the network (a warning says so)
+  tack view --host 0.0.0.0 --port 8765
 
 On stderr: `tack view: open http://HOST:PORT/?token=…`; with --json, stdout gets
 {\"type\":\"view_listening\",\"url\":…,\"roots\":[…]}. Stop it with Ctrl-C (or SIGTERM).
