@@ -28,11 +28,14 @@ Exit codes:
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct MergeArgs {
-    /// The shard runs' trace directories (traces/<run-id>), or their URLs
-    /// (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://); a URL's last segment may be a glob,
-    /// e.g. 's3://bucket/runs/*-shard*of3' (quoted, so the shell leaves it alone).
+    /// The shard runs: trace directories (traces/<run-id>), run ids (looked up under --traces),
+    /// or URLs (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://); a URL's last segment may be
+    /// a glob, e.g. 's3://bucket/runs/*-shard*of3' (quoted, so the shell leaves it alone).
     #[arg(required = true)]
     runs: Vec<PathBuf>,
+    /// Where run ids given as RUNS are looked up.
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
     /// The merged run: a directory, traces/<run-id>, or a URL, s3://BUCKET/PREFIX/<run-id>;
     /// must not exist yet.
     #[arg(long)]
@@ -43,7 +46,13 @@ pub struct MergeArgs {
 }
 
 pub async fn run(args: MergeArgs) -> CommandResult {
-    let dirs = crate::store_arg::local_runs(&args.runs).await?;
+    let mut dirs = Vec::new();
+    for dir in crate::store_arg::local_runs(&args.runs).await? {
+        dirs.push(crate::run_arg::resolve_run(
+            &dir.to_string_lossy(),
+            &args.traces,
+        )?);
+    }
     let shards = ShardRuns::open(&dirs, args.allow_partial).or_fail(Failure::Usage)?;
     let out = Out::of(&args.out).await?;
     shards

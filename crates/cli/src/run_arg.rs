@@ -26,7 +26,8 @@ pub(crate) fn recover_run(run: &Path) -> Result<(), CommandError> {
     let recovered = tack_trace::recover_journals(run).or_fail(Failure::Internal)?;
     if recovered > 0 {
         errln!(
-            "recovered {recovered} interrupted trial(s) of {} from their journals",
+            "recovered {} of {} from their journals",
+            tack_protocol::count(recovered, "interrupted trial"),
             run.display()
         );
     }

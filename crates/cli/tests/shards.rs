@@ -123,6 +123,17 @@ fn three_shards_merge_into_the_trials_of_one_run() {
     assert_eq!(m["status"], "finished");
     assert!(m["shard"].is_null());
     assert_eq!(m["merged_from"].as_array().unwrap().len(), 3);
+    // By run ids, looked up under traces/, as every other command takes them.
+    let ids: Vec<&Path> = [&first, &second, &third]
+        .iter()
+        .map(|run| Path::new(run.file_name().unwrap()))
+        .collect();
+    let output = merge(dir.path(), &ids, "traces/by-id");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(
+        trial_ids(&dir.path().join("traces/by-id")),
+        trial_ids(&whole)
+    );
 
     let report = tack(
         dir.path(),
