@@ -1,7 +1,7 @@
 //! `tack view`: serve the local web app over every run under the given
 //! traces directories (or run directories, or object-store prefixes).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use clap::Args;
 use tack_store::Location;
 use tack_view::{Viewer, ViewerOptions};
 
-use crate::exit::{Classify, CommandResult, Failure};
+use crate::exit::{Classify, CommandResult, Failure, usage};
 use crate::out::{errln, outln};
 
 const AFTER_HELP: &str = "\
@@ -64,9 +64,10 @@ pub struct ViewArgs {
     /// of runs or of a prefix holding runs.
     #[arg(value_name = "TRACES", default_value = "traces")]
     roots: Vec<PathBuf>,
-    /// The address to listen on; anything but loopback shares the traces on a network.
+    /// The address (or a name this machine resolves, e.g. localhost) to listen on; anything but
+    /// loopback shares the traces on a network.
     #[arg(long, default_value = "127.0.0.1")]
-    host: IpAddr,
+    host: String,
     /// The port; 0 picks a free one (printed once bound).
     #[arg(long, default_value_t = 0)]
     port: u16,
@@ -83,6 +84,13 @@ pub async fn run(args: ViewArgs) -> CommandResult {
     for root in &args.roots {
         match crate::store_arg::location(root)? {
             Location::Local(dir) => {
+                if dir.exists() && !dir.is_dir() {
+                    return Err(usage(format!(
+                        "{} is a file; tack view shows directories of runs (traces/, or one \
+                         run's directory)",
+                        dir.display()
+                    )));
+                }
                 if !dir.is_dir() {
                     errln!(
                         "tack view: {} does not exist yet; runs written there will appear",
@@ -101,7 +109,7 @@ pub async fn run(args: ViewArgs) -> CommandResult {
         refresh_secs: args.refresh,
     })
     .or_fail(Failure::Internal)?;
-    let addr = SocketAddr::new(args.host, args.port);
+    let addr = resolve(&args.host, args.port).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| tack_view::ViewError::Listen {
@@ -111,7 +119,7 @@ pub async fn run(args: ViewArgs) -> CommandResult {
         .or_fail(Failure::Usage)?;
     let bound = listener.local_addr().or_fail(Failure::Internal)?;
     let url = format!("http://{bound}/?token={token}");
-    if !args.host.is_loopback() {
+    if !bound.ip().is_loopback() {
         errln!(
             "tack view: warning: listening on {bound}, reachable from other machines; anyone with \
              the address (and its token) can read these traces"
@@ -125,6 +133,23 @@ pub async fn run(args: ViewArgs) -> CommandResult {
     }
     tack_view::serve(listener, Arc::new(viewer), crate::stop::stop_signal()).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first address `host` names (an IP address, or a name such as
+/// `localhost`).
+async fn resolve(host: &str, port: u16) -> Result<SocketAddr, crate::exit::CommandError> {
+    let cannot = |why: String| {
+        usage(format!(
+            "--host {host}: {why}; give an address (127.0.0.1, 0.0.0.0, ::1) or a name this \
+             machine resolves"
+        ))
+    };
+    let mut addrs = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| cannot(format!("cannot resolve it ({e})")))?;
+    addrs
+        .next()
+        .ok_or_else(|| cannot("it resolves to no address".to_string()))
 }
 
 fn describe(roots: &[PathBuf]) -> String {

@@ -352,3 +352,29 @@ fn markup_from_a_trace_is_shown_as_text_on_every_page() {
         "the hostile text is shown as text on {shown:?}"
     );
 }
+
+/// What `tack view` cannot show or listen on is refused up front (exit 2),
+/// the argument named: a file given as a traces directory, a host that
+/// does not resolve.
+#[test]
+fn a_file_or_an_unknown_host_is_refused_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, "not runs").unwrap();
+    let file_arg = file.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["view", file_arg],
+            "afile is a file; tack view shows directories of runs",
+        ),
+        (
+            vec!["view", "--host", "nosuch.invalid"],
+            "--host nosuch.invalid: cannot resolve it",
+        ),
+    ] {
+        let output = common::tack(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
