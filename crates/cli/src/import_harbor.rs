@@ -29,7 +29,7 @@ OUT/tasks/<dir name>/ with
 Public images a Dockerfile starts FROM are pulled; where no registry is reachable, map them
 to local images in OUT/suite.toml or ~/.config/tack/images.toml:
   [images]
-  \"ubuntu:24.04\" = \"localhost/tack-base:bookworm\"
+  \"ubuntu:24.04\" = \"localhost/tack-base:noble\"
 With --approximate (for machines without an engine), a task runs on the host instead: its
 fixture is what the Dockerfile COPYs into its WORKDIR, `pip install`/`uvx --with` pins and
 `apt-get install` become [environment] python and debian, and a task that needs its image

@@ -24,7 +24,7 @@ pub struct Suite {
     /// runs on different toolchains are not compared unawares.
     pub fingerprint: Vec<String>,
     /// Public image names and the local images that stand for them here
-    /// (`[images]`: `"ubuntu:24.04" = "localhost/tack-base:bookworm"`).
+    /// (`[images]`: `"ubuntu:24.04" = "localhost/tack-base:noble"`).
     pub images: BTreeMap<String, String>,
     pub variants: Vec<Variant>,
     pub tasks: Vec<Task>,
