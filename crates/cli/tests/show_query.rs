@@ -361,11 +361,8 @@ fn every_table_carries_the_run_id_and_the_formats_differ_as_documented() {
 fn a_bad_query_exits_2_with_polars_message_and_the_tables() {
     let run = shared_run();
     let traces = run.traces.to_str().unwrap();
-    for sql in [
-        "select no_such_column from trials",
-        "selec 1",
-        "select * from nope",
-    ] {
+    // Naming no table it knows: every table's columns.
+    for sql in ["selec 1", "select * from nope"] {
         let output = tack(&["query", sql, "--traces", traces]);
         assert_eq!(output.status.code(), Some(2), "{sql}");
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -374,6 +371,24 @@ fn a_bad_query_exits_2_with_polars_message_and_the_tables() {
             assert!(stderr.contains(table), "{sql}: {stderr}");
         }
     }
+    // An unknown column of a table it names: that table's columns, the
+    // others by name, and the nearest column.
+    let output = tack(&["query", "select outcom from trials", "--traces", traces]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unable to find column \"outcom\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: did you mean outcome?"), "{stderr}");
+    assert!(
+        stderr.contains("(the tables: trials, final_trials, spans, messages)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("trials: run_id") && !stderr.contains("spans: run_id"),
+        "{stderr}"
+    );
 }
 
 #[test]
