@@ -203,19 +203,17 @@ async fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, CommandError> {
     }
     let id = run.to_str().filter(|id| !id.contains('/'));
     match (crate::store_arg::location(traces)?, id) {
-        (Location::Remote(prefix), Some(id)) => {
-            return crate::store_arg::fetch(&prefix.join(id)).await;
+        (Location::Remote(prefix), Some(id)) => crate::store_arg::fetch(&prefix.join(id)).await,
+        // As every command that takes a run: found, or the runs there listed.
+        (Location::Local(traces), _) => {
+            crate::run_arg::resolve_run(&run.to_string_lossy(), &traces)
         }
-        (Location::Local(traces), _) if traces.join(&run).join("manifest.json").is_file() => {
-            return Ok(traces.join(&run));
-        }
-        _ => {}
+        (Location::Remote(prefix), None) => Err(usage(format!(
+            "{} is not a run: expected traces/<run-id>/ with a manifest.json, or a run id \
+             under {prefix}",
+            run.display()
+        ))),
     }
-    Err(usage(format!(
-        "{} is not a run: expected traces/<run-id>/ with a manifest.json (or a run id under {})",
-        run.display(),
-        traces.display()
-    )))
 }
 
 fn variants(

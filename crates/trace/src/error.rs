@@ -45,6 +45,9 @@ pub enum TraceError {
     /// A table file lacks what this tack reads from it.
     #[error("{path}: {error}")]
     Table { path: PathBuf, error: TableError },
+    /// A trial asked for that the run does not hold (the closest ids named).
+    #[error(transparent)]
+    NoTrial(Box<crate::RunsError>),
 }
 
 /// What is wrong with the columns of a trace table: a file that this tack

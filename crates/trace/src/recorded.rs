@@ -120,12 +120,9 @@ pub fn trial_identity(run_dir: &Path, trial_id: &str) -> Result<(String, String)
             return Ok((variants.value(i).to_string(), tasks.value(i).to_string()));
         }
     }
-    Err(TraceError::Format {
-        path: run_dir.to_path_buf(),
-        message: format!(
-            "no finished trial `{trial_id}` in this run; see its trials/ directory for the ids"
-        ),
-    })
+    Err(TraceError::NoTrial(Box::new(crate::no_trial(
+        run_dir, trial_id,
+    ))))
 }
 
 /// One row of a run's trials table, as far as resuming needs it.
