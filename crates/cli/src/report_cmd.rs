@@ -9,7 +9,23 @@ use tack_protocol::ModelSpec;
 use crate::exit::{Classify, CommandResult, Failure};
 use crate::out::{out, outln};
 
+const AFTER_HELP: &str = "\
+The report is static HTML with no scripts: index.html (each variant's pass rate with its interval,
+tokens and cost per success, the task × variant matrix, the failed trials), a page per listed
+failed trial, cost.html and cost.csv. A run killed before it stored its trials is recovered from
+their journals first; a run still going is reported as far as it has stored.
+
+Examples:
+  tack report traces/<run-id>
+  tack report <run-id> --out /tmp/report
+  tack report <run-id> --cost                 # tokens and dollars, in the terminal
+  tack report s3://bucket/runs/<run-id> --json
+
+Exit codes: 0 written (or printed), 2 no such run or a bad flag, 3 the traces could not be read
+or the report could not be written.";
+
 #[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
 pub struct ReportArgs {
     /// A run's trace directory, traces/<run-id>, its run id (looked up under traces/), or its URL
     /// (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://), fetched into tack's cache first.
