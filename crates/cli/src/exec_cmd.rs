@@ -10,8 +10,8 @@ use tack_harness::{
     Harness, HarnessRun, HarnessSetup, ModelError, NamedModel, Restored, Verification,
 };
 use tack_protocol::{
-    ApproverConfig, ApproverPolicy, Event, EventSink, HarnessConfig, ResultView, SinkError,
-    TrialOutcome,
+    ApproverConfig, ApproverPolicy, BuiltinModel, Event, EventSink, HarnessConfig, ModelSpec,
+    ResultView, SinkError, TrialOutcome,
 };
 use tack_suite::Check;
 
@@ -322,12 +322,21 @@ impl ModelFlags {
 }
 
 /// The model and its pricer; a model that cannot be built is a usage
-/// error, and one that is no model spec is blamed on the flag.
+/// error, and one that is no model spec is blamed on the flag. The oracle
+/// applies a suite task's reference solution: outside a suite there is
+/// none, and it would stop at once having done nothing.
 fn build_model(
     named: &NamedModel,
     instruction: &str,
     seed: u64,
 ) -> Result<(Box<dyn Model>, Option<Pricer>), CommandError> {
+    if let Ok(ModelSpec::Builtin(BuiltinModel::Oracle)) = ModelSpec::parse(&named.model) {
+        return Err(usage(
+            "--model oracle applies a suite task's reference solution, and here there is none: \
+             use sim (the simulated agent) or a provider's model, or run the task in a suite \
+             (tack run SUITE --variant oracle)",
+        ));
+    }
     named.build(instruction, seed).map_err(|error| match error {
         ModelError::Spec(error) => usage(format!("--model: {error}")),
         other => CommandError {

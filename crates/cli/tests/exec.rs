@@ -110,6 +110,14 @@ fn usage_errors_exit_2() {
     let output = exec(dir.path(), &["--model", "gpt-9"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("`gpt-9` is not a model"));
+    // The oracle has no reference solution outside a suite.
+    let output = exec(dir.path(), &["--model", "oracle"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--model oracle applies a suite task's reference solution"),
+        "{stderr}"
+    );
 }
 
 #[test]
