@@ -9,7 +9,7 @@ use tack_analysis::compare::{GateOptions, gate};
 
 use crate::compare_cmd::{SidesArgs, load};
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 const AFTER_HELP: &str = "\
 Fails when the candidate's success rate is lower than the base's by more than --max-drop AND the
@@ -77,6 +77,20 @@ fn quarantined(file: &Path) -> Result<BTreeMap<String, String>, CommandError> {
         .filter(|name| !name.is_empty())
         .map(|name| (name.to_string(), reason.clone()))
         .collect())
+}
+
+/// The quarantined names that are no task of any of `runs`.
+fn unknown_tasks(left_out: &BTreeMap<String, String>, runs: &[&Path]) -> Vec<String> {
+    let tasks: Vec<String> = runs
+        .iter()
+        .filter_map(|run| tack_trace::Manifest::read(run).ok())
+        .flat_map(|manifest| manifest.tasks)
+        .collect();
+    left_out
+        .keys()
+        .filter(|name| !tasks.contains(name))
+        .cloned()
+        .collect()
 }
 
 /// A budget flag's value that is not a fraction; clap names the flag.
@@ -166,9 +180,8 @@ pub async fn run(args: GateArgs) -> CommandResult {
         if let Some(file) = &args.quarantine {
             let names: Vec<&str> = left_out.keys().map(String::as_str).collect();
             outln!(
-                "quarantined: {} task{} left out ({}): {}",
-                names.len(),
-                if names.len() == 1 { "" } else { "s" },
+                "quarantined: {} left out ({}): {}",
+                tack_protocol::count(names.len(), "task"),
                 file.display(),
                 if names.is_empty() {
                     "none listed".to_string()
@@ -176,6 +189,17 @@ pub async fn run(args: GateArgs) -> CommandResult {
                     names.join(", ")
                 }
             )?;
+        }
+    }
+    if let Some(file) = &args.quarantine {
+        let unknown = unknown_tasks(&left_out, &[&loaded.base_dir, &loaded.candidate_dir]);
+        if !unknown.is_empty() {
+            errln!(
+                "warning: {} lists {} neither run has (a typo?): {}",
+                file.display(),
+                tack_protocol::count(unknown.len(), "task"),
+                unknown.join(", ")
+            );
         }
     }
     Ok(if verdict.passed {

@@ -212,7 +212,8 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
     flaky.sort();
     assert_eq!(listed, flaky, "{}", export.body);
     let list = dir.path().join("quarantine.txt");
-    std::fs::write(&list, &export.body).unwrap();
+    // One name more, that no task has: said, not silently counted.
+    std::fs::write(&list, format!("{}\nnosuchtask\n", export.body)).unwrap();
     let gate = common::tack(&[
         "gate",
         dir.path().join("traces").join(run_id).to_str().unwrap(),
@@ -224,6 +225,11 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         "0.99",
         "--json",
     ]);
+    let stderr = String::from_utf8_lossy(&gate.stderr).to_string();
+    assert!(
+        stderr.contains("lists 1 task neither run has (a typo?): nosuchtask"),
+        "{stderr}"
+    );
     let gate = common::stdout_json(&gate);
     let unpaired = gate["comparison"]["unpaired"].as_array().unwrap();
     for task in &flaky {
