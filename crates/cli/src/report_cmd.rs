@@ -18,7 +18,7 @@ their journals first; a run still going is reported as far as it has stored.
 Examples:
   tack report traces/<run-id>
   tack report <run-id> --out /tmp/report
-  tack report <run-id> --cost                 # tokens and dollars, in the terminal
+  tack report <run-id> --cost     # tokens and dollars, in the terminal
   tack report s3://bucket/runs/<run-id> --json
 
 Exit codes: 0 written (or printed), 2 no such run or a bad flag, 3 the traces could not be read
