@@ -45,6 +45,12 @@ pub struct QueryArgs {
 }
 
 pub fn run(args: QueryArgs) -> CommandResult {
+    if args.sql.trim().is_empty() {
+        return Err(usage(
+            "the query is empty: give one SQL statement, e.g. \
+             tack query \"select outcome, count(*) as trials from trials group by 1\"",
+        ));
+    }
     // A run id holds no space; a run named by SQL is the arguments swapped.
     if let Some(sql) = args.runs.iter().find(|run| looks_like_sql(run)) {
         return Err(usage(format!(

@@ -361,6 +361,13 @@ fn every_table_carries_the_run_id_and_the_formats_differ_as_documented() {
 fn a_bad_query_exits_2_with_polars_message_and_the_tables() {
     let run = shared_run();
     let traces = run.traces.to_str().unwrap();
+    let empty = tack(&["query", "  ", "--traces", traces]);
+    assert_eq!(empty.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    assert!(
+        stderr.contains("the query is empty: give one SQL statement"),
+        "{stderr}"
+    );
     // Naming no table it knows: every table's columns.
     for sql in ["selec 1", "select * from nope"] {
         let output = tack(&["query", sql, "--traces", traces]);
