@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use tack_agent::session_log::LogFollower;
 
-use crate::exit::{Classify, CommandResult, Failure};
+use crate::exit::{Classify, CommandResult, Failure, usage};
 use crate::out::{self, outln};
 
 const AFTER_HELP: &str = "\
@@ -36,6 +36,13 @@ pub struct EventsArgs {
 const POLL: Duration = Duration::from_millis(100);
 
 pub async fn run(args: EventsArgs) -> CommandResult {
+    if args.dir.join(tack_trace::Manifest::FILE_NAME).is_file() {
+        return Err(usage(format!(
+            "{0} is a run's trace directory, not a session: `tack show {0} <trial>` prints a \
+             trial's calls and checks; a session is what `tack exec --session DIR` writes",
+            args.dir.display()
+        )));
+    }
     let mut log = LogFollower::open(&args.dir).or_fail(Failure::Usage)?;
     loop {
         let read = log.read_new().or_fail(Failure::Usage)?;

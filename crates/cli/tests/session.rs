@@ -183,3 +183,18 @@ fn a_killed_session_resumes_asks_again_and_streams_every_event_once() {
     assert_eq!(again.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&again.stderr).contains("has finished"));
 }
+
+/// `tack events` on a run's directory says what it is and what reads it,
+/// not that no session was started there.
+#[test]
+fn events_on_a_run_directory_points_to_tack_show() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("manifest.json"), "{}").unwrap();
+    let output = tack().arg("events").arg(dir.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("is a run's trace directory, not a session: `tack show"),
+        "{stderr}"
+    );
+}
