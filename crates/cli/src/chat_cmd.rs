@@ -116,7 +116,9 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         Some(crate::terminal_approver::shared()),
     )
     .or_fail(Failure::Internal)?;
-    let harness = Harness::assemble(setup).await.or_fail(Failure::Usage)?;
+    let harness = Harness::assemble(setup)
+        .await
+        .map_err(crate::exec_cmd::flag_error)?;
     let (mut model, pricer) = args.model.build("", 0)?;
     let state = Arc::new(Mutex::new(ChatState::default()));
     let mut sink = ChatSink {

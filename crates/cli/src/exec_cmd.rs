@@ -217,7 +217,7 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         Some(crate::terminal_approver::shared()),
     )
     .or_fail(Failure::Internal)?;
-    let harness = Harness::assemble(setup).await.or_fail(Failure::Usage)?;
+    let harness = Harness::assemble(setup).await.map_err(flag_error)?;
     let named = NamedModel {
         model: settings.model.clone(),
         base_url: settings.base_url.clone(),
@@ -344,6 +344,18 @@ fn build_model(
             error: other.into(),
         },
     })
+}
+
+/// A harness that cannot be assembled from `exec`'s or `chat`'s flags: the
+/// error names the flag, not the suite field it shares a check with.
+pub fn flag_error(error: tack_harness::HarnessError) -> CommandError {
+    match error {
+        tack_harness::HarnessError::Permissions(rules) => usage(format!("--permissions: {rules}")),
+        other => CommandError {
+            kind: Failure::Usage,
+            error: other.into(),
+        },
+    }
 }
 
 /// The documented exit code of each outcome.

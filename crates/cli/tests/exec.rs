@@ -118,6 +118,11 @@ fn usage_errors_exit_2() {
         stderr.contains("--model oracle applies a suite task's reference solution"),
         "{stderr}"
     );
+    // A rules file that is not there is blamed on the flag that named it.
+    let output = exec(dir.path(), &["--permissions", "/nonexistent/rules.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("error: --permissions: "), "{stderr}");
 }
 
 #[test]
