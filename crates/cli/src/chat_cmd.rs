@@ -38,7 +38,7 @@ History is kept in ~/.local/state/tack/chat_history (or --history).";
 #[command(after_help = AFTER_HELP)]
 pub struct ChatArgs {
     /// The directory the agent works in (in place).
-    #[arg(long, short = 'w')]
+    #[arg(long, short = 'w', value_parser = crate::dir_arg::workspace)]
     workspace: PathBuf,
     #[command(flatten)]
     model: ModelFlags,

@@ -1,6 +1,7 @@
 //! Directories given on the command line to write into (`--out`,
-//! `--reports`): one that names an existing file is refused when the
-//! arguments are read (exit 2), not found out while writing (exit 3).
+//! `--reports`, `--workspace`): one that names an existing file, or a
+//! workspace that is the whole filesystem, is refused when the arguments
+//! are read (exit 2), not found out while writing or confining (exit 3).
 
 use std::path::PathBuf;
 
@@ -15,9 +16,30 @@ pub fn out_dir(text: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// clap's parser for an agent's or a command's workspace: never `/`, under
+/// which every file on the machine would be writable (the sandbox refuses
+/// it too, later).
+pub fn workspace(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::canonicalize(&path) {
+        Ok(canonical) if canonical.parent().is_none() => Err(format!(
+            "`{text}` is the root of the filesystem: as a workspace, every file on the \
+             machine would be writable; give the project's directory"
+        )),
+        _ => Ok(path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::out_dir;
+    use super::{out_dir, workspace};
+
+    #[test]
+    fn the_root_is_no_workspace() {
+        assert!(workspace("/").is_err());
+        assert!(workspace("/..").is_err());
+        assert_eq!(workspace("/tmp"), Ok("/tmp".into()));
+    }
 
     #[test]
     fn a_file_is_refused_and_a_directory_or_a_new_path_taken() {

@@ -51,7 +51,7 @@ pub struct ExecArgs {
     #[arg(required_unless_present = "resume")]
     instruction: Option<String>,
     /// The directory the agent works in (in place).
-    #[arg(long, short = 'w', required_unless_present = "resume")]
+    #[arg(long, short = 'w', required_unless_present = "resume", value_parser = crate::dir_arg::workspace)]
     workspace: Option<PathBuf>,
     /// Keep a durable event log in DIR (created), so the run can be resumed and followed.
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]

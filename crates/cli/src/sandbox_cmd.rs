@@ -58,7 +58,7 @@ pub struct ExecArgs {
     #[arg(long, value_enum, default_value = "strict")]
     profile: ProfileArg,
     /// The workspace: the command's working directory and its only writable tree.
-    #[arg(long, value_name = "DIR", default_value = ".")]
+    #[arg(long, value_name = "DIR", default_value = ".", value_parser = crate::dir_arg::workspace)]
     workspace: PathBuf,
     /// Seconds before the command's whole process group is killed (exit 124).
     #[arg(long, value_name = "SECS")]
@@ -123,7 +123,9 @@ async fn exec(args: ExecArgs) -> CommandResult {
 
 fn classify(error: SandboxError) -> CommandError {
     let kind = match error {
-        SandboxError::Unavailable { .. } | SandboxError::Spawn { .. } => Failure::Usage,
+        SandboxError::Unavailable { .. }
+        | SandboxError::Spawn { .. }
+        | SandboxError::Setup(tack_sandbox::SetupError::RootWritable(_)) => Failure::Usage,
         _ => Failure::Internal,
     };
     CommandError {

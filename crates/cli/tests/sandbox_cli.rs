@@ -363,3 +363,60 @@ fn a_small_init_beside_tack_serves_and_spawns_only_when_it_is_of_the_same_build(
     );
     assert_eq!(none["spawner"]["program"], Value::Null, "{none}");
 }
+
+/// Under strict, the credentials in the home directory are out of sight:
+/// a command has no network to use them with, only the model to show them
+/// to. Under workspace-write only tack's own keys are; the root of the
+/// filesystem is no workspace under any profile.
+#[test]
+fn credentials_are_hidden_and_the_root_is_no_workspace() {
+    if !strict_available() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for (file, secret) in [
+        (".ssh/id_ed25519", "ssh-secret"),
+        (".config/tack/env", "KEY=tack-secret"),
+    ] {
+        std::fs::create_dir_all(h.join(file).parent().unwrap()).unwrap();
+        std::fs::write(h.join(file), secret).unwrap();
+    }
+    let workspace = h.join("project");
+    std::fs::create_dir(&workspace).unwrap();
+    let script = format!(
+        "cat {0}/.ssh/id_ed25519; cat {0}/.config/tack/env; echo done",
+        h.display()
+    );
+    let run = |profile: &str, workspace: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(["sandbox", "exec", "--profile", profile, "--workspace"])
+            .arg(workspace)
+            .args(["--", &script])
+            .env("HOME", h)
+            .env_remove("TACK_SANDBOX_DISABLE")
+            .output()
+            .unwrap()
+    };
+    let strict = run("strict", &workspace);
+    let stdout = text(&strict.stdout);
+    assert!(stdout.contains("done"), "{strict:?}");
+    assert!(!stdout.contains("secret"), "{stdout}");
+
+    let (doctor, _) = doctor_json(None);
+    if doctor["profiles"]["workspace-write"]["available"] == Value::Bool(true) {
+        let write = run("workspace-write", &workspace);
+        let stdout = text(&write.stdout);
+        assert!(
+            stdout.contains("ssh-secret") && !stdout.contains("tack-secret"),
+            "{write:?}"
+        );
+    }
+
+    let root = run("strict", Path::new("/"));
+    assert_eq!(root.status.code(), Some(2), "{root:?}");
+    assert!(
+        text(&root.stderr).contains("`/` is the root of the filesystem"),
+        "{root:?}"
+    );
+}

@@ -359,11 +359,55 @@ impl Confinement {
 /// command run by root would be root to them. `strict` has no network, so
 /// it loses nothing by not seeing /run (workspace-write keeps it for DNS
 /// configurations that point there).
+///
+/// Credentials in the home directory are hidden too: under `strict` every
+/// usual place ([`CREDENTIAL_DIRS`]), which a command with no network has
+/// no use for but to show the model (and so the trace); under
+/// `workspace-write`, whose network a task may use with the user's own
+/// keys (`git push` over ssh), only tack's (`~/.config/tack`, its
+/// providers' API keys), which no command needs.
 fn default_hidden(profile: SandboxProfile, workspace: &Path) -> Vec<PathBuf> {
-    if profile != SandboxProfile::Strict {
-        return Vec::new();
+    let writable = [workspace.to_path_buf()];
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    match profile {
+        SandboxProfile::Off => Vec::new(),
+        SandboxProfile::Strict => {
+            let mut hidden = daemon_socket_dirs(&writable);
+            hidden.extend(home_dirs(home.as_deref(), CREDENTIAL_DIRS, &writable));
+            hidden
+        }
+        SandboxProfile::WorkspaceWrite => home_dirs(home.as_deref(), &[TACK_CONFIG], &writable),
     }
-    daemon_socket_dirs(&[workspace.to_path_buf()])
+}
+
+/// tack's own configuration: the providers' API keys (`env`).
+const TACK_CONFIG: &str = ".config/tack";
+
+/// Where credentials usually live in a home directory.
+const CREDENTIAL_DIRS: &[&str] = &[
+    TACK_CONFIG,
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".config/gcloud",
+    ".config/gh",
+    ".password-store",
+];
+
+/// The directories `names` under `home` that exist and hold none of the
+/// `writable` paths (a workspace inside one stays visible).
+fn home_dirs(home: Option<&Path>, names: &[&str], writable: &[PathBuf]) -> Vec<PathBuf> {
+    let Some(home) = home.filter(|h| h.is_absolute()) else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .map(|name| home.join(name))
+        .filter(|dir| dir.is_dir() && !writable.iter().any(|w| w.starts_with(dir)))
+        .collect()
 }
 
 /// `/run` and `/var/run`, where they are real directories holding none of
@@ -382,6 +426,24 @@ fn daemon_socket_dirs(writable: &[PathBuf]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_the_home_are_hidden_but_a_workspace_inside_one() {
+        let home = tempfile::tempdir().unwrap();
+        for dir in [".ssh", ".config/tack", ".aws/work"] {
+            std::fs::create_dir_all(home.path().join(dir)).unwrap();
+        }
+        let workspace = [home.path().join(".aws/work")];
+        let strict = home_dirs(Some(home.path()), CREDENTIAL_DIRS, &workspace);
+        assert_eq!(
+            strict,
+            [home.path().join(".config/tack"), home.path().join(".ssh")]
+        );
+        let tack_only = home_dirs(Some(home.path()), &[TACK_CONFIG], &workspace);
+        assert_eq!(tack_only, [home.path().join(".config/tack")]);
+        assert!(home_dirs(Some(Path::new("relative")), CREDENTIAL_DIRS, &workspace).is_empty());
+        assert!(home_dirs(None, CREDENTIAL_DIRS, &workspace).is_empty());
+    }
 
     #[test]
     fn strict_makes_an_existing_git_dir_read_only() {

@@ -128,10 +128,15 @@ fn ready_tmp_root(root: &Path) -> Result<(), SetupError> {
 }
 
 fn canonical_writable(path: &Path) -> Result<PathBuf, SetupError> {
-    std::fs::canonicalize(path).map_err(|source| SetupError::WritablePath {
+    let canonical = std::fs::canonicalize(path).map_err(|source| SetupError::WritablePath {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    // Writable beneath `/` is the whole machine: no confinement at all.
+    if canonical.parent().is_none() {
+        return Err(SetupError::RootWritable(path.to_path_buf()));
+    }
+    Ok(canonical)
 }
 
 fn absolute_cwd(cwd: &Path) -> Result<PathBuf, SetupError> {
@@ -570,4 +575,20 @@ fn mount_steps(
         None
     };
     Ok((steps, targets, shm))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_is_never_writable() {
+        for root in ["/", "/..", "/tmp/.."] {
+            assert!(matches!(
+                canonical_writable(Path::new(root)),
+                Err(SetupError::RootWritable(_))
+            ));
+        }
+        assert!(canonical_writable(Path::new("/tmp")).is_ok());
+    }
 }

@@ -27,6 +27,12 @@ pub enum SetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "{} is the root of the filesystem: as a workspace, every file on the machine would be \
+         writable; give the project's directory",
+        .0.display()
+    )]
+    RootWritable(PathBuf),
     #[error("the command's directory {}: {source}", path.display())]
     Cwd {
         path: PathBuf,
