@@ -1,7 +1,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use clap::Args;
@@ -272,7 +272,8 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     check_system_tmp(&plan).or_fail(Failure::Usage)?;
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
-    stop_on_ctrl_c(cancel.clone());
+    let run_dir: Arc<OnceLock<PathBuf>> = Arc::default();
+    stop_on_ctrl_c(cancel.clone(), run_dir.clone());
     let streamer = args
         .otlp
         .as_ref()
@@ -281,6 +282,12 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         Some(streamer) => crate::otlp_arg::feeding(progress.callback(), streamer.clone()),
         None => progress.callback(),
     };
+    let callback: tack_runner::ProgressFn = Arc::new(move |event| {
+        if let Progress::Started { run_dir: dir, .. } = &event {
+            let _ = run_dir.set(dir.clone());
+        }
+        callback(event)
+    });
     let result = tack_runner::run(plan, callback, cancel).await;
     progress.finish();
     let streamed = match streamer {
@@ -437,7 +444,10 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
 
 /// First Ctrl-C: let running trials finish and record them, start no more.
 /// Second: stop at once (journals of running trials stay for `tack report`).
-fn stop_on_ctrl_c(cancel: CancelFlag) {
+/// The first Ctrl-C lets the running trials finish; a second stops now,
+/// saying how to carry the run on (its stored trials are kept; those cut
+/// off run again on `--resume`).
+fn stop_on_ctrl_c(cancel: CancelFlag, run_dir: Arc<OnceLock<PathBuf>>) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
@@ -445,6 +455,13 @@ fn stop_on_ctrl_c(cancel: CancelFlag) {
         errln!("\ninterrupting: finishing the trials that are running (Ctrl-C again to stop now)");
         cancel.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
+            match run_dir.get() {
+                Some(dir) => errln!(
+                    "stopped: the trials cut off run again with `tack run --resume {}`",
+                    dir.display()
+                ),
+                None => errln!("stopped before the run started"),
+            }
             std::process::exit(130);
         }
     });

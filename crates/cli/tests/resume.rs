@@ -534,3 +534,68 @@ fn a_query_over_a_killed_run_counts_the_trials_in_its_journals() {
     assert_eq!(counted, count(&run_dir), "stderr: {stderr}");
     assert!(journals(&run_dir).is_empty());
 }
+
+/// A second Ctrl-C stops at once and says how to carry the run on; the
+/// first waits for the running trials (here, a check that takes 30 s).
+#[test]
+fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("demo");
+    tack_suite::copy_tree(&demo(), &suite).unwrap();
+    let task = suite.join("tasks/median-even/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap();
+    let slow = text.replace(
+        "run = \"python3 \\\"$TACK_CHECKS/check_stats.py\\\"\"",
+        "run = \"sleep 30\"",
+    );
+    assert_ne!(slow, text, "the check to slow down is in the task");
+    std::fs::write(&task, slow).unwrap();
+    // What the stopped trial leaves for its resume stays in the test's own
+    // temporary directory.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let child = tack(dir.path())
+        .env("TMPDIR", &tmp)
+        .args([
+            "run",
+            suite.to_str().unwrap(),
+            "-v",
+            "oracle",
+            "-t",
+            "median-even",
+        ])
+        .args(["--trials", "1", "--no-report"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let traces = dir.path().join("traces");
+    wait_for("the run to start", || {
+        std::fs::read_dir(&traces).is_ok_and(|mut runs| runs.next().is_some())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    for _ in 0..2 {
+        let sent = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let run_dir = std::fs::read_dir(&traces)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        stderr.contains(&format!(
+            "stopped: the trials cut off run again with `tack run --resume {}`",
+            run_dir.strip_prefix(dir.path()).unwrap().display()
+        )),
+        "{stderr}"
+    );
+}
