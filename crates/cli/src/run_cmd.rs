@@ -357,8 +357,13 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         err!("{errors}");
     }
     if result.interrupted {
+        let covered = if report.is_some() {
+            "the report covers those".to_string()
+        } else {
+            format!("`tack report {traces}` writes their report")
+        };
         errln!(
-            "interrupted: {} ran; the report covers those",
+            "interrupted: {} ran; {covered}; `tack run --resume {traces}` runs the rest",
             count(result.trials.len(), "trial")
         );
         return Ok(ExitCode::from(130));
@@ -400,9 +405,10 @@ fn print_outcome(
     }
     if result.kept > 0 && !trials.is_empty() {
         outln!(
-            "resumed: the table covers the {} run now; {} finished before were kept (the report covers all)",
+            "resumed: the table covers the {} run now; {} finished before {} kept (the report covers all)",
             count(result.trials.len(), "trial"),
-            result.kept
+            result.kept,
+            if result.kept == 1 { "was" } else { "were" }
         )?;
     }
     if result.rerun > 0 {

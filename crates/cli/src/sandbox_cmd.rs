@@ -61,7 +61,7 @@ pub struct ExecArgs {
     #[arg(long, value_name = "DIR", default_value = ".", value_parser = crate::dir_arg::workspace)]
     workspace: PathBuf,
     /// Seconds before the command's whole process group is killed (exit 124).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = crate::count_arg::at_least::<1, u64>)]
     timeout: Option<u64>,
     /// A directory the command must not see (covered by an empty one). Repeatable.
     #[arg(long = "hide", value_name = "PATH")]

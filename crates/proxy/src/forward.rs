@@ -87,6 +87,13 @@ pub(crate) fn upstream_origin(upstream: &url::Url) -> Result<String, ProxyError>
     if upstream.query().is_some() || upstream.fragment().is_some() {
         return Err(refuse("it has a query or fragment; give the origin only"));
     }
+    // The agent's own requests start with /v1: an upstream ending in it
+    // would be asked for /v1/v1/….
+    if upstream.path().trim_end_matches('/').ends_with("/v1") {
+        return Err(refuse(
+            "its path ends in /v1, which the agent sends itself; give the origin without it",
+        ));
+    }
     Ok(upstream.as_str().trim_end_matches('/').to_string())
 }
 
@@ -484,5 +491,7 @@ mod tests {
         );
         assert!(origin("ftp://host").is_err());
         assert!(origin("https://host/?key=1").is_err());
+        assert!(origin("https://api.openai.com/v1").is_err());
+        assert!(origin("https://api.openai.com/v1/").is_err());
     }
 }

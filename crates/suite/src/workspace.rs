@@ -80,9 +80,10 @@ impl TrialWorkspace {
                     exit: output
                         .exit_code
                         .map_or("none".to_string(), |c| c.to_string()),
-                    output: format!("{}{}", output.stdout, output.stderr)
-                        .trim()
-                        .to_string(),
+                    output: Some(format!("{}{}", output.stdout, output.stderr))
+                        .map(|text| text.trim().to_string())
+                        .filter(|text| !text.is_empty())
+                        .unwrap_or_else(|| "(no output)".to_string()),
                 });
             }
         }
