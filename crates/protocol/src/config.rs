@@ -29,6 +29,8 @@ impl ResultView {
 pub enum SandboxProfile {
     #[default]
     Strict,
+    /// Also spelled as the command line spells it (`--sandbox workspace-write`).
+    #[serde(alias = "workspace-write")]
     WorkspaceWrite,
     Off,
 }
@@ -382,6 +384,16 @@ impl Default for HarnessConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspace_write_is_spelled_either_way() {
+        for text in ["\"workspace_write\"", "\"workspace-write\""] {
+            let profile: Option<SandboxProfile> = serde_json::from_str(text).ok();
+            assert_eq!(profile, Some(SandboxProfile::WorkspaceWrite), "{text}");
+        }
+        let written = serde_json::to_string(&SandboxProfile::WorkspaceWrite).unwrap_or_default();
+        assert_eq!(written, "\"workspace_write\"");
+    }
 
     #[test]
     fn a_configuration_without_a_context_strategy_reads_as_before_strategies() {
