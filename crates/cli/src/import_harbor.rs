@@ -46,7 +46,8 @@ Examples:
 Exit codes:
   0  every task was imported
   1  some were skipped (already in the suite) or refused, the rest imported
-  2  a source is not a Harbor task or could not be read";
+  2  a source is not a Harbor task or could not be read, or every task was
+     refused (nothing is written then)";
 
 #[derive(Debug, Args)]
 #[command(after_help = HARBOR_HELP)]
@@ -75,18 +76,15 @@ pub fn run(args: HarborArgs) -> CommandResult {
     };
     let import = tack_import::harbor::import_tasks(&args.sources, &args.out, mode)
         .or_fail(Failure::Internal)?;
+    // Nothing converted, nothing written: no suite to load.
+    if import.converted.is_empty() {
+        print_import(&import, args.json)?;
+        return Ok(exit_code(&import));
+    }
     // The suite must load as written: an import that produced a task tack
     // cannot read is a bug to report, not a suite to run.
     let loaded = match tack_suite::load_suite(&args.out) {
         Ok(suite) => suite,
-        Err(error) if import.converted.is_empty() => {
-            print_import(&import, args.json)?;
-            errln!(
-                "note: the suite at {} does not load: {error}",
-                args.out.display()
-            );
-            return Ok(exit_code(&import));
-        }
         Err(error) => {
             return Err(CommandError {
                 kind: Failure::Internal,
@@ -121,7 +119,8 @@ pub fn run(args: HarborArgs) -> CommandResult {
 }
 
 fn exit_code(import: &SuiteImport) -> ExitCode {
-    if !import.unreadable.is_empty() {
+    let nothing = import.converted.is_empty() && import.skipped.is_empty();
+    if !import.unreadable.is_empty() || nothing {
         Failure::Usage.into()
     } else if !import.skipped.is_empty() || !import.refused.is_empty() {
         Failure::Found.into()

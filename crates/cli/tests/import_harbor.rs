@@ -257,6 +257,25 @@ fn a_source_that_is_no_harbor_task_is_an_input_error() {
         stderr.contains("error: missing: cannot read it"),
         "{stderr}"
     );
+    assert!(
+        !dir.path().join("suite").exists(),
+        "nothing imported, nothing written"
+    );
+
+    // Every task refused (its task.toml does not parse): exit 2, no suite.
+    let broken = dir.path().join("broken");
+    for sub in ["environment", "tests"] {
+        std::fs::create_dir_all(broken.join(sub)).unwrap();
+    }
+    std::fs::write(broken.join("task.toml"), "version = \"1.0\"\n[verifier\n").unwrap();
+    std::fs::write(broken.join("instruction.md"), "do it\n").unwrap();
+    let output = tack_in(
+        dir.path(),
+        &["import", "harbor", "broken", "--out", "suite"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(!dir.path().join("suite").exists(), "{output:?}");
 }
 
 /// The public Harbor tasks beside the project (`TACK_HARBOR_SAMPLES`, set

@@ -85,11 +85,12 @@ pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ 
 }
 
 /// Imports every Harbor task in `sources` (task directories, or
-/// directories of them) into the suite at `suite_dir`, writing its
-/// suite.toml first if it has none, each task as `mode` says. A task
-/// already in the suite is skipped, never overwritten; a task that links
-/// out of itself or builds from outside itself is refused before any of it
-/// is read.
+/// directories of them) into the suite at `suite_dir`, each task as `mode`
+/// says, and writes the suite's suite.toml if it has none once a task is
+/// in it (an import of nothing leaves nothing behind). A task already in
+/// the suite is skipped, never overwritten; a task that links out of
+/// itself or builds from outside itself is refused before any of it is
+/// read.
 pub fn import_tasks(
     sources: &[PathBuf],
     suite_dir: &Path,
@@ -110,8 +111,6 @@ pub fn import_tasks(
         }
     }
     let tasks_dir = suite_dir.join("tasks");
-    std::fs::create_dir_all(&tasks_dir).map_err(io(&tasks_dir))?;
-    report.suite_file_written = write_suite_file(suite_dir)?;
     for source in tasks {
         let refuse = |report: &mut SuiteImport, source: PathBuf, reason: String| {
             report.refused.push(SkippedTask { source, reason });
@@ -154,7 +153,11 @@ pub fn import_tasks(
             });
             continue;
         }
+        std::fs::create_dir_all(&tasks_dir).map_err(io(&tasks_dir))?;
         report.converted.push(write_task(&task, id, &dir, mode)?);
+    }
+    if !report.converted.is_empty() {
+        report.suite_file_written = write_suite_file(suite_dir)?;
     }
     Ok(report)
 }
