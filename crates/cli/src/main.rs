@@ -149,7 +149,8 @@ impl Command {
 
 #[derive(Debug, Subcommand)]
 enum SuiteCommand {
-    /// Prove a suite sound: each task's checks fail untouched and pass with its reference solution.
+    /// Prove a suite sound: each task's checks fail untouched, pass with its reference solution
+    /// and fail with each of its decoys.
     Check(suite_cmd::CheckArgs),
     /// List a suite's variants and tasks.
     Show {

@@ -338,6 +338,48 @@ fn suite_check_proves_the_demo_sound() {
     assert_eq!(json["sound"], true);
 }
 
+/// A decoy is a wrong fix the sim agent makes when it misses: one that
+/// passes every check would score a miss as a pass, so the task is unsound.
+#[test]
+fn a_decoy_that_passes_the_checks_makes_its_task_unsound() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("demo");
+    common::copy_dir(&common::repo().join("suites/demo"), &suite);
+    let task = suite.join("tasks/median-even/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap();
+    // The reference fix, once more as a third decoy.
+    let fix = text
+        .split("[[solution.edits]]")
+        .nth(1)
+        .and_then(|rest| rest.split("[[solution.decoys]]").next())
+        .unwrap();
+    std::fs::write(&task, format!("{text}\n[[solution.decoys]]{fix}")).unwrap();
+    let output = tack(&[
+        "suite",
+        "check",
+        suite.to_str().unwrap(),
+        "--task",
+        "median-even",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let checked = &json["tasks"][0];
+    assert_eq!(
+        checked["passing_decoys"],
+        serde_json::json!([2]),
+        "{json:#}"
+    );
+    assert!(
+        checked["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("solution.decoys[2] pass every check"),
+        "{json:#}"
+    );
+    assert_eq!(json["sound"], false);
+}
+
 /// A solution script that fixes the task and then fails (Harbor tasks do:
 /// a `solve.sh` whose last step runs a test tool the image lacks) leaves
 /// the verdict to the checks, in `tack suite check` as in `tack run`, and

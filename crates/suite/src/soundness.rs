@@ -26,11 +26,15 @@ pub struct TaskSoundness {
     pub solution_failed: Option<String>,
     /// Not checked: the task runs only in its container image.
     pub requires_container: bool,
+    /// The decoys (`solution.decoys`, by index) that pass every check: a
+    /// wrong fix the checks would score as right.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub passing_decoys: Vec<usize>,
 }
 
 impl TaskSoundness {
     pub fn sound(&self) -> bool {
-        self.fails_untouched && self.passes_with_solution
+        self.fails_untouched && self.passes_with_solution && self.passing_decoys.is_empty()
     }
 }
 
@@ -63,6 +67,7 @@ fn unchecked(task: &Task, detail: String) -> TaskSoundness {
         detail: Some(detail),
         solution_failed: None,
         requires_container: false,
+        passing_decoys: Vec::new(),
     }
 }
 
@@ -78,6 +83,7 @@ async fn try_check_task(
     let solution_failed = apply_solution(task, solved.path(), sandbox).await?;
     let after = run_checks(task, solved.path(), sandbox).await?;
     let passes_with_solution = after.iter().all(|c| c.passed);
+    let passing_decoys = passing_decoys(task, sandbox).await?;
 
     let detail = if !fails_untouched {
         Some(
@@ -97,6 +103,16 @@ async fn try_check_task(
             })
             .collect();
         Some(failing.join("\n"))
+    } else if !passing_decoys.is_empty() {
+        let which: Vec<String> = passing_decoys
+            .iter()
+            .map(|i| format!("solution.decoys[{i}]"))
+            .collect();
+        Some(format!(
+            "{} pass every check: the checks would score a wrong fix as right \
+             (make a decoy wrong, or the checks stricter)",
+            which.join(", ")
+        ))
     } else {
         None
     };
@@ -108,7 +124,23 @@ async fn try_check_task(
         detail,
         solution_failed,
         requires_container: false,
+        passing_decoys,
     })
+}
+
+/// The decoys that pass every check, each applied alone to a fresh
+/// workspace, as the sim agent applies one when it misses.
+async fn passing_decoys(task: &Task, sandbox: &CommandSandbox) -> Result<Vec<usize>, SuiteError> {
+    let mut passing = Vec::new();
+    for (i, decoy) in task.solution.decoys.iter().enumerate() {
+        let workspace = TrialWorkspace::prepare(task, sandbox).await?;
+        crate::workspace::apply_edits(task, workspace.path(), std::slice::from_ref(decoy))?;
+        let checks = run_checks(task, workspace.path(), sandbox).await?;
+        if checks.iter().all(|c| c.passed) {
+            passing.push(i);
+        }
+    }
+    Ok(passing)
 }
 
 /// Checks every task, `jobs` at a time, in task order, with setup,

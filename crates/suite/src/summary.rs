@@ -146,6 +146,7 @@ mod tests {
             detail: (!sound).then(|| "line 1\nline 2".to_string()),
             solution_failed: None,
             requires_container: container,
+            passing_decoys: Vec::new(),
         }
     }
 

@@ -188,6 +188,25 @@ async fn run_step(
         })
 }
 
+/// Applies `edits` in order to the files of `workspace` (the reference
+/// solution's, or one decoy).
+pub(crate) fn apply_edits(
+    task: &Task,
+    workspace: &Path,
+    edits: &[tack_protocol::Edit],
+) -> Result<(), SuiteError> {
+    for edit in edits {
+        let path = workspace.join(&edit.path);
+        let text = std::fs::read_to_string(&path).map_err(|e| SuiteError::io(&path, e))?;
+        let updated = apply_edit_text(&text, edit).map_err(|error| SuiteError::Solution {
+            task: task.id.clone(),
+            error,
+        })?;
+        std::fs::write(&path, updated).map_err(|e| SuiteError::io(&path, e))?;
+    }
+    Ok(())
+}
+
 /// Applies the task's reference solution directly (not through an agent):
 /// edits in order, then the script, confined by `sandbox`. A script that
 /// fails is not an error: the checks decide whether the task is solved, as
@@ -199,15 +218,7 @@ pub async fn apply_solution(
     workspace: &Path,
     sandbox: &CommandSandbox,
 ) -> Result<Option<String>, SuiteError> {
-    for edit in &task.solution.edits {
-        let path = workspace.join(&edit.path);
-        let text = std::fs::read_to_string(&path).map_err(|e| SuiteError::io(&path, e))?;
-        let updated = apply_edit_text(&text, edit).map_err(|error| SuiteError::Solution {
-            task: task.id.clone(),
-            error,
-        })?;
-        std::fs::write(&path, updated).map_err(|e| SuiteError::io(&path, e))?;
-    }
+    apply_edits(task, workspace, &task.solution.edits)?;
     let Some(script) = &task.solution.script else {
         return Ok(None);
     };
