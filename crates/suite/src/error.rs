@@ -24,8 +24,8 @@ pub enum SuiteError {
         message: String,
     },
     /// toml's message spans lines, with the offending line shown; boxed,
-    /// being large.
-    #[error("{path}: {}", .error.to_string().trim_end())]
+    /// being large. serde's words are put in the suite's ([`plain_words`]).
+    #[error("{path}: {}", plain_words(.error.to_string().trim_end()))]
     Parse {
         path: PathBuf,
         error: Box<toml::de::Error>,
@@ -134,5 +134,42 @@ impl SuiteError {
             field: field.into(),
             message: message.into(),
         }
+    }
+}
+
+/// serde's words for a bad value, in a suite author's: an enum's cases are
+/// values (a suite's *variants* are something else), and an integer type
+/// is a whole number.
+fn plain_words(message: &str) -> String {
+    let mut text = message.replace("unknown variant `", "unknown value `");
+    for (rust, plain) in [
+        ("expected u8", "expected a whole number"),
+        ("expected u16", "expected a whole number"),
+        ("expected u32", "expected a whole number"),
+        ("expected u64", "expected a whole number"),
+        ("expected usize", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+    ] {
+        text = text.replace(rust, plain);
+    }
+    text
+}
+
+#[cfg(test)]
+mod plain_words_tests {
+    use super::plain_words;
+
+    #[test]
+    fn serde_words_become_the_suites() {
+        assert_eq!(
+            plain_words("unknown variant `stdout`, expected `full` or `stdout_only`"),
+            "unknown value `stdout`, expected `full` or `stdout_only`"
+        );
+        assert_eq!(
+            plain_words("invalid type: string \"3\", expected u32"),
+            "invalid type: string \"3\", expected a whole number"
+        );
+        assert_eq!(plain_words("expected u64 or"), "expected a whole number or");
     }
 }

@@ -72,7 +72,7 @@ fn errors_name_file_field_and_fix() {
         (SUITE.replace("name = \"oracle\"", "name = \"has space\""), TASK.to_string(), &["variants[0].name", "letters, digits"]),
         (format!("{SUITE}[[variants]]\nname = \"oracle\"\nmodel = \"sim\"\n"), TASK.to_string(), &["variants[1].name", "used by two variants"]),
         (format!("{SUITE}[variants.sim]\nskill = 2.0\n"), TASK.to_string(), &["variants[0].sim", "`skill` must be between 0 and 1"]),
-        (format!("{SUITE}[variants.harness]\ntool_results = \"everything\"\n"), TASK.to_string(), &["suite.toml", "unknown variant `everything`"]),
+        (format!("{SUITE}[variants.harness]\ntool_results = \"everything\"\n"), TASK.to_string(), &["suite.toml", "unknown value `everything`"]),
         (format!("{SUITE}[variants.harness]\nmax_steps = 0\n"), TASK.to_string(), &["variants[0].harness.max_steps", "at least 1"]),
         (format!("{SUITE}[variants.harness.context]\ncompact_at = 0.8\n"), TASK.to_string(), &["variants[0].harness.context", "compact_at needs context_window"]),
         (format!("{SUITE}[variants.harness.context]\ncontext_window = 1000\ncompact_at = 80\n"), TASK.to_string(), &["harness.context", "compact_at = 80", "e.g. 0.8"]),
@@ -111,7 +111,7 @@ fn errors_name_file_field_and_fix() {
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nvolumes = [{ name = \"d\", at = \"/d\" }, { name = \"e\", at = \"/d/\" }]"), &["environment.services[0].volumes[1].at", "`/d/` is mounted twice"]),
         (SUITE.to_string(), TASK.replace("instruction = \"fix it\"", "instruction = \"fix it\"\n[environment]\nvolumes = [{ name = \"d\", at = \"/d\" }]"), &["environment.volumes", "the task names no image"]),
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nwait = \"healthy\""), &["environment.services[0].wait", "has no health check"]),
-        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nwait = \"done\""), &["task.toml", "unknown variant `done`"]),
+        (SUITE.to_string(), with_services(IMAGE, "name = \"db\"\nimage = \"a\"\nwait = \"done\""), &["task.toml", "unknown value `done`"]),
     ];
     for (suite, task, words) in cases {
         let message = load_error(&suite, &task);
