@@ -400,6 +400,11 @@ fn print_outcome(
             "nothing to run: all {} planned trials had finished (--rerun OUTCOMES runs chosen ones again)",
             result.kept
         )?;
+    } else if trials.is_empty() {
+        outln!(
+            "nothing to run: no trial of the plan falls to this run (a shard is empty when there \
+             are more shards than trials)"
+        )?;
     } else {
         out!("{}", text::run_summary(trials.iter().copied()))?;
     }
@@ -510,7 +515,7 @@ impl ProgressReporter {
                 if let Some(bar) = &bar {
                     bar.set_length(total as u64);
                     bar.set_message(run_id);
-                } else if lines {
+                } else if lines && total > 0 {
                     errln!(
                         "running {}; traces in {}",
                         count(total, "trial"),

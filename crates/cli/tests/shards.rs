@@ -209,3 +209,35 @@ fn bad_shard_values_exit_2_naming_the_variable() {
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("--shard"));
 }
+
+/// A shard that the plan's trials do not reach says so, instead of a bare
+/// table and "running 0 trials".
+#[test]
+fn an_empty_shard_says_it_has_nothing_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = demo();
+    let output = tack(
+        dir.path(),
+        &[
+            "run",
+            demo.to_str().unwrap(),
+            "-v",
+            "oracle",
+            "-t",
+            "median-even",
+            "--trials",
+            "1",
+            "--shard",
+            "2/3",
+            "--no-report",
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("nothing to run: no trial of the plan falls to this run"),
+        "{stdout}"
+    );
+    assert!(!text(&output.stderr).contains("running 0 trials"));
+}
