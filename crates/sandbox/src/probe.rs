@@ -133,6 +133,18 @@ pub fn probe() -> &'static Probe {
     PROBE.get_or_init(|| detect(&std::env::var(DISABLE_ENV).unwrap_or_default()))
 }
 
+/// The names `TACK_SANDBOX_DISABLE` takes.
+pub const DISABLE_NAMES: [&str; 8] = [
+    "landlock",
+    "landlock_net",
+    "seccomp",
+    "userns",
+    "mountns",
+    "netns",
+    "pidns",
+    "cgroup",
+];
+
 /// Probes now, pretending the comma-separated mechanisms in `disable` are
 /// missing (uncached; [`probe`] is the cached one).
 pub fn detect(disable: &str) -> Probe {

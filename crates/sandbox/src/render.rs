@@ -109,6 +109,19 @@ pub fn doctor_text(probe: &Probe) -> String {
             probe.disabled.join(",")
         ));
     }
+    let unknown: Vec<&str> = probe
+        .disabled
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !crate::probe::DISABLE_NAMES.contains(name))
+        .collect();
+    if !unknown.is_empty() {
+        lines.push(format!(
+            "  (TACK_SANDBOX_DISABLE names no mechanism in {}: it takes {})",
+            unknown.join(","),
+            crate::probe::DISABLE_NAMES.join(",")
+        ));
+    }
     lines.push("Profiles".to_string());
     for profile in PROFILES {
         lines.push(match (profile, check_profile(profile, probe)) {
@@ -175,6 +188,24 @@ mod tests {
             }],
             ..Probe::default()
         }
+    }
+
+    #[test]
+    fn a_disabled_name_that_is_no_mechanism_is_said() {
+        let probe = Probe {
+            disabled: vec!["landlock".into(), "bogus".into()],
+            ..bare()
+        };
+        let text = doctor_text(&probe);
+        assert!(
+            text.contains("(TACK_SANDBOX_DISABLE names no mechanism in bogus: it takes landlock,"),
+            "{text}"
+        );
+        let known = Probe {
+            disabled: vec!["landlock".into()],
+            ..bare()
+        };
+        assert!(!doctor_text(&known).contains("names no mechanism"));
     }
 
     #[test]
