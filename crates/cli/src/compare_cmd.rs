@@ -1,7 +1,7 @@
 //! `tack compare`: is the candidate better than the base, how sure are we,
 //! and what did it cost? Also the loading that `tack gate` shares.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -86,6 +86,8 @@ pub struct Loaded {
     pub comparison: Comparison,
     /// What changed between the runs (tasks and environment), for people.
     pub drift: Vec<String>,
+    /// Every task either run planned.
+    pub tasks: BTreeSet<String>,
 }
 
 pub async fn run(args: CompareArgs) -> CommandResult {
@@ -164,6 +166,10 @@ pub async fn load(
         &other
     };
     let (base_variant, candidate_variant) = variants(sides, base.manifest(), candidate.manifest())?;
+    let tasks = [base.manifest(), candidate.manifest()]
+        .iter()
+        .flat_map(|manifest| manifest.tasks.iter().cloned())
+        .collect();
     let pairing = pairing(
         base.manifest(),
         candidate.manifest(),
@@ -187,6 +193,7 @@ pub async fn load(
         candidate_dir,
         comparison,
         drift: pairing.drift,
+        tasks,
     })
 }
 

@@ -22,10 +22,9 @@ pub fn out_dir(text: &str) -> Result<PathBuf, String> {
 pub fn workspace(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     match std::fs::canonicalize(&path) {
-        Ok(canonical) if canonical.parent().is_none() => Err(format!(
-            "`{text}` is the root of the filesystem: as a workspace, every file on the \
-             machine would be writable; give the project's directory"
-        )),
+        Ok(canonical) if canonical.parent().is_none() => {
+            Err(tack_sandbox::SetupError::RootWritable(path).to_string())
+        }
         _ => Ok(path),
     }
 }

@@ -79,20 +79,6 @@ fn quarantined(file: &Path) -> Result<BTreeMap<String, String>, CommandError> {
         .collect())
 }
 
-/// The quarantined names that are no task of any of `runs`.
-fn unknown_tasks(left_out: &BTreeMap<String, String>, runs: &[&Path]) -> Vec<String> {
-    let tasks: Vec<String> = runs
-        .iter()
-        .filter_map(|run| tack_trace::Manifest::read(run).ok())
-        .flat_map(|manifest| manifest.tasks)
-        .collect();
-    left_out
-        .keys()
-        .filter(|name| !tasks.contains(name))
-        .cloned()
-        .collect()
-}
-
 /// A budget flag's value that is not a fraction; clap names the flag.
 #[derive(Debug, thiserror::Error)]
 enum FractionError {
@@ -192,7 +178,11 @@ pub async fn run(args: GateArgs) -> CommandResult {
         }
     }
     if let Some(file) = &args.quarantine {
-        let unknown = unknown_tasks(&left_out, &[&loaded.base_dir, &loaded.candidate_dir]);
+        let unknown: Vec<&str> = left_out
+            .keys()
+            .filter(|name| !loaded.tasks.contains(*name))
+            .map(String::as_str)
+            .collect();
         if !unknown.is_empty() {
             errln!(
                 "warning: {} lists {} neither run has (a typo?): {}",

@@ -28,7 +28,7 @@ pub enum SetupError {
         source: std::io::Error,
     },
     #[error(
-        "{} is the root of the filesystem: as a workspace, every file on the machine would be \
+        "`{}` is the root of the filesystem: as a workspace, every file on the machine would be \
          writable; give the project's directory",
         .0.display()
     )]

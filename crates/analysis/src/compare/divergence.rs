@@ -79,14 +79,13 @@ impl std::fmt::Display for Differs {
 
 /// Compares a replay with the trial it replays, tool call by tool call.
 pub fn replay_difference(original: &TrialTrace, replay: &TrialTrace) -> ReplayDifference {
-    let calls = |trace: &'_ TrialTrace| -> Vec<SpanRow> {
+    fn calls(trace: &TrialTrace) -> Vec<&SpanRow> {
         trace
             .spans
             .iter()
             .filter(|s| s.kind == kind::TOOL_CALL)
-            .cloned()
             .collect()
-    };
+    }
     let (before, now) = (calls(original), calls(replay));
     let mut first_different_call = before.iter().zip(&now).enumerate().find_map(|(i, (a, b))| {
         result_difference(a, b).map(|differs_in| DifferentCall {

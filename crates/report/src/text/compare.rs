@@ -88,9 +88,8 @@ fn notes(out: &mut String, c: &Comparison) {
         if s.infra_errors > 0 {
             let _ = writeln!(
                 out,
-                "note: {} {name} trial{} ended in an infra error: not scored, not paired",
-                s.infra_errors,
-                if s.infra_errors == 1 { "" } else { "s" }
+                "note: {} ended in an infra error: not scored, not paired",
+                tack_protocol::count(s.infra_errors, &format!("{name} trial"))
             );
         }
     }

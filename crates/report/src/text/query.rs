@@ -23,8 +23,10 @@ pub fn query_table(result: &QueryResult) -> String {
         .map(|row| row.iter().map(shown).collect())
         .collect();
     let mut out = super::table(&result.columns, &rows, &numeric);
-    let n = result.rows.len();
-    out.push_str(&format!("({n} row{})\n", if n == 1 { "" } else { "s" }));
+    out.push_str(&format!(
+        "({})\n",
+        tack_protocol::count(result.rows.len(), "row")
+    ));
     out
 }
 
