@@ -62,13 +62,14 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
     let tally = SoundnessTally::of(results);
     let skipped = match tally.unchecked {
         0 => String::new(),
+        1 => "; 1 not checked (it needs its container image)".to_string(),
         n => format!("; {n} not checked (they need their container image)"),
     };
     let _ = writeln!(
         out,
-        "\n{} of {} tasks sound in suite `{suite}`{skipped}",
+        "\n{} of {} sound in suite `{suite}`{skipped}",
         tally.checked - tally.unsound,
-        tally.checked
+        tack_protocol::count(tally.checked, "task")
     );
     out
 }
@@ -174,9 +175,7 @@ mod tests {
         assert!(lines[4].starts_with("SKIP c ") && lines[4].ends_with("not checked"));
         assert_eq!(
             lines.last().copied(),
-            Some(
-                "1 of 2 tasks sound in suite `s`; 1 not checked (they need their container image)"
-            )
+            Some("1 of 2 tasks sound in suite `s`; 1 not checked (it needs its container image)")
         );
     }
 

@@ -92,6 +92,7 @@ fn errors_name_file_field_and_fix() {
         (SUITE.to_string(), TASK.replace("instruction = \"fix it\"", "instructions = \"fix it\""), &["task.toml", "unknown field `instructions`"]),
         (SUITE.to_string(), TASK.replace("[solution]\n[[solution.edits]]\npath = \"file.txt\"\nold = \"broken\"\nnew = \"fixed\"\n", ""), &["solution", "no reference solution"]),
         (SUITE.to_string(), TASK.replace("name = \"hidden\"", "name = 5"), &["task.toml", "invalid type"]),
+        (SUITE.to_string(), format!("{TASK}[[checks]]\nname = \"hidden\"\nrun = \"true\"\n"), &["task.toml", "checks[1].name", "`hidden` is also the name of checks[0]"]),
         (SUITE.to_string(), with_services("", "name = \"db\"\nimage = \"redis:7\""), &["environment.services", "the task names no image"]),
         (SUITE.to_string(), with_services(IMAGE, "name = \"DB\"\nimage = \"redis:7\""), &["environment.services[0].name", "not a host name"]),
         (SUITE.to_string(), with_services(IMAGE, "name = \"db\""), &["environment.services[0]", "names no image: add `image` or `dockerfile`"]),

@@ -76,6 +76,16 @@ pub(super) fn check_checks(file: &Path, task: &Task) -> Result<(), SuiteError> {
                 "must not be empty: it names the check in reports",
             ));
         }
+        if let Some(first) = task.checks[..i].iter().position(|c| c.name == check.name) {
+            return Err(SuiteError::invalid(
+                file,
+                field("name"),
+                format!(
+                    "`{}` is also the name of checks[{first}]: reports tell checks apart by name; rename one",
+                    check.name
+                ),
+            ));
+        }
         if check.run.trim().is_empty() {
             return Err(SuiteError::invalid(file, field("run"), "must not be empty"));
         }
