@@ -47,8 +47,14 @@ pub struct CheckArgs {
     /// Print the decision as JSON: {verdict, rule, part, reason, asking} (asking: every part that asks).
     #[arg(long)]
     json: bool,
-    /// After `--`: one word is a shell script; several are a program and its arguments.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The command, last (flags after it are its own; `--` before it is optional): one word is a
+    /// shell script; several are a program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 

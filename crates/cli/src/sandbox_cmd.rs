@@ -72,9 +72,15 @@ pub struct ExecArgs {
     /// Bytes kept of each of stdout and stderr (the agent's default).
     #[arg(long, value_name = "BYTES")]
     output_limit: Option<usize>,
-    /// After `--`: one word is a shell script (`-- 'make && ./run'`); several are a program and
-    /// its arguments, run as given (`-- bash -c 'echo "a b"'`).
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The command, last (flags after it are its own; `--` before it is optional): one word is a
+    /// shell script (`'make && ./run'`); several are a program and its arguments, run as given
+    /// (`bash -c 'echo "a b"'`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
