@@ -198,7 +198,10 @@ fn a_missing_mechanism_is_an_actionable_error_not_a_fallback() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = text(&out.stderr);
     assert!(stderr.contains("Landlock"), "{stderr}");
-    assert!(stderr.contains("lsm="), "how to enable: {stderr}");
+    assert!(
+        stderr.contains("unset TACK_SANDBOX_DISABLE"),
+        "how to enable: {stderr}"
+    );
     assert!(stderr.contains("--profile off"), "how to opt out: {stderr}");
     assert!(
         stderr.contains("sandbox = \"off\""),

@@ -390,11 +390,28 @@ mod tests {
         let error = check_profile(SandboxProfile::Strict, &probe).unwrap_err();
         let text = error.to_string();
         assert!(text.contains("Landlock"), "{text}");
-        assert!(text.contains("lsm="), "{text}");
+        assert!(
+            text.contains("unset TACK_SANDBOX_DISABLE: it turns off landlock here"),
+            "{text}"
+        );
         assert!(text.contains("sandbox = \"off\""), "{text}");
         assert!(text.contains("--profile off"), "{text}");
         assert!(check_profile(SandboxProfile::WorkspaceWrite, &probe).is_err());
         assert!(check_profile(SandboxProfile::Off, &probe).is_ok());
+    }
+
+    #[test]
+    fn a_mechanism_the_kernel_lacks_is_enabled_by_the_kernel() {
+        let mut probe = detect("landlock");
+        probe.disabled.clear();
+        for missing in &mut probe.missing {
+            missing.reason = "landlock is not in the kernel's LSM list".to_string();
+        }
+        let text = check_profile(SandboxProfile::Strict, &probe)
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("lsm="), "{text}");
+        assert!(!text.contains("TACK_SANDBOX_DISABLE"), "{text}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use tack_protocol::SandboxProfile;
 
-use crate::probe::{Missing, Probe};
+use crate::probe::{DISABLE_ENV, Missing, Probe, ProbeError};
 use crate::{Confinement, SandboxError};
 
 /// The Landlock ABI that brings TCP port rules (Linux 6.7).
@@ -47,12 +47,21 @@ pub fn check_profile(profile: SandboxProfile, probe: &Probe) -> Result<(), Sandb
         "the `{}` sandbox profile cannot be enforced on this machine:",
         profile.as_str()
     );
+    let disabled = ProbeError::Disabled.to_string();
     for m in &missing {
+        // Turned off on purpose, the kernel's fix would mislead.
+        let fix = if m.reason == disabled {
+            format!(
+                "unset {DISABLE_ENV}: it turns off {} here, to test what happens without them",
+                probe.disabled.join(",")
+            )
+        } else {
+            how_to_enable(m.mechanism).to_string()
+        };
         message.push_str(&format!(
-            "\n  - {}: {}.\n    To enable: {}",
+            "\n  - {}: {}.\n    To enable: {fix}",
             display_name(m.mechanism),
             m.reason,
-            how_to_enable(m.mechanism)
         ));
     }
     message.push_str(
