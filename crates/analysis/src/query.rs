@@ -188,7 +188,10 @@ impl QueryTables {
         let mut hint = String::new();
         if let PolarsError::ColumnNotFound(_) = error {
             let unknown = message.split('"').nth(1).unwrap_or_default();
-            let near = nearest(unknown, shown.iter().flat_map(|(_, c)| c.iter()));
+            let near = tack_protocol::nearest(
+                unknown,
+                shown.iter().flat_map(|(_, c)| c.iter().map(String::as_str)),
+            );
             if !near.is_empty() {
                 hint.push_str(&format!("did you mean {}? ", near.join(" or ")));
             }
@@ -206,24 +209,6 @@ impl QueryTables {
         hint.push_str(&format!("the columns{all}:\n{}", tables.join("\n")));
         QueryError::Sql { message, hint }
     }
-}
-
-/// The names closest to `unknown` (a typo, or one word of a longer name),
-/// at most three, each once.
-fn nearest<'a>(unknown: &str, names: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let unknown = unknown.to_ascii_lowercase();
-    let mut scored: Vec<(f64, &String)> = names
-        .map(|name| (strsim::jaro_winkler(&unknown, name), name))
-        .filter(|(score, name)| *score >= 0.85 || (unknown.len() >= 4 && name.contains(&unknown)))
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let mut near: Vec<String> = Vec::new();
-    for (_, name) in scored {
-        if near.len() < 3 && !near.contains(name) {
-            near.push(name.clone());
-        }
-    }
-    near
 }
 
 /// The directory error messages name for a table: the run's own when there

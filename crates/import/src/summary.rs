@@ -40,6 +40,12 @@ pub fn harbor_summary(import: &SuiteImport) -> String {
         if !task.debian.is_empty() {
             let _ = writeln!(out, "  debian (from the host): {}", task.debian.join(" "));
         }
+        for key in &task.unknown_keys {
+            let _ = writeln!(
+                out,
+                "  task.toml: {key} (Harbor ignores it, and so did the import)"
+            );
+        }
         let noted = match (task.mode, task.notes.len()) {
             (_, 0) => continue,
             (TaskMode::Image, 1) => "1 setting tack does not enforce".to_string(),
@@ -190,6 +196,10 @@ mod tests {
                 python: vec!["pytest==8".into()],
                 debian: vec![],
                 notes: vec!["a".into()],
+                unknown_keys: vec![
+                    "`environment.memroy_mb` is not a Harbor setting: did you mean `memory_mb`?"
+                        .into(),
+                ],
             }],
             refused: vec![SkippedTask {
                 source: "h/l".into(),
@@ -207,6 +217,7 @@ mod tests {
              imported, requires container: t from h/t\n\
              \x20 needs its image: RUN make\n\
              \x20 python: pytest==8\n\
+             \x20 task.toml: `environment.memroy_mb` is not a Harbor setting: did you mean `memory_mb`? (Harbor ignores it, and so did the import)\n\
              \x20 1 difference from the image noted in s/tasks/t/task.toml\n\
              refused h/l: h/l/tests links to /etc, outside the task\n\
              error: h/x: no task.toml\n"

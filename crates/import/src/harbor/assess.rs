@@ -146,12 +146,14 @@ fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
         &mut out.provisioning.python_packages,
         file.python_packages(),
     );
-    let workdir = file.workdir.as_deref();
-    match workdir {
-        Some(dir) => out
+    match (&task.config.workdir, &file.workdir) {
+        (Some(dir), _) => out
+            .notes
+            .push(format!("the agent works in {dir} ([environment] workdir)")),
+        (None, Some(dir)) => out
             .notes
             .push(format!("the agent works in {dir} (WORKDIR)")),
-        None => out.notes.push(
+        (None, None) => out.notes.push(
             "the Dockerfile sets no WORKDIR: the base image's applies (`/` for stock images)"
                 .to_string(),
         ),
@@ -165,7 +167,7 @@ fn dockerfile_findings(task: &HarborTask, out: &mut Assessment) {
 /// Each local COPY/ADD source becomes a placement; what tack cannot place
 /// (another stage, a URL, an archive to extract) is a container reason.
 fn copy_findings(task: &HarborTask, file: &super::Dockerfile, out: &mut Assessment) {
-    let workdir = file.workdir.as_deref();
+    let workdir = task.workdir();
     for copy in &file.copies {
         let at = |what: &str| format!("Dockerfile line {}: {} {what}", copy.line, copy.instruction);
         if let Some(stage) = &copy.from_stage {

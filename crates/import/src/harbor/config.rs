@@ -45,6 +45,13 @@ pub struct TaskConfig {
     /// `[environment.healthcheck]`: what must succeed before the agent
     /// starts.
     pub healthcheck: Option<Healthcheck>,
+    /// `[environment] workdir`: where commands run, over the image's
+    /// WORKDIR.
+    pub workdir: Option<String>,
+    /// Keys Harbor does not know, each with the closest it does ("did you
+    /// mean"): Harbor ignores them, so a misspelt setting is silently its
+    /// default there; tack says so at import.
+    pub unknown_keys: Vec<String>,
 }
 
 /// `[environment.healthcheck]`, Docker's health check as Harbor spells it;
@@ -129,12 +136,122 @@ pub(super) fn load(path: &Path) -> Result<TaskConfig, HarborError> {
         docker_image: fields.string(&["environment", "docker_image"])?,
         agent_user: fields.string(&["agent", "user"])?,
         healthcheck: fields.healthcheck()?,
+        workdir: fields.string(&["environment", "workdir"])?,
+        unknown_keys: unknown_keys(&table),
         mcp_servers: match fields.get(&["environment", "mcp_servers"]) {
             Some(Value::Array(servers)) => servers.len(),
             Some(_) => return Err(fields.wrong(&["environment", "mcp_servers"], "an array")),
             None => 0,
         },
     })
+}
+
+/// The keys of Harbor's task.toml by table (Harbor 0.26's models, and the
+/// older schema's `version`, `memory` and `storage`). Tables not listed
+/// (`[metadata]`, `[source]`, a step's) are free or not read by tack.
+const KNOWN_KEYS: [(&str, &[&str]); 7] = [
+    (
+        "",
+        &[
+            "agent",
+            "artifacts",
+            "environment",
+            "metadata",
+            "multi_step_reward_strategy",
+            "schema_version",
+            "solution",
+            "source",
+            "steps",
+            "task",
+            "verifier",
+            "version",
+        ],
+    ),
+    (
+        "task",
+        &["authors", "description", "keywords", "name", "version"],
+    ),
+    (
+        "environment",
+        &[
+            "allow_internet",
+            "allowed_hosts",
+            "build_timeout_sec",
+            "cpus",
+            "docker_image",
+            "env",
+            "gpu_types",
+            "gpus",
+            "healthcheck",
+            "mcp_servers",
+            "memory",
+            "memory_mb",
+            "network_mode",
+            "os",
+            "skills_dir",
+            "storage",
+            "storage_mb",
+            "tpu",
+            "workdir",
+        ],
+    ),
+    (
+        "agent",
+        &["allowed_hosts", "network_mode", "timeout_sec", "user"],
+    ),
+    (
+        "verifier",
+        &[
+            "allowed_hosts",
+            "collect",
+            "env",
+            "environment",
+            "environment_mode",
+            "network_mode",
+            "timeout_sec",
+            "user",
+        ],
+    ),
+    ("solution", &["env"]),
+    (
+        "environment.healthcheck",
+        &[
+            "command",
+            "interval_sec",
+            "retries",
+            "start_interval_sec",
+            "start_period_sec",
+            "timeout_sec",
+        ],
+    ),
+];
+
+/// What [`TaskConfig::unknown_keys`] holds: each key of a known table that
+/// Harbor does not know, as `table.key`, with the nearest known key.
+fn unknown_keys(table: &Table) -> Vec<String> {
+    let mut unknown = Vec::new();
+    for (path, known) in KNOWN_KEYS {
+        let mut at = Some(table);
+        for key in path.split('.').filter(|k| !k.is_empty()) {
+            at = at.and_then(|t| t.get(key)).and_then(Value::as_table);
+        }
+        for key in at.into_iter().flat_map(Table::keys) {
+            if known.contains(&key.as_str()) {
+                continue;
+            }
+            let name = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            let near = tack_protocol::nearest(key, known.iter().copied());
+            unknown.push(match near.first() {
+                None => format!("`{name}` is not a Harbor setting"),
+                Some(near) => format!("`{name}` is not a Harbor setting: did you mean `{near}`?"),
+            });
+        }
+    }
+    unknown
 }
 
 struct Fields<'a> {

@@ -158,6 +158,7 @@ pub(super) fn write_image_task(
         python: Vec::new(),
         debian: Vec::new(),
         notes,
+        unknown_keys: task.config.unknown_keys.clone(),
     })
 }
 
@@ -496,6 +497,13 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
                 quote(reference)
             );
         }
+    }
+    if let Some(workdir) = &task.config.workdir {
+        let _ = writeln!(
+            out,
+            "workdir = {}   # Harbor's [environment] workdir, over the image's WORKDIR",
+            quote(workdir)
+        );
     }
     if let Some(user) = &task.config.agent_user {
         let _ = writeln!(

@@ -177,6 +177,15 @@ impl HarborTask {
         })
     }
 
+    /// Where the task's commands run: `[environment] workdir`, which
+    /// Harbor puts over the image's, else the Dockerfile's last WORKDIR.
+    pub fn workdir(&self) -> Option<&str> {
+        self.config.workdir.as_deref().or_else(|| {
+            let file = self.environment.dockerfile.as_ref()?;
+            file.workdir.as_deref()
+        })
+    }
+
     /// What tack can and cannot reproduce of this task.
     pub fn assessment(&self) -> Assessment {
         assess::assess(self)

@@ -340,6 +340,28 @@ fn wrongly_typed_field_is_named() {
 }
 
 #[test]
+fn keys_harbor_does_not_know_are_named_with_the_nearest_it_does() {
+    let dir = scratch();
+    write(
+        dir.path(),
+        "task.toml",
+        "version = \"1.0\"\nextra = 1\n[metadata]\nanything = 2\n[environment]\nmemroy_mb = 512\n\
+         workdir = \"/srv\"\n[environment.healthcheck]\ncommand = \"true\"\nretry = 3\n",
+    );
+    let task = HarborTask::load(dir.path()).unwrap();
+    assert_eq!(
+        task.config.unknown_keys,
+        [
+            "`extra` is not a Harbor setting",
+            "`environment.memroy_mb` is not a Harbor setting: did you mean `memory_mb`?",
+            "`environment.healthcheck.retry` is not a Harbor setting: did you mean `retries`?",
+        ]
+    );
+    assert_eq!(task.config.workdir.as_deref(), Some("/srv"));
+    assert_eq!(task.workdir(), Some("/srv"));
+}
+
+#[test]
 fn harbors_spellings_of_no_network_are_read_as_none() {
     for mode in ["none", "no-network", "no_network", "offline"] {
         let dir = scratch();

@@ -52,6 +52,8 @@ pub struct ConvertedTask {
     pub debian: Vec<String>,
     /// What differs from the image, as written in the task's file.
     pub notes: Vec<String>,
+    /// Keys of its task.toml that Harbor does not know (misspelt?).
+    pub unknown_keys: Vec<String>,
 }
 
 /// How an imported task runs: in its image, built from its Dockerfile, or
@@ -272,8 +274,8 @@ fn write_host_task(
 ) -> Result<ConvertedTask, WriteError> {
     let assessment = task.assessment();
     let dockerfile = task.environment.dockerfile.as_ref();
-    let workdir = dockerfile.and_then(|file| file.workdir.clone());
-    let files = layout(&assessment.placements, workdir.as_deref().unwrap_or("/"));
+    let workdir = task.workdir();
+    let files = layout(&assessment.placements, workdir.unwrap_or("/"));
     let mut plan = TaskPlan::new(task, &assessment, &files);
     // Without a Dockerfile the assessment already says why.
     if workdir.is_none() && dockerfile.is_some() {
@@ -297,7 +299,7 @@ fn write_host_task(
         copy(&solution.dir, &root.join("solution"))?;
     }
     let task_file = root.join("task.toml");
-    let text = plan.task_toml(task, workdir.as_deref(), &files);
+    let text = plan.task_toml(task, workdir, &files);
     std::fs::write(&task_file, text).map_err(io(&task_file))?;
     Ok(ConvertedTask {
         source: task.dir.clone(),
@@ -309,6 +311,7 @@ fn write_host_task(
         python: plan.python,
         debian: plan.debian,
         notes: plan.notes,
+        unknown_keys: task.config.unknown_keys.clone(),
     })
 }
 
