@@ -410,6 +410,12 @@ fn report_cost_says_built_in_models_are_unpriced_not_free() {
         "{text}"
     );
     assert!(text.contains("cost is unknown, not 0"), "{text}");
+    // Built-in models cache nothing and do not reason: those columns go.
+    assert!(
+        text.contains("none in this run: cached, cache-write, reasoning"),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.contains("reasoning  ")), "{text}");
 
     let json: Value =
         serde_json::from_str(&stdout(&tack(&["report", dir, "--cost", "--json"]))).unwrap();

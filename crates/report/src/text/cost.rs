@@ -21,12 +21,32 @@ pub fn cost(cost: &CostReport) -> String {
         "reasoning",
         "dollars",
         "per success",
-        "unknown-cost calls",
+        "unpriced calls",
     ]
     .iter()
     .map(|h| h.to_string())
     .collect();
     let right: Vec<bool> = (0..headers.len()).map(|i| i >= 3).collect();
+    // Columns of counts no call had (cached, cache-write, reasoning tokens,
+    // unpriced calls) are left out, named below the table: the table then
+    // fits a terminal.
+    let total = &cost.total;
+    let none: Vec<usize> = [
+        (7, total.cache_read_tokens),
+        (8, total.cache_write_tokens),
+        (10, total.reasoning_tokens),
+        (13, total.unknown_cost_calls),
+    ]
+    .into_iter()
+    .filter_map(|(column, sum)| (sum == 0).then_some(column))
+    .collect();
+    let kept = |cells: Vec<String>| -> Vec<String> {
+        cells
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, cell)| (!none.contains(&i)).then_some(cell))
+            .collect()
+    };
     let row = |r: &CostRow| {
         let mut cells = vec![
             r.variant.clone(),
@@ -42,17 +62,26 @@ pub fn cost(cost: &CostReport) -> String {
         cells
     };
     // Variant totals, the run's, a blank line, then variant × task.
-    let mut rows: Vec<Vec<String>> = cost.by_variant.iter().map(row).collect();
-    rows.push(row(&cost.total));
+    let mut rows: Vec<Vec<String>> = cost.by_variant.iter().map(row).map(kept).collect();
+    rows.push(kept(row(&cost.total)));
     rows.push(Vec::new());
-    rows.extend(cost.rows.iter().map(row));
+    rows.extend(cost.rows.iter().map(row).map(kept));
     let mut out = format!(
         "cost of run {} (price table {})\n\n",
         cost.run_id,
         cost.price_table.as_deref().unwrap_or("not recorded")
     );
-    out.push_str(&super::table(&headers, &rows, &right));
+    let right: Vec<bool> = right
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, r)| (!none.contains(&i)).then_some(r))
+        .collect();
+    out.push_str(&super::table(&kept(headers.clone()), &rows, &right));
     out.push('\n');
+    if !none.is_empty() {
+        let names: Vec<&str> = none.iter().map(|&i| headers[i].as_str()).collect();
+        out.push_str(&format!("none in this run: {}\n", names.join(", ")));
+    }
     out.push_str(&notes(cost));
     out
 }
@@ -67,10 +96,12 @@ fn notes(cost: &CostReport) -> String {
         ));
     }
     if cost.any_unknown() {
+        let unpriced = cost.total.unknown_cost_calls;
+        let have = if unpriced == 1 { "has" } else { "have" };
         out.push_str(&format!(
-            "{} model calls have no price: their cost is unknown, not 0. \"≥ $x\" is a lower bound \
-             (what the priced calls cost); \"unknown\" means no call was priced.\n",
-            cost.total.unknown_cost_calls
+            "{} {have} no price (unpriced calls): their cost is unknown, not 0. \"≥ $x\" is a \
+             lower bound (what the priced calls cost); \"unknown\" means no call was priced.\n",
+            tack_protocol::count(unpriced, "model call"),
         ));
     }
     out.push_str("input tokens include cached ones; output tokens include reasoning ones.\n");
@@ -158,7 +189,7 @@ mod tests {
         let cells: Vec<&str> = t1.split("  ").filter(|c| !c.is_empty()).collect();
         assert_eq!(cells[2].trim(), "(all)", "{text}");
         assert!(text.contains("≥ $0.5000"), "{text}");
-        assert!(text.contains("1 model calls have no price"), "{text}");
+        assert!(text.contains("1 model call has no price"), "{text}");
         assert!(
             text.contains("price of openai:gpt-x: none (not in the price table), cost unknown"),
             "{text}"
