@@ -44,8 +44,22 @@ pub fn closed() -> bool {
 /// wrong. A stderr that is gone (`tack run … 2>&1 | head -2`) leaves
 /// nothing to tell: what is said there is dropped and the command goes on,
 /// where `eprintln!` would panic and abandon a run half done.
+///
+/// What is said there quotes what tasks and agents produced (a build log's
+/// tail, a check's output, an error): its control characters are shown,
+/// not obeyed ([`tack_protocol::printable`]). tack colours nothing on
+/// stderr; a carriage return that starts a note is its own (a progress
+/// line written over).
 pub fn note(args: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(args);
+    let text = args.to_string();
+    let (over, said) = match text.strip_prefix('\r') {
+        Some(rest) => ("\r", rest),
+        None => ("", text.as_str()),
+    };
+    let printable = tack_protocol::printable(said);
+    let _ = io::stderr()
+        .lock()
+        .write_all(format!("{over}{printable}").as_bytes());
 }
 
 /// `eprint!` through [`note`].

@@ -50,8 +50,8 @@ pub async fn check(args: CheckArgs) -> CommandResult {
     let tally = tack_suite::SoundnessTally::of(&results);
     if args.json {
         let out = json!({
-            "suite": suite.name, "tasks": results, "sound": tally.unsound == 0,
-            "not_checked": tally.unchecked,
+            "suite": suite.name, "tasks": results, "sound": tally.sound(),
+            "not_checked": tally.unchecked + tally.failed, "could_not_check": tally.failed,
         });
         outln!(
             "{}",
@@ -60,7 +60,7 @@ pub async fn check(args: CheckArgs) -> CommandResult {
     } else {
         out!("{}", tack_suite::soundness_text(&suite.name, &results))?;
     }
-    Ok(if tally.unsound == 0 {
+    Ok(if tally.sound() {
         ExitCode::SUCCESS
     } else {
         Failure::Found.into()

@@ -91,7 +91,10 @@ fn check_name(file: &Path, field: &str, name: &str) -> Result<(), SuiteError> {
         Err(SuiteError::invalid(
             file,
             field,
-            format!("`{name}` is not a usable name: use letters, digits, `-`, `_` and `.` only"),
+            format!(
+                "`{}` is not a usable name: use letters, digits, `-`, `_` and `.` only",
+                tack_protocol::printable(name)
+            ),
         ))
     }
 }

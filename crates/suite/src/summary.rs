@@ -6,27 +6,33 @@ use std::fmt::Write as _;
 use crate::{Suite, Task, TaskSoundness};
 
 /// How a suite check came out. A task that runs only in its container image
-/// is not checked here: said, but not counted against the suite.
+/// is not checked here: said, but not counted against the suite. Nor is one
+/// that could not be checked (its image did not build, its setup failed):
+/// that says nothing of its checks, but the suite is not shown sound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SoundnessTally {
     pub checked: usize,
     pub unsound: usize,
     /// Tasks left unchecked (they need their container image).
     pub unchecked: usize,
+    /// Tasks whose check could not run (`TaskSoundness::detail` says why).
+    pub failed: usize,
 }
 
 impl SoundnessTally {
     pub fn of(results: &[TaskSoundness]) -> SoundnessTally {
-        let unchecked = results.iter().filter(|r| r.requires_container).count();
-        let unsound = results
-            .iter()
-            .filter(|r| !r.sound() && !r.requires_container)
-            .count();
+        let count = |keep: fn(&TaskSoundness) -> bool| results.iter().filter(|r| keep(r)).count();
         SoundnessTally {
-            checked: results.len() - unchecked,
-            unsound,
-            unchecked,
+            checked: count(|r| r.checked),
+            unsound: count(|r| r.checked && !r.sound()),
+            unchecked: count(|r| r.requires_container),
+            failed: count(|r| !r.checked && !r.requires_container),
         }
+    }
+
+    /// Every task that could be checked was, and is sound.
+    pub fn sound(&self) -> bool {
+        self.unsound == 0 && self.failed == 0
     }
 }
 
@@ -36,10 +42,11 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
     let yes = |value: bool| if value { "yes" } else { "no" };
     let mut out = String::new();
     for result in results {
-        let mark = match (result.sound(), result.requires_container) {
-            (true, _) => "ok  ",
-            (false, true) => "SKIP",
-            (false, false) => "FAIL",
+        let mark = match (result.sound(), result.requires_container, result.checked) {
+            (true, _, _) => "ok  ",
+            (false, true, _) => "SKIP",
+            (false, false, false) => "ERR ",
+            (false, false, true) => "FAIL",
         };
         if result.requires_container {
             let _ = writeln!(out, "{mark} {:<28} not checked", result.task);
@@ -65,13 +72,19 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
         1 => "; 1 not checked (it needs its container image)".to_string(),
         n => format!("; {n} not checked (they need their container image)"),
     };
+    let failed = match tally.failed {
+        0 => String::new(),
+        n => format!("; {n} could not be checked (ERR: the error is above)"),
+    };
     let _ = writeln!(
         out,
-        "\n{} of {} sound in suite `{suite}`{skipped}",
+        "\n{} of {} sound in suite `{suite}`{skipped}{failed}",
         tally.checked - tally.unsound,
         tack_protocol::count(tally.checked, "task")
     );
-    out
+    // Check output and errors quote the task's own commands: shown, not
+    // obeyed by the terminal.
+    tack_protocol::printable(&out).into_owned()
 }
 
 /// The suite's variants and tasks, one line each, the variants' columns as
@@ -118,7 +131,9 @@ pub fn suite_text(suite: &Suite) -> String {
         };
         let _ = writeln!(out, "  {:<28} [{}]{network}", t.id, t.tags.join(", "));
     }
-    out
+    // Descriptions and tags are the suite author's (an imported suite's
+    // come from elsewhere): shown, not obeyed by the terminal.
+    tack_protocol::printable(&out).into_owned()
 }
 
 /// The steps of a task that declared they need the network (and so run
@@ -164,7 +179,8 @@ mod tests {
             SoundnessTally {
                 checked: 2,
                 unsound: 1,
-                unchecked: 1
+                unchecked: 1,
+                failed: 0,
             }
         );
         let text = soundness_text("s", &results);
@@ -179,29 +195,36 @@ mod tests {
         );
     }
 
+    fn broken_again() -> TaskSoundness {
+        TaskSoundness {
+            checked: false,
+            fails_untouched: false,
+            passes_with_solution: false,
+            ..task("b", false, false)
+        }
+    }
+
     #[test]
     fn a_failed_solution_script_is_said_and_an_unchecked_task_says_so() {
         let solved_anyway = TaskSoundness {
             solution_failed: Some("the solution script exited with code 1".into()),
             ..task("a", true, false)
         };
-        let broken = TaskSoundness {
-            checked: false,
-            fails_untouched: false,
-            passes_with_solution: false,
-            ..task("b", false, false)
-        };
-        let text = soundness_text("s", &[solved_anyway, broken]);
+        let text = soundness_text("s", &[solved_anyway, broken_again()]);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("ok   a ") && lines[0].ends_with("solution: yes"));
         assert_eq!(lines[1], "       the solution script exited with code 1");
         assert_eq!(
             lines[2].trim_end(),
-            "FAIL b                            could not be checked"
+            "ERR  b                            could not be checked"
         );
         assert_eq!(
             lines.last().copied(),
-            Some("1 of 2 tasks sound in suite `s`")
+            Some(
+                "1 of 1 task sound in suite `s`; 1 could not be checked (ERR: the error is above)"
+            )
         );
+        let tally = SoundnessTally::of(&[broken_again()]);
+        assert_eq!((tally.checked, tally.failed, tally.sound()), (0, 1, false));
     }
 }

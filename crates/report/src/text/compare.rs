@@ -22,7 +22,8 @@ pub fn comparison(c: &Comparison, drift: &[String]) -> String {
     for d in drift {
         let _ = writeln!(out, "drift: {d}");
     }
-    out
+    // Task and variant names of imported runs come from elsewhere.
+    tack_protocol::printable(&out).into_owned()
 }
 
 /// Both sides' success rates, and the difference with its tests.

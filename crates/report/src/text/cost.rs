@@ -83,7 +83,8 @@ pub fn cost(cost: &CostReport) -> String {
         out.push_str(&format!("none in this run: {}\n", names.join(", ")));
     }
     out.push_str(&notes(cost));
-    out
+    // Variant, model and task names of imported runs come from elsewhere.
+    tack_protocol::printable(&out).into_owned()
 }
 
 /// What the table's labels mean, and the prices used.

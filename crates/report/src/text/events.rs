@@ -2,11 +2,18 @@
 //! account `tack exec` gives on stderr and the conversation `tack chat`
 //! shows.
 
-use tack_protocol::{Event, Role, RunTotals, SpanStatus, StopReason, TrialOutcome, count};
+use tack_protocol::{
+    Event, Role, RunTotals, SpanStatus, StopReason, TrialOutcome, count, printable,
+};
 
 /// `tack exec`'s line for an event: tool calls (arguments on one line, cut
-/// at 100 characters), approvals and checks; `None` for the rest.
+/// at 100 characters), approvals and checks; `None` for the rest. What the
+/// agent wrote is shown, never obeyed ([`printable`]).
 pub fn exec_event(event: &Event) -> Option<String> {
+    exec_line(event).map(|line| printable(&line).into_owned())
+}
+
+fn exec_line(event: &Event) -> Option<String> {
     match event {
         Event::ToolCall(call) => Some(format!(
             "step {:>2}  {} {}{}",
@@ -47,8 +54,12 @@ pub fn exec_outcome(outcome: TrialOutcome, stop: StopReason, totals: &RunTotals)
 
 /// `tack chat`'s line for an event: what the agent says, each tool call
 /// with the first line of its result (`·` done, `!` failed), refusals;
-/// `None` for the rest.
+/// `None` for the rest. What the agent wrote is shown, never obeyed.
 pub fn chat_event(event: &Event) -> Option<String> {
+    chat_line(event).map(|line| printable(&line).into_owned())
+}
+
+fn chat_line(event: &Event) -> Option<String> {
     match event {
         Event::Message { message, .. }
             if message.role == Role::Assistant && !message.content.trim().is_empty() =>

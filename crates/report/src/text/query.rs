@@ -98,7 +98,10 @@ fn shown(cell: &Cell) -> String {
         }
         other => plain(other),
     };
-    let flat = text.replace('\n', "⏎");
+    // Trace content: shown, never obeyed by the terminal.
+    let flat = tack_protocol::printable(&text)
+        .replace('\n', "⏎")
+        .replace('\t', " ");
     if flat.chars().count() > MAX_WIDTH {
         let cut: String = flat.chars().take(MAX_WIDTH - 1).collect();
         format!("{cut}…")

@@ -1,7 +1,7 @@
 //! The table `tack run` ends with: per variant, passed trials, success rate
 //! with its Wilson 95% interval, and tokens per success.
 
-use tack_protocol::TrialOutcome;
+use tack_protocol::{TrialOutcome, printable};
 
 /// What the summary needs of one trial (its final attempt).
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +73,8 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
             n => format!("  +{n} infra error(s), not scored"),
         };
         out.push_str(&format!(
-            "{variant:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}{infra}\n",
+            "{:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}{infra}\n",
+            printable(variant),
             format!("{passed}/{total}")
         ));
     }
@@ -102,10 +103,10 @@ pub fn harness_errors(trials: &[SummaryTrial<'_>]) -> Option<String> {
         let error = trial.error.unwrap_or("no error was recorded");
         out.push_str(&format!(
             "  variant {}, task {}, trial {}: {}\n",
-            trial.variant,
-            trial.task,
+            printable(trial.variant),
+            printable(trial.task),
             trial.trial_index,
-            error.replace('\n', "\n    ")
+            printable(error).replace('\n', "\n    ")
         ));
     }
     out.push_str("they are in the traces and the report; fix what the errors name and run again (a suite that loads cleanly should not cause this: please report it)\n");

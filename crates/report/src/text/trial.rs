@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use tack_analysis::{MessageRow, SpanRow, TrialTrace};
-use tack_protocol::{SpanStatus, TrialOutcome, count};
+use tack_protocol::{SpanStatus, TrialOutcome, count, printable};
 use tack_trace::schema::{col, kind};
 
 /// The trial's header and timeline. `simulated`: its model is built in;
@@ -101,9 +101,12 @@ fn header(
         s.red(&t.outcome)
     };
     let model = if simulated {
-        format!("{} (simulated: a built-in model, not an LLM)", t.model)
+        format!(
+            "{} (simulated: a built-in model, not an LLM)",
+            printable(&t.model)
+        )
     } else {
-        t.model.clone()
+        printable(&t.model).into_owned()
     };
     let cost = cost_text(trace);
     let checks = match t.checks_passed {
@@ -111,15 +114,23 @@ fn header(
         Some(false) => s.red("failed"),
         None => "did not run".to_string(),
     };
-    let _ = writeln!(out, "{} {}", s.bold("trial"), s.bold(&t.trial_id));
+    let _ = writeln!(
+        out,
+        "{} {}",
+        s.bold("trial"),
+        s.bold(&printable(&t.trial_id))
+    );
     let rows = [
-        ("run", run_id.to_string()),
-        ("variant", t.variant.clone()),
-        ("task", format!("{} (trial {})", t.task, t.trial_index)),
+        ("run", printable(run_id).into_owned()),
+        ("variant", printable(&t.variant).into_owned()),
+        (
+            "task",
+            format!("{} (trial {})", printable(&t.task), t.trial_index),
+        ),
         ("model", model),
         (
             "outcome",
-            format!("{outcome}, stop reason {}", t.stop_reason),
+            format!("{outcome}, stop reason {}", printable(&t.stop_reason)),
         ),
         ("checks", checks),
         ("steps", effort(t, denials.len())),
@@ -144,7 +155,9 @@ fn header(
         );
     }
     if let Some(error) = &t.error {
-        let _ = writeln!(out, "  {:<9} {}", s.dim("error"), s.red(error));
+        // A multi-line error (a build log's tail) keeps the column.
+        let error = printable(error).replace('\n', "\n            ");
+        let _ = writeln!(out, "  {:<9} {}", s.dim("error"), s.red(&error));
     }
     out
 }
@@ -229,7 +242,7 @@ fn timeline(trace: &TrialTrace, denials: &BTreeMap<u32, Vec<String>>, s: TrialSt
         match item {
             Item::Said(message) => {
                 let text = if s.full {
-                    message.content.trim().to_string()
+                    printable(message.content.trim()).into_owned()
                 } else {
                     one_line(&message.content, 160)
                 };
@@ -250,7 +263,12 @@ fn span_lines(span: &SpanRow, denials: &BTreeMap<u32, Vec<String>>, s: TrialStyl
         kind::TOOL_CALL => tool_call(span, denials.get(&span.span_id), s),
         kind::APPROVAL => approval(span, s),
         kind::CHECK => check(span, s),
-        other => format!("{} {other} {}\n", s.dim("?"), span.name),
+        other => format!(
+            "{} {} {}\n",
+            s.dim("?"),
+            printable(other),
+            printable(&span.name)
+        ),
     }
 }
 
@@ -272,7 +290,7 @@ fn model_call(span: &SpanRow, s: TrialStyle) -> String {
         parts.push(format!("reasoning {reasoning}"));
     }
     if let Some(finish) = &span.finish_reason {
-        parts.push(format!("finish {finish}"));
+        parts.push(format!("finish {}", printable(finish)));
     }
     if let Some(usd) = span.cost_usd {
         parts.push(tack_analysis::cost::format_usd(usd));
@@ -282,7 +300,7 @@ fn model_call(span: &SpanRow, s: TrialStyle) -> String {
         parts.push(s.yellow(&format!("attempt {attempt} after {}", seconds(wait))));
     }
     if let Some(fault) = &span.fault {
-        parts.push(s.yellow(&format!("injected fault: {fault}")));
+        parts.push(s.yellow(&format!("injected fault: {}", printable(fault))));
     }
     let mut out = format!(
         "{}{} {}\n",
@@ -291,13 +309,17 @@ fn model_call(span: &SpanRow, s: TrialStyle) -> String {
         parts.join(" · ")
     );
     if let Some(error) = &span.error {
-        let _ = writeln!(out, "      {}", s.red(&format!("error: {error}")));
+        let _ = writeln!(
+            out,
+            "      {}",
+            s.red(&format!("error: {}", printable(error)))
+        );
     }
     out
 }
 
 fn tool_call(span: &SpanRow, denials: Option<&Vec<String>>, s: TrialStyle) -> String {
-    let name = span.tool_name.as_deref().unwrap_or(&span.name);
+    let name = printable(span.tool_name.as_deref().unwrap_or(&span.name));
     let arguments = span.tool_arguments.as_deref().unwrap_or("");
     let mut status = Vec::new();
     if let Some(code) = span.exit_code {
@@ -305,7 +327,7 @@ fn tool_call(span: &SpanRow, denials: Option<&Vec<String>>, s: TrialStyle) -> St
         status.push(if code == 0 { text } else { s.red(&text) });
     }
     if let Some(kind) = &span.error_kind {
-        status.push(s.red(&format!("error {kind}")));
+        status.push(s.red(&format!("error {}", printable(kind))));
     }
     if span.truncated == Some(true) {
         status.push(s.yellow("output cut at the cap"));
@@ -324,11 +346,16 @@ fn tool_call(span: &SpanRow, denials: Option<&Vec<String>>, s: TrialStyle) -> St
     let mut out = format!(
         "{}{} {}{status}\n",
         s.dim(&step(span)),
-        s.bold(name),
+        s.bold(&name),
         one_line(arguments, 120),
     );
     for denial in denials.into_iter().flatten() {
-        let _ = writeln!(out, "      {} {denial}", s.red("sandbox denied:"));
+        let _ = writeln!(
+            out,
+            "      {} {}",
+            s.red("sandbox denied:"),
+            printable(denial)
+        );
     }
     if let Some(result) = &span.tool_result {
         out.push_str(&block(result, 12, s));
@@ -337,8 +364,8 @@ fn tool_call(span: &SpanRow, denials: Option<&Vec<String>>, s: TrialStyle) -> St
 }
 
 fn approval(span: &SpanRow, s: TrialStyle) -> String {
-    let name = span.tool_name.as_deref().unwrap_or(&span.name);
-    let approver = span.approver.as_deref().unwrap_or("?");
+    let name = printable(span.tool_name.as_deref().unwrap_or(&span.name));
+    let approver = printable(span.approver.as_deref().unwrap_or("?"));
     let verdict = match span.approved {
         Some(true) => s.green(&format!("approved by {approver}")),
         Some(false) => s.red(&format!("denied by {approver}")),
@@ -377,7 +404,7 @@ fn check(span: &SpanRow, s: TrialStyle) -> String {
     let mut out = format!(
         "      {} {} {verdict}{exit} {}\n",
         s.bold("check"),
-        span.name,
+        printable(&span.name),
         s.dim(&format!("$ {}", one_line(command, 100)))
     );
     if let Some(output) = &span.check_output {
@@ -388,6 +415,7 @@ fn check(span: &SpanRow, s: TrialStyle) -> String {
 
 /// `text` indented, its first and last lines when longer than `max` lines.
 fn block(text: &str, max: usize, s: TrialStyle) -> String {
+    let text = printable(text);
     let lines: Vec<&str> = text.trim_end().lines().collect();
     let bar = s.dim("│");
     let mut out = String::new();
@@ -416,6 +444,7 @@ fn block(text: &str, max: usize, s: TrialStyle) -> String {
 
 /// The last `max` lines of `text`, indented.
 fn tail(text: &str, max: usize, s: TrialStyle) -> String {
+    let text = printable(text);
     let lines: Vec<&str> = text.trim_end().lines().collect();
     let bar = s.dim("│");
     let start = if s.full {
@@ -439,7 +468,10 @@ fn tail(text: &str, max: usize, s: TrialStyle) -> String {
 
 /// `text` on one line, cut to `max` characters with an ellipsis.
 fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = printable(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     if flat.chars().count() <= max {
         return flat;
     }
