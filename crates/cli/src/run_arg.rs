@@ -16,9 +16,10 @@ pub(crate) fn resolve_run(run: &str, traces: &Path) -> Result<PathBuf, CommandEr
 /// journals, and a run still going is said to be, so that neither kind is
 /// left out unsaid.
 pub(crate) fn recover_run(run: &Path) -> Result<(), CommandError> {
-    if tack_trace::run_in_progress(run) {
+    let writer = tack_trace::run_writer(run);
+    if writer.is_live() {
         errln!(
-            "note: {} is still in progress; what follows covers the trials it has stored so far",
+            "note: {} is still in progress ({writer}); what follows covers the trials it has stored so far",
             run.display()
         );
         return Ok(());

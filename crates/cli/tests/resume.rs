@@ -535,6 +535,57 @@ fn a_query_over_a_killed_run_counts_the_trials_in_its_journals() {
     assert!(journals(&run_dir).is_empty());
 }
 
+/// A run written from another host (shards on a shared traces volume)
+/// cannot be looked up in this host's process table: while its claim is
+/// touched, a reader takes it for running and leaves its journals alone
+/// (recovering them would store its trials in progress as cancelled under
+/// its feet); a claim untouched for two minutes is a killed run's.
+#[test]
+fn a_run_claimed_by_another_host_is_left_alone_until_its_claim_goes_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = killed_with_finished_trials(dir.path(), 2);
+    let claim = run_dir.join("run.pid");
+    std::fs::write(&claim, "4242 some-other-node 77\n").unwrap();
+    let before = journals(&run_dir);
+    assert!(!before.is_empty());
+    let query = |dir: &Path| {
+        let output = tack(dir)
+            .args(["query", "select count(*) as n from trials", "--csv"])
+            .output()
+            .unwrap();
+        // Nothing stored yet: only its journals hold its trials.
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let stderr = query(dir.path());
+    assert!(
+        stderr.contains("still in progress (process 4242 of host some-other-node"),
+        "{stderr}"
+    );
+    assert_eq!(journals(&run_dir), before, "nothing recovered");
+    assert_eq!(manifest(&run_dir)["status"], "running");
+    let merge = tack(dir.path())
+        .args(["run", "--resume", run_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(merge.status.code(), Some(2), "{merge:?}");
+    assert!(
+        String::from_utf8_lossy(&merge.stderr).contains("of host some-other-node"),
+        "{merge:?}"
+    );
+
+    let stale = std::time::SystemTime::now() - std::time::Duration::from_secs(200);
+    std::fs::File::options()
+        .write(true)
+        .open(&claim)
+        .unwrap()
+        .set_modified(stale)
+        .unwrap();
+    let stderr = query(dir.path());
+    assert!(stderr.contains("from their journals"), "{stderr}");
+    assert!(journals(&run_dir).is_empty());
+    assert_eq!(manifest(&run_dir)["status"], "interrupted");
+}
+
 /// A second Ctrl-C stops at once and says how to carry the run on; the
 /// first waits for the running trials (here, a check that takes 30 s).
 #[test]

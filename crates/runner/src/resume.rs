@@ -113,11 +113,12 @@ pub(crate) fn prepare(
             difference,
         });
     }
-    if tack_trace::run_in_progress(&run_dir) {
-        return Err(not_resumable(
-            "a tack process is still writing it (see run.pid); resume once it has stopped"
-                .to_string(),
-        ));
+    let writer = tack_trace::run_writer(&run_dir);
+    if writer.is_live() {
+        return Err(not_resumable(format!(
+            "{writer} is still writing it (see {}); resume once it has stopped",
+            tack_trace::PID_FILE
+        )));
     }
     tack_trace::recover_journals(&run_dir)?;
     let recorded = tack_trace::recorded_trials(&run_dir)?;

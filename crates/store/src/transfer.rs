@@ -197,10 +197,12 @@ fn check_uploadable(local_run: &Path) -> Result<(), StoreError> {
             "it holds no manifest.json; is it a run's directory?",
         ));
     }
-    if tack_trace::run_in_progress(local_run) {
-        return Err(refuse(
-            "a tack process is still writing it (see run.pid); upload it once that has ended",
-        ));
+    let writer = tack_trace::run_writer(local_run);
+    if writer.is_live() {
+        return Err(refuse(&format!(
+            "{writer} is still writing it (see {}); upload it once that has ended",
+            tack_trace::PID_FILE
+        )));
     }
     // A compaction cut off by a crash is completed, so that what goes up is
     // one consistent set of parts.

@@ -19,6 +19,7 @@ mod drift;
 mod error;
 mod fingerprint;
 mod fsutil;
+mod liveness;
 mod manifest;
 mod merge;
 mod parts;
@@ -41,6 +42,7 @@ pub use error::{TableError, TraceError};
 pub use fingerprint::{
     EnvironmentFingerprint, RunFingerprint, TaskFingerprint, VariantFingerprint, answered_models,
 };
+pub use liveness::{PID_FILE, STALE_AFTER, Writer, run_in_progress, run_writer};
 pub use manifest::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, Resume, RunStatus, Shard, SuiteInfo, VariantInfo,
 };
@@ -58,9 +60,7 @@ pub use runs::{RunsError, find_run, no_trial, resumable_run, run_ids};
 pub use transcript::{
     TranscriptMessage, legacy_message_id, trial_transcript, trial_transcripts, trial_transcripts_in,
 };
-pub use writer::{
-    PID_FILE, RunWriter, TrialRecorder, recover_journals, run_in_progress, stored_trial_ids,
-};
+pub use writer::{RunWriter, TrialRecorder, recover_journals, stored_trial_ids};
 
 #[cfg(test)]
 pub(crate) mod testing {

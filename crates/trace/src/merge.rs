@@ -24,8 +24,8 @@ pub enum MergeError {
         "run {run} is not a shard (it was not run with --shard); only shards of one plan can be merged"
     )]
     NotAShard { run: String },
-    #[error("run {run} is still running; merge it once it has finished")]
-    StillRunning { run: String },
+    #[error("run {run} is still running ({writer} writes it); merge it once it has finished")]
+    StillRunning { run: String, writer: String },
     #[error("no runs to merge")]
     NoRuns,
     #[error("run {run} does not belong with run {base}: {what}; shards must come from one plan")]
@@ -205,8 +205,12 @@ fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
     if manifest.shard.is_none() {
         return Err(MergeError::NotAShard { run });
     }
-    if crate::run_in_progress(dir) {
-        return Err(MergeError::StillRunning { run });
+    let writer = crate::run_writer(dir);
+    if writer.is_live() {
+        return Err(MergeError::StillRunning {
+            run,
+            writer: writer.to_string(),
+        });
     }
     Ok(ShardRun {
         dir: dir.to_path_buf(),

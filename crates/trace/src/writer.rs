@@ -11,28 +11,11 @@ use tack_protocol::{
 };
 
 use crate::compact::{compact, finish_pending};
+use crate::liveness::{Heartbeat, PID_FILE, claim, run_in_progress};
 use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows, parse_part_name};
 use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
 use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
 use crate::{Manifest, RunStatus, TraceError};
-
-/// Holds the id of the process writing the run, while it runs. It means
-/// nothing on another machine: copies of a run leave it out.
-pub const PID_FILE: &str = "run.pid";
-
-/// Whether a live process is still writing this run: its journals belong to
-/// trials in progress, not to a crash.
-pub fn run_in_progress(run_dir: &Path) -> bool {
-    fs::read_to_string(run_dir.join(PID_FILE))
-        .ok()
-        .and_then(|pid| pid.trim().parse::<u32>().ok())
-        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
-}
-
-fn claim(run_dir: &Path) -> Result<(), TraceError> {
-    let pid = run_dir.join(PID_FILE);
-    fs::write(&pid, std::process::id().to_string()).map_err(|e| TraceError::io(&pid, e))
-}
 
 /// A run's trace directory, being written. Clones share one part writer, so
 /// the trials of a run, however many run at once, go into the same parts.
@@ -41,6 +24,8 @@ pub struct RunWriter {
     dir: PathBuf,
     limits: PartLimits,
     parts: Arc<Mutex<PartWriter>>,
+    /// Keeps the run's claim touched while any clone lives.
+    _claim: Arc<Heartbeat>,
 }
 
 impl RunWriter {
@@ -61,8 +46,8 @@ impl RunWriter {
             fs::create_dir_all(&path).map_err(|e| TraceError::io(&path, e))?;
         }
         manifest.write(&dir)?;
-        claim(&dir)?;
-        RunWriter::over(dir, limits)
+        let claim = claim(&dir)?;
+        RunWriter::over(dir, limits, claim)
     }
 
     /// Continues writing a run that stopped: new trials go into new parts
@@ -81,16 +66,17 @@ impl RunWriter {
         let journal = run_dir.join(JOURNAL_DIR);
         fs::create_dir_all(&journal).map_err(|e| TraceError::io(&journal, e))?;
         manifest.write(run_dir)?;
-        claim(run_dir)?;
-        RunWriter::over(run_dir.to_path_buf(), PartLimits::default())
+        let claim = claim(run_dir)?;
+        RunWriter::over(run_dir.to_path_buf(), PartLimits::default(), claim)
     }
 
-    fn over(dir: PathBuf, limits: PartLimits) -> Result<RunWriter, TraceError> {
+    fn over(dir: PathBuf, limits: PartLimits, claim: Heartbeat) -> Result<RunWriter, TraceError> {
         let parts = PartWriter::open(&dir, limits)?;
         Ok(RunWriter {
             dir,
             limits,
             parts: Arc::new(Mutex::new(parts)),
+            _claim: Arc::new(claim),
         })
     }
 

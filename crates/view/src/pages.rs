@@ -224,11 +224,10 @@ pub(crate) fn chosen(viewer: &Viewer, params: &Params) -> Result<Chosen, ViewErr
             Ok(opened) => tables.push(opened),
             // A run that has recorded nothing yet (just started) has no
             // table to read; it is named, as is a run that cannot be read.
-            Err(error) => unreadable.push(match run.manifest.status {
-                tack_trace::RunStatus::Running => {
-                    format!("{} (running, nothing recorded yet)", run.manifest.run_id)
-                }
-                _ => format!("{} ({error})", run.manifest.run_id),
+            Err(error) => unreadable.push(if tack_trace::run_in_progress(&run.dir) {
+                format!("{} (running, nothing recorded yet)", run.manifest.run_id)
+            } else {
+                format!("{} ({error})", run.manifest.run_id)
             }),
         }
     }

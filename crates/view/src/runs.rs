@@ -77,7 +77,13 @@ impl FoundRun {
     /// a reload does not read a big run's trial ids again).
     pub fn line(&self, recorded: u64) -> RunLine {
         let m = &self.manifest;
-        let (state, status) = match (&m.shard, m.merged_from.is_empty(), m.status) {
+        // A run killed before it could say so still says `running`; its
+        // writer is gone (reading it recovers its journals).
+        let status = match m.status {
+            RunStatus::Running if !tack_trace::run_in_progress(&self.dir) => RunStatus::Interrupted,
+            status => status,
+        };
+        let (state, status) = match (&m.shard, m.merged_from.is_empty(), status) {
             (_, _, RunStatus::Running) => ("running", "running".to_string()),
             (Some(shard), _, _) => ("shard", format!("shard {}/{}", shard.index, shard.count)),
             (None, false, _) => ("merged", "merged".to_string()),
