@@ -10,6 +10,7 @@ use tack_protocol::{TrialOutcome, count};
 use tack_report::text::{self, SummaryTrial};
 use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan, RunResult};
 use tack_store::{Location, RemoteUrl};
+use tack_trace::Manifest;
 
 use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
@@ -42,7 +43,7 @@ directory in tack's cache and uploaded to <URL>/<run-id> when it ends (finished,
 with harness errors), the manifest last; credentials and endpoint come from the environment
 (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP; GOOGLE_*;
 AZURE_STORAGE_*). A run killed before its upload stays in staging: `tack run --resume
-<staging dir> --traces <URL>` finishes and uploads it.
+<staging dir>` finishes it and uploads it where its --traces said.
 
 With --json, stdout carries the run's JSON object whenever trials ran, with exit 3 or 130 too.";
 
@@ -226,14 +227,14 @@ async fn resumed_and_upload(
                 Location::Local(dir) => (dir, traces),
                 Location::Remote(url) => (crate::store_arg::fetch(&url).await?, url.parent()),
             };
-            (
-                Some(
-                    ResumedRun::read(&dir)
-                        .with_context(|| format!("--resume {}", dir.display()))
-                        .or_fail(Failure::Usage)?,
-                ),
-                upload,
-            )
+            let resumed = ResumedRun::read(&dir)
+                .with_context(|| format!("--resume {}", dir.display()))
+                .or_fail(Failure::Usage)?;
+            let upload = match upload {
+                Some(upload) => Some(upload),
+                None => staged_upload(&dir, &resumed.manifest)?,
+            };
+            (Some(resumed), upload)
         }
     };
     // A missing bucket or a wrong endpoint is found now, before the trials
@@ -242,6 +243,46 @@ async fn resumed_and_upload(
         crate::store_arg::check(prefix).await?;
     }
     Ok((resumed, upload))
+}
+
+/// Where a run resumed from tack's staging area goes: it was written there
+/// to be uploaded, so it is uploaded where its first invocation said
+/// (`--traces URL` on its recorded command line). Without one, the resume
+/// is refused: finished in staging, the run would reach no one.
+fn staged_upload(dir: &Path, manifest: &Manifest) -> Result<Option<RemoteUrl>, CommandError> {
+    let staging = crate::store_arg::cache()?.staging();
+    let staged = std::fs::canonicalize(dir)
+        .ok()
+        .zip(std::fs::canonicalize(&staging).ok())
+        .is_some_and(|(dir, staging)| dir.starts_with(staging));
+    if !staged {
+        return Ok(None);
+    }
+    let line = &manifest.command_line;
+    let named = line
+        .iter()
+        .enumerate()
+        .find_map(|(i, word)| match word.strip_prefix("--traces") {
+            Some("") => line.get(i + 1).cloned(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_string),
+            None => None,
+        });
+    match named.map(|url| crate::store_arg::location(Path::new(&url))) {
+        Some(Ok(Location::Remote(url))) => {
+            errln!(
+                "{} is in tack's staging area: it is uploaded to {url} when it ends, as its run asked",
+                dir.display()
+            );
+            Ok(Some(url))
+        }
+        _ => Err(anyhow::anyhow!(
+            "{} is in tack's staging area, where runs bound for object storage are written, and \
+             its command line names no --traces URL: add --traces s3://BUCKET/PREFIX (or gs://, \
+             az://, file://) to upload it when it ends",
+            dir.display()
+        ))
+        .or_fail(Failure::Usage),
+    }
 }
 
 /// clap requires SUITE unless --resume is given.

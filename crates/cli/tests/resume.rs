@@ -586,6 +586,55 @@ fn a_run_claimed_by_another_host_is_left_alone_until_its_claim_goes_stale() {
     assert_eq!(manifest(&run_dir)["status"], "interrupted");
 }
 
+/// A run bound for object storage is written in tack's staging area; killed
+/// there, it is resumed from there, and uploaded where its first
+/// invocation said even when the resume does not repeat `--traces`.
+#[test]
+fn a_staged_run_resumed_without_traces_is_uploaded_where_it_was_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let bucket = format!("file://{}/bucket", dir.path().display());
+    let demo = demo();
+    let trials = TRIALS.to_string();
+    let child = tack(dir.path())
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["run", demo.to_str().unwrap(), "-v", VARIANTS, "-t", TASKS])
+        .args([
+            "--trials",
+            &trials,
+            "-j",
+            "2",
+            "--no-report",
+            "--traces",
+            &bucket,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let staging = cache.join("tack/staging");
+    wait_for("the run to start", || {
+        staging.is_dir() && staging.read_dir().unwrap().count() == 1
+    });
+    let run_dir = run_dir_of(&staging);
+    wait_for("a finished trial", || finished_in_journals(&run_dir) >= 1);
+    kill(child);
+    let output = tack(dir.path())
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["run", "--resume", run_dir.to_str().unwrap(), "--no-report"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is in tack's staging area: it is uploaded to"),
+        "{stderr}"
+    );
+    let run_id = run_dir.file_name().unwrap();
+    let uploaded = dir.path().join("bucket").join(run_id);
+    assert_eq!(manifest(&uploaded)["status"], "finished");
+}
+
 /// A second Ctrl-C stops at once and says how to carry the run on; the
 /// first waits for the running trials (here, a check that takes 30 s).
 #[test]

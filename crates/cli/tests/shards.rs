@@ -192,6 +192,32 @@ fn shards_of_different_plans_do_not_merge() {
     assert!(!dir.path().join("traces/merged").exists());
 }
 
+/// A shard resumed keeps its slice: another index would run another
+/// shard's trials into it, which the merge would then find twice.
+#[test]
+fn a_shard_resumed_as_another_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = run(dir.path(), &["--shard", "1/2"], &[]);
+    let resume = ["run", "--resume", one.to_str().unwrap(), "--no-report"];
+    let output = tack(
+        dir.path(),
+        &[&resume[..], &["--shard", "2/2"]].concat(),
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("the shard differs: 1/2 recorded, 2/2 now"),
+        "{stderr}"
+    );
+    let output = tack(
+        dir.path(),
+        &[&resume[..], &["--shard", "1/2"]].concat(),
+        &[],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
 #[test]
 fn bad_shard_values_exit_2_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();

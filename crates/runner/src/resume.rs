@@ -107,7 +107,19 @@ pub(crate) fn prepare(
     };
     let mut manifest = Manifest::read(&run_dir)
         .map_err(|e| not_resumable(format!("{e}; is it a run's trace directory?")))?;
-    if let Some(difference) = manifest.plan_difference(&fresh) {
+    // Shards of one plan differ by their index alone, which a merge allows
+    // and a resume must not: the run would take another shard's slice.
+    let index = |m: &Manifest| m.shard.as_ref().map(|s| (s.index, s.count));
+    let difference = manifest.plan_difference(&fresh).or_else(|| {
+        match (index(&manifest), index(&fresh)) {
+            (Some((was, count)), Some((now, _))) if was != now => Some(format!(
+                "the shard differs: {was}/{count} recorded, {now}/{count} now (leave --shard out \
+                 to keep the run's own)"
+            )),
+            _ => None,
+        }
+    });
+    if let Some(difference) = difference {
         return Err(RunError::PlanMismatch {
             run_dir,
             difference,
