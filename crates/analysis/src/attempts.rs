@@ -18,6 +18,10 @@
 //! end in an error (no score, so not in the metrics' denominator, reported as
 //! errors); counting them as failures would charge the agent for the
 //! infrastructure, and a run with many should be rerun, not read.
+//!
+//! Nor is a final attempt that was cut off (`cancelled`: the run was
+//! interrupted and not resumed): it measured nothing either, and is
+//! counted apart beside the infra errors.
 
 use polars::prelude::*;
 use tack_protocol::TrialOutcome;
@@ -26,8 +30,8 @@ use tack_trace::schema::col;
 /// A column added to the trials table: the row is its planned trial's final
 /// attempt.
 pub(crate) const IS_FINAL: &str = "is_final_attempt";
-/// A column added to the trials table: the row is final and not an infra
-/// error, so it counts in success rates.
+/// A column added to the trials table: the row is final and neither an
+/// infra error nor cut off, so it counts in success rates.
 pub(crate) const IS_SCORED: &str = "is_scored";
 
 /// A column of [`reruns`]: the planned trial's last attempt.
@@ -59,21 +63,32 @@ pub(crate) fn mark(trials: LazyFrame, reruns: LazyFrame) -> LazyFrame {
     // A planned trial never run again has one attempt, which is final.
     let last = col(LAST_ATTEMPT).fill_null(col(col::TRIAL_ATTEMPT));
     let is_final = col(col::TRIAL_ATTEMPT).eq(last);
-    let not_infra = col(col::OUTCOME).neq(lit(TrialOutcome::InfraError.as_str()));
+    let scored_outcome = col(col::OUTCOME)
+        .neq(lit(TrialOutcome::InfraError.as_str()))
+        .and(col(col::OUTCOME).neq(lit(TrialOutcome::Cancelled.as_str())));
     let mut args = JoinArgs::new(JoinType::Left);
     args.maintain_order = MaintainOrderJoin::Left;
     trials
         .join(reruns, planned_trial(), planned_trial(), args)
         .with_columns([
             is_final.clone().alias(IS_FINAL),
-            is_final.and(not_infra).alias(IS_SCORED),
+            is_final.and(scored_outcome).alias(IS_SCORED),
         ])
         .drop(cols([LAST_ATTEMPT]))
 }
 
 /// A final attempt that ended in `infra_error`.
 pub(crate) fn is_final_infra_error() -> Expr {
-    col(IS_FINAL).and(col(IS_SCORED).not())
+    is_final_outcome(TrialOutcome::InfraError)
+}
+
+/// A final attempt that was cut off (`cancelled`).
+pub(crate) fn is_final_cancelled() -> Expr {
+    is_final_outcome(TrialOutcome::Cancelled)
+}
+
+fn is_final_outcome(outcome: TrialOutcome) -> Expr {
+    col(IS_FINAL).and(col(col::OUTCOME).eq(lit(outcome.as_str())))
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ impl RunAnalysis {
     pub fn final_trials(&self) -> u64 {
         self.variants
             .iter()
-            .map(|v| v.trials + v.infra_errors)
+            .map(|v| v.trials + v.infra_errors + v.cancelled)
             .sum()
     }
 

@@ -1,7 +1,7 @@
 //! Per-variant and per-task aggregates, computed with Polars lazy group-bys.
 
 use crate::AnalysisError;
-use crate::attempts::{IS_FINAL, IS_SCORED, is_final_infra_error};
+use crate::attempts::{IS_FINAL, IS_SCORED, is_final_cancelled, is_final_infra_error};
 use crate::counts::{self, VariantCounts};
 use crate::frame::{Frame, usd_of_picodollars};
 use crate::rollup::{COST_KNOWN, PICO, RERUN, count_where, weight};
@@ -23,6 +23,7 @@ mod agg {
     pub const COST_NULLS: &str = "cost_nulls";
     pub const TAMPERED_TRIALS: &str = "tampered_trials";
     pub const INFRA_ERRORS: &str = "infra_errors";
+    pub const CANCELLED: &str = "cancelled";
     pub const RETRIED: &str = "retried_attempts";
     pub const RERUN_TRIALS: &str = "rerun_trials";
     pub const RERUN_PASSED: &str = "rerun_passed";
@@ -45,6 +46,9 @@ pub struct VariantSummary {
     /// Planned trials whose final attempt ended in `infra_error`: not
     /// scored, not in `trials`.
     pub infra_errors: u64,
+    /// Planned trials whose final attempt was cut off (`cancelled`: the
+    /// run was interrupted and not resumed): not scored, not in `trials`.
+    pub cancelled: u64,
     /// Attempts that were run again (after an infra error, or cut off by a
     /// crash): in the traces, counted nowhere else.
     pub retried_attempts: u64,
@@ -217,22 +221,41 @@ fn counts_by(
     Ok(out)
 }
 
-/// Final infra errors and retried attempts per variant.
+/// What of a variant's attempts is not scored: final infra errors, final
+/// attempts cut off, and attempts that were run again.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unscored {
+    infra_errors: u64,
+    cancelled: u64,
+    retried_attempts: u64,
+}
+
+/// [`Unscored`] per variant.
 fn attempt_counts(
     trials: LazyFrame,
     dir: &Path,
-) -> Result<HashMap<String, (u64, u64)>, AnalysisError> {
+) -> Result<HashMap<String, Unscored>, AnalysisError> {
     let lazy = trials.group_by([col(col::VARIANT)]).agg([
         count_where(is_final_infra_error()).alias(agg::INFRA_ERRORS),
+        count_where(is_final_cancelled()).alias(agg::CANCELLED),
         count_where(col(IS_FINAL).not()).alias(agg::RETRIED),
     ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let variants = frame.strs(col::VARIANT)?;
     let infra = frame.u64s(agg::INFRA_ERRORS)?;
+    let cancelled = frame.u64s(agg::CANCELLED)?;
     let retried = frame.u64s(agg::RETRIED)?;
     Ok(variants
         .into_iter()
-        .zip(infra.into_iter().zip(retried))
+        .enumerate()
+        .map(|(i, variant)| {
+            let unscored = Unscored {
+                infra_errors: infra[i],
+                cancelled: cancelled[i],
+                retried_attempts: retried[i],
+            };
+            (variant, unscored)
+        })
         .collect())
 }
 
@@ -293,7 +316,7 @@ fn summarize(
     info: VariantInfo,
     totals: Option<Totals>,
     spans: SpanTotals,
-    (infra_errors, retried_attempts): (u64, u64),
+    unscored: Unscored,
     outcomes: BTreeMap<String, u64>,
     stop_reasons: BTreeMap<String, u64>,
 ) -> VariantSummary {
@@ -321,8 +344,9 @@ fn summarize(
         } else {
             t.passed as f64 / t.trials as f64
         },
-        infra_errors,
-        retried_attempts,
+        infra_errors: unscored.infra_errors,
+        cancelled: unscored.cancelled,
+        retried_attempts: unscored.retried_attempts,
         rerun_trials: t.rerun.0,
         success_rate_without_reruns: (t.rerun.0 > 0 && t.trials > t.rerun.0)
             .then(|| (t.passed - t.rerun.1) as f64 / (t.trials - t.rerun.0) as f64),

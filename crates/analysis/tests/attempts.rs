@@ -398,3 +398,44 @@ fn listed_trials_read_a_batch_at_a_time_are_the_trials_read_at_once() {
     let rows: Vec<_> = at_once.into_iter().map(|t| t.trial).collect();
     assert_eq!(counted, rows);
 }
+
+/// A run interrupted and not resumed ends with trials cut off: they
+/// measured nothing of the agent, so they are counted apart, as infra
+/// errors are, not failed; a comparison does not pair them.
+#[test]
+fn a_final_attempt_cut_off_is_counted_apart_not_scored() {
+    use tack_protocol::{StopReason, TrialOutcome};
+    let trial = |index, outcome, stop| fixture::Trial {
+        variant: "real",
+        task: "fix-bug",
+        index,
+        attempt: 0,
+        outcome,
+        stop,
+        input_tokens: 100,
+        output_tokens: 10,
+        cost: Some(0.01),
+        error: None,
+        interventions: 0,
+        feedback_rounds: 0,
+        tampered: false,
+    };
+    let trials = [
+        trial(0, TrialOutcome::Passed, StopReason::Completed),
+        trial(1, TrialOutcome::Cancelled, StopReason::Cancelled),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    fixture::write_trials_with_calls(dir.path(), &trials, true);
+    let analysis = analyze_run(dir.path()).unwrap();
+    let real = variant(&analysis.variants, "real");
+    assert_eq!((real.trials, real.passed, real.cancelled), (1, 1, 1));
+    assert!(close(real.success_rate, 1.0));
+    assert_eq!(real.infra_errors, 0);
+    assert_eq!(analysis.final_trials(), 2);
+
+    let tables = RunTables::open(dir.path()).unwrap();
+    let side = Side::load(&tables, "real").unwrap();
+    let comparison = compare(&side, &side, &CompareOptions::default()).unwrap();
+    assert_eq!(comparison.base.trials, 1);
+    assert_eq!(comparison.base.cancelled, 1);
+}

@@ -44,6 +44,8 @@ pub(crate) struct SummaryRow {
     pub passed: u64,
     /// Final infra errors, not in `trials`.
     pub infra_errors: u64,
+    /// Final attempts cut off, not in `trials`.
+    pub cancelled: u64,
     /// Attempts run again, counted nowhere else.
     pub retried_attempts: u64,
     /// Scored trials decided by a later attempt than their first.
@@ -191,6 +193,7 @@ fn summary_row(v: &VariantSummary) -> SummaryRow {
         trials: v.trials,
         passed: v.passed,
         infra_errors: v.infra_errors,
+        cancelled: v.cancelled,
         retried_attempts: v.retried_attempts,
         rerun_trials: v.rerun_trials,
         rate_without_reruns: v.success_rate_without_reruns.map(percent),
@@ -342,16 +345,20 @@ pub(crate) struct Attempts {
     pub final_trials: u64,
     pub scored: u64,
     pub infra_errors: u64,
+    /// Final attempts cut off (an interrupted run): not scored.
+    pub cancelled: u64,
     pub retried_attempts: u64,
 }
 
 pub(crate) fn attempts(analysis: &RunAnalysis) -> Attempts {
     let infra_errors = analysis.variants.iter().map(|v| v.infra_errors).sum();
+    let cancelled = analysis.variants.iter().map(|v| v.cancelled).sum();
     let final_trials = analysis.final_trials();
     Attempts {
         final_trials,
-        scored: final_trials - infra_errors,
+        scored: final_trials - infra_errors - cancelled,
         infra_errors,
+        cancelled,
         retried_attempts: analysis.retried_attempts(),
     }
 }

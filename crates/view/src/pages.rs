@@ -123,7 +123,10 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
         .map(|run| {
             let summaries = viewer.summaries(&run.dir);
             let recorded = summaries.as_ref().map_or(0, |summaries| {
-                summaries.iter().map(|v| v.trials + v.infra_errors).sum()
+                summaries
+                    .iter()
+                    .map(|v| v.trials + v.infra_errors + v.cancelled)
+                    .sum()
             });
             let line = run.line(recorded);
             let id = line.id.as_str();
@@ -136,7 +139,11 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
                             name: v.variant.clone(),
                             passed: v.passed,
                             trials: v.trials,
-                            rate: format!("{:.0}%", v.success_rate * 100.0),
+                            // No scored trial: no rate, where 0% would be a claim.
+                            rate: match v.trials {
+                                0 => "—".to_string(),
+                                _ => format!("{:.0}%", v.success_rate * 100.0),
+                            },
                             cost: v.cost_usd.map(|c| format!("${c:.4}")),
                             simulated: v.simulated,
                             trials_url: link("/trials", &[("run", id), ("variant", &v.variant)]),

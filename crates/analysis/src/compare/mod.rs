@@ -63,6 +63,9 @@ pub struct SideInfo {
     /// Trials of the side's variant whose final attempt ended in
     /// `infra_error`: not scored, so not paired (see the crate docs).
     pub infra_errors: u64,
+    /// Trials whose final attempt was cut off (`cancelled`): not scored,
+    /// not paired.
+    pub cancelled: u64,
     pub passed: u64,
     pub success_rate: f64,
     /// Wilson 95% interval.
@@ -355,6 +358,7 @@ fn side_info<'a>(side: &Side, trials: impl Iterator<Item = &'a ComparedTrial>) -
         simulated: side.simulated,
         trials: total,
         infra_errors: side.infra_errors,
+        cancelled: side.cancelled,
         passed: passed_count,
         success_rate: if total == 0 {
             0.0

@@ -28,6 +28,8 @@ pub struct Side {
     /// Final attempts that ended in `infra_error`: not scored, so not
     /// paired (see the crate docs).
     pub(crate) infra_errors: u64,
+    /// Final attempts cut off: not scored, not paired.
+    pub(crate) cancelled: u64,
 }
 
 /// One scored trial: what the pairing, the tests and the metrics read.
@@ -55,6 +57,7 @@ pub(crate) fn compared_counts() -> impl Iterator<Item = &'static tack_trace::sch
 
 const PASSED: &str = "compare_passed";
 const INFRA_ERROR: &str = "compare_infra_error";
+const CANCELLED: &str = "compare_cancelled";
 
 impl Side {
     /// `variant` of the opened run: one scan of its final attempts, reading
@@ -81,6 +84,7 @@ impl Side {
             col(col::TRIAL_ATTEMPT),
             outcome(TrialOutcome::Passed).alias(PASSED),
             outcome(TrialOutcome::InfraError).alias(INFRA_ERROR),
+            outcome(TrialOutcome::Cancelled).alias(CANCELLED),
             col(col::TOTAL_TOKENS),
             col(col::COST_USD),
             col(col::DURATION_MS),
@@ -98,15 +102,21 @@ impl Side {
         let attempt = frame.u32s(col::TRIAL_ATTEMPT)?;
         let passed = frame.bools(PASSED)?;
         let infra_error = frame.bools(INFRA_ERROR)?;
+        let cancelled = frame.bools(CANCELLED)?;
         let total_tokens = frame.u64s(col::TOTAL_TOKENS)?;
         let cost_usd = frame.opt_f64s(col::COST_USD)?;
         let duration_ms = frame.u64s(col::DURATION_MS)?;
         let mut tasks: BTreeMap<String, Vec<ComparedTrial>> = BTreeMap::new();
-        let mut infra_errors = 0;
+        let (mut infra_errors, mut cut_off) = (0, 0);
         let rows = frame.strs(col::TRIAL_ID)?.into_iter();
         for (i, (trial_id, task)) in rows.zip(frame.strs(col::TASK)?).enumerate() {
+            // Not scored, so not paired (crate::attempts).
             if infra_error[i] {
                 infra_errors += 1;
+                continue;
+            }
+            if cancelled[i] {
+                cut_off += 1;
                 continue;
             }
             tasks.entry(task).or_default().push(ComparedTrial {
@@ -130,6 +140,7 @@ impl Side {
             simulated: info.simulated,
             tasks,
             infra_errors,
+            cancelled: cut_off,
         })
     }
 

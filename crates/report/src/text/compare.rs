@@ -93,6 +93,14 @@ fn notes(out: &mut String, c: &Comparison) {
                 tack_protocol::count(s.infra_errors, &format!("{name} trial"))
             );
         }
+        if s.cancelled > 0 {
+            let _ = writeln!(
+                out,
+                "note: {} {} cut off (cancelled: the run was interrupted): not scored, not paired",
+                tack_protocol::count(s.cancelled, &format!("{name} trial")),
+                if s.cancelled == 1 { "was" } else { "were" }
+            );
+        }
     }
     if c.simulated() {
         out.push_str("note: results from a simulated (built-in) model, not an LLM\n");
@@ -210,6 +218,7 @@ mod tests {
             simulated: true,
             trials: 10,
             infra_errors: u64::from(run_id == "cand"),
+            cancelled: 0,
             passed,
             success_rate: passed as f64 / 10.0,
             ci_low: 0.1,

@@ -22,12 +22,14 @@ struct Tally {
     scored: u64,
     tokens: u64,
     infra_errors: u64,
+    cancelled: u64,
 }
 
 /// The summary table, a blank line before and after, variants in the order
 /// their first trial comes (the suite's order, in which trials are
-/// planned). A final infra error is not scored, as in the report, and is
-/// counted apart.
+/// planned). A final infra error or a trial cut off is not scored, as in
+/// the report, and is counted apart. A variant with no scored trial has no
+/// rate to show: a dash, not 0%.
 pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> String {
     let mut per_variant: Vec<(&str, Tally)> = Vec::new();
     for trial in trials {
@@ -39,9 +41,16 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
             }
         };
         let entry = &mut per_variant[at].1;
-        if trial.outcome == TrialOutcome::InfraError {
-            entry.infra_errors += 1;
-            continue;
+        match trial.outcome {
+            TrialOutcome::InfraError => {
+                entry.infra_errors += 1;
+                continue;
+            }
+            TrialOutcome::Cancelled => {
+                entry.cancelled += 1;
+                continue;
+            }
+            _ => {}
         }
         entry.scored += 1;
         entry.tokens += trial.tokens;
@@ -59,21 +68,36 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
             scored: total,
             tokens,
             infra_errors: infra,
+            cancelled,
         } = tally;
-        let rate = 100.0 * passed as f64 / total.max(1) as f64;
-        let (low, high) = tack_analysis::wilson_interval(passed, total);
-        let interval = format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high);
+        let (rate, interval) = match total {
+            0 => ("—".to_string(), "—".to_string()),
+            _ => {
+                let (low, high) = tack_analysis::wilson_interval(passed, total);
+                (
+                    format!("{:.1}%", 100.0 * passed as f64 / total as f64),
+                    format!("{:.0}–{:.0}%", 100.0 * low, 100.0 * high),
+                )
+            }
+        };
         // Rounded as the report and `tack compare` round it, not cut.
         let per_success = match passed {
             0 => "—".to_string(),
             n => format!("{:.0}", tokens as f64 / n as f64),
         };
-        let infra = match infra {
-            0 => String::new(),
-            n => format!("  +{n} infra error(s), not scored"),
+        let mut apart = Vec::new();
+        if infra > 0 {
+            apart.push(tack_protocol::count(infra, "infra error"));
+        }
+        if cancelled > 0 {
+            apart.push(format!("{cancelled} cut off"));
+        }
+        let apart = match apart.is_empty() {
+            true => String::new(),
+            false => format!("  +{}, not scored", apart.join(", ")),
         };
         out.push_str(&format!(
-            "{:<16} {:>8} {rate:>6.1}% {interval:>15} {per_success:>15}{infra}\n",
+            "{:<16} {:>8} {rate:>7} {interval:>15} {per_success:>15}{apart}\n",
             printable(variant),
             format!("{passed}/{total}")
         ));
@@ -164,7 +188,7 @@ mod tests {
         );
         // 400 tokens over the scored trials, 1 success.
         assert!(
-            lines[2].contains(" 400  +1 infra error(s), not scored"),
+            lines[2].contains(" 400  +1 infra error, not scored"),
             "{text}"
         );
         assert!(
@@ -172,6 +196,26 @@ mod tests {
             "{text}"
         );
         assert_eq!(lines.len(), 5, "{text}");
+    }
+
+    #[test]
+    fn trials_cut_off_are_apart_and_no_scored_trial_has_no_rate() {
+        let text = run_summary([
+            trial("v", TrialOutcome::Passed, 10),
+            trial("v", TrialOutcome::Cancelled, 10),
+            trial("w", TrialOutcome::InfraError, 10),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[2].contains("1/1") && lines[2].contains("100.0%"),
+            "{text}"
+        );
+        assert!(lines[2].ends_with("+1 cut off, not scored"), "{text}");
+        assert!(
+            lines[3].contains("0/0") && !lines[3].contains('%'),
+            "{text}"
+        );
+        assert!(lines[3].ends_with("+1 infra error, not scored"), "{text}");
     }
 
     #[test]
