@@ -61,8 +61,15 @@ pub struct RunDrift {
     /// changed unseen, unless [`RunDrift::same_suite_content`].
     pub unfingerprinted: Vec<Side>,
     /// Both runs hashed the same suite content (every file of the suite),
-    /// so no task can have changed, fingerprinted or not.
+    /// so no task can have changed, fingerprinted or not. Never so for a
+    /// run imported from another tool's log, which hashed no suite.
     pub same_suite_content: bool,
+    /// Sides imported from another tool's log (Inspect, a Harbor job): no
+    /// suite was hashed, no fingerprint taken.
+    pub imported: Vec<Side>,
+    /// The suites' names, when they differ: tasks of one name may then be
+    /// different tasks (two Inspect tasks with the same sample ids).
+    pub suites: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -136,10 +143,18 @@ pub enum VariantChange {
 
 /// What differs between two runs (see the module documentation).
 pub fn drift(base: &Manifest, candidate: &Manifest) -> RunDrift {
-    let unfingerprinted = [(Side::Base, base), (Side::Candidate, candidate)]
-        .into_iter()
-        .filter(|(_, m)| m.fingerprint.is_none())
-        .map(|(side, _)| side)
+    let sides = [(Side::Base, base), (Side::Candidate, candidate)];
+    // Two variants of one imported run share its tasks: nothing to say.
+    let one_run = base.run_id == candidate.run_id;
+    let imported: Vec<Side> = sides
+        .iter()
+        .filter(|(_, m)| m.suite.content_hash.is_empty() && !one_run)
+        .map(|(side, _)| *side)
+        .collect();
+    let unfingerprinted = sides
+        .iter()
+        .filter(|(_, m)| m.fingerprint.is_none() && !m.suite.content_hash.is_empty())
+        .map(|(side, _)| *side)
         .collect();
     let names: BTreeSet<&String> = base
         .variants
@@ -158,7 +173,11 @@ pub fn drift(base: &Manifest, candidate: &Manifest) -> RunDrift {
         environment: environment_drift(base, candidate),
         variants,
         unfingerprinted,
-        same_suite_content: base.suite.content_hash == candidate.suite.content_hash,
+        same_suite_content: one_run
+            || (imported.is_empty() && base.suite.content_hash == candidate.suite.content_hash),
+        imported,
+        suites: (base.suite.name != candidate.suite.name)
+            .then(|| (base.suite.name.clone(), candidate.suite.name.clone())),
     }
 }
 
@@ -343,11 +362,24 @@ impl RunDrift {
             && self.environment.is_empty()
             && self.variants.is_empty()
             && self.unfingerprinted.is_empty()
+            && self.imported.is_empty()
+            && self.suites.is_none()
     }
 
     /// One line per difference, for people: `task `median-even`: fixture changed`.
     pub fn describe(&self) -> Vec<String> {
-        let mut lines: Vec<String> = self
+        let mut lines: Vec<String> = Vec::new();
+        if let Some((base, candidate)) = &self.suites {
+            lines.push(format!(
+                "the runs are of different suites (`{base}` and `{candidate}`): tasks of one name may be different tasks"
+            ));
+        }
+        lines.extend(self.imported.iter().map(|side| {
+            format!(
+                "the {side} run was imported from another tool's log: it has no fingerprint, so whether its tasks are the other run's is unknown"
+            )
+        }));
+        lines.extend(self
             .unfingerprinted
             .iter()
             .map(|side| {
@@ -358,8 +390,7 @@ impl RunDrift {
                 format!(
                     "the {side} run was recorded before fingerprints: {tasks}; its kernel, toolchains and answering models are unknown"
                 )
-            })
-            .collect();
+            }));
         lines.extend(
             self.tasks
                 .iter()

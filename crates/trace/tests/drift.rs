@@ -317,6 +317,7 @@ fn differently_named_variants_can_be_compared_by_configuration() {
 fn without_fingerprints_configurations_are_compared_as_recorded() {
     let mut base = manifest();
     let mut candidate = manifest();
+    candidate.run_id = format!("{}-again", base.run_id);
     base.fingerprint = None;
     candidate.fingerprint = None;
     // Name and description identify a variant; they configure nothing.
@@ -334,6 +335,33 @@ fn without_fingerprints_configurations_are_compared_as_recorded() {
     );
     assert!(!loud.same_suite_content);
     assert!(loud.describe()[0].contains("whether its tasks changed is unknown"));
+}
+
+/// Runs imported from other tools' logs hashed no suite: two of them are
+/// not "the same suite content" for having the same empty hash, and runs
+/// of two suites are said to be.
+#[test]
+fn imported_runs_and_other_suites_are_said_to_differ() {
+    let mut base = manifest();
+    let mut candidate = manifest();
+    candidate.run_id = format!("{}-other", base.run_id);
+    for (m, name) in [(&mut base, "arith"), (&mut candidate, "other")] {
+        m.fingerprint = None;
+        m.suite.content_hash = String::new();
+        m.suite.name = name.to_string();
+    }
+    let imported = drift(&base, &candidate);
+    assert!(!imported.same_suite_content);
+    assert_eq!(imported.imported, vec![Side::Base, Side::Candidate]);
+    assert!(imported.unfingerprinted.is_empty());
+    let lines = imported.describe();
+    assert!(
+        lines[0].contains("different suites (`arith` and `other`)"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("base run was imported"), "{lines:?}");
+    // Two variants of one imported run: nothing to say of its tasks.
+    assert!(drift(&base, &base).describe().is_empty());
 }
 
 #[test]
