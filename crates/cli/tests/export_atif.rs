@@ -94,11 +94,18 @@ fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
         let path = out.join(format!("{trial_id}.json"));
         let atif: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         check_trajectory(&atif, trial, answered[trial_id.as_str()]);
+        let calls = &atif["extra"]["tack"]["unanswered_model_calls"];
         if trial["outcome"] == "model_error" {
             // The call that failed is listed, not dropped.
-            let calls = &atif["extra"]["tack"]["unanswered_model_calls"];
             assert!(!calls.as_array().unwrap().is_empty(), "{trial_id}: {atif}");
             unanswered += 1;
+        } else {
+            // A call that answered is in its step, not among the unanswered.
+            let listed = calls.as_array().map_or(&[][..], Vec::as_slice);
+            assert!(
+                listed.iter().all(|call| call["status"] != "ok"),
+                "{trial_id}: {calls}"
+            );
         }
     }
     assert!(

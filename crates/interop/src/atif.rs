@@ -388,12 +388,14 @@ impl<'a> Steps<'a> {
         }
     }
 
-    /// The steps, and the model calls no message came of (a call that
-    /// failed last ends a trial in `model_error`).
+    /// The steps, and the model calls no message came of: those that
+    /// failed after the last answer (a call that failed last ends a trial in
+    /// `model_error`); the failures before an answer are in its step.
     fn done(self) -> (Vec<Value>, Vec<Value>) {
         let unanswered = self
             .model_calls
             .iter()
+            .filter(|span| span.status != "ok" && span.seq > self.seen_seq)
             .map(|span| failed_call(span))
             .collect();
         (self.steps, unanswered)
