@@ -61,7 +61,8 @@ tack report traces/<run-id>    (re)build a run's report",
     after_help = "Exit codes: 0 success, 1 the command ran and found a problem (an unsound task), \
 2 usage or input error (bad flags, bad suite file: every file and setting a variant names is checked \
 before any trial), 3 tack failed (could not write traces or report, or a trial ended in harness_error), \
-130 interrupted by Ctrl-C (the trials that ran are recorded and reported)."
+130 interrupted by Ctrl-C (the trials that ran are recorded, and reported unless a second Ctrl-C \
+stopped tack at once)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -509,7 +509,9 @@ fn stop_on_ctrl_c(cancel: CancelFlag, run_dir: Arc<OnceLock<PathBuf>>) {
         if tokio::signal::ctrl_c().await.is_ok() {
             match run_dir.get() {
                 Some(dir) => errln!(
-                    "stopped: the trials cut off run again with `tack run --resume {}`",
+                    "stopped: the trials cut off run again with `tack run --resume {}`; \
+                     the finished ones are recorded (`tack report {}` reports them)",
+                    dir.display(),
                     dir.display()
                 ),
                 None => errln!("stopped before the run started"),
