@@ -108,14 +108,14 @@ fn an_image_task_is_sound_and_its_trials_run_in_the_image() {
     assert_eq!(outcome("greet"), ["passed", "passed"], "{json}");
     assert_eq!(outcome("as-agent"), ["passed", "passed"], "{json}");
     assert_eq!(outcome("broken"), ["infra_error", "infra_error"], "{json}");
-    let broken_error = trials(&json)
+    let broken = trials(&json)
         .iter()
         .find(|t| t["task"] == "broken")
-        .unwrap()["error"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .unwrap();
+    let broken_error = broken["error"].as_str().unwrap().to_string();
     assert!(broken_error.contains("about to fail"), "{broken_error}");
+    // The agent never started: not tack's failure, the environment's.
+    assert_eq!(broken["stop_reason"], "environment_error", "{broken}");
 
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(run_dir(dir.path()).join("manifest.json")).unwrap())

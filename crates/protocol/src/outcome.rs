@@ -20,11 +20,14 @@ pub enum StopReason {
     ProviderUnavailable,
     /// tack itself failed (could not record, could not run a tool at all).
     HarnessError,
+    /// The agent never started: the task's environment could not be set up
+    /// (its image did not build, its workspace or services failed).
+    EnvironmentError,
     Cancelled,
 }
 
 impl StopReason {
-    pub const ALL: [StopReason; 9] = [
+    pub const ALL: [StopReason; 10] = [
         StopReason::Completed,
         StopReason::StepLimit,
         StopReason::TimeLimit,
@@ -33,6 +36,7 @@ impl StopReason {
         StopReason::ModelError,
         StopReason::ProviderUnavailable,
         StopReason::HarnessError,
+        StopReason::EnvironmentError,
         StopReason::Cancelled,
     ];
 
@@ -46,6 +50,7 @@ impl StopReason {
             StopReason::ModelError => "model_error",
             StopReason::ProviderUnavailable => "provider_unavailable",
             StopReason::HarnessError => "harness_error",
+            StopReason::EnvironmentError => "environment_error",
             StopReason::Cancelled => "cancelled",
         }
     }
@@ -138,7 +143,9 @@ impl TrialOutcome {
             | StopReason::TokenLimit
             | StopReason::CostLimit => TrialOutcome::Limit,
             StopReason::ModelError => TrialOutcome::ModelError,
-            StopReason::ProviderUnavailable => TrialOutcome::InfraError,
+            StopReason::ProviderUnavailable | StopReason::EnvironmentError => {
+                TrialOutcome::InfraError
+            }
             StopReason::HarnessError => TrialOutcome::HarnessError,
             StopReason::Cancelled => TrialOutcome::Cancelled,
         }

@@ -208,11 +208,15 @@ fn finished(clock: Instant, run: &HarnessRun, tampered: bool) -> TrialFinished {
     }
 }
 
-/// A trial that ended before its agent ran.
+/// A trial that ended before its agent ran: its environment could not be
+/// set up (an infra error), or tack could not assemble its harness.
 pub(crate) fn failed(clock: Instant, outcome: TrialOutcome, error: String) -> TrialFinished {
     TrialFinished {
         outcome,
-        stop_reason: StopReason::HarnessError,
+        stop_reason: match outcome {
+            TrialOutcome::InfraError => StopReason::EnvironmentError,
+            _ => StopReason::HarnessError,
+        },
         totals: RunTotals::default(),
         feedback_rounds: 0,
         tampered: false,
