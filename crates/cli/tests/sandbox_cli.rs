@@ -47,6 +47,25 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A PATH without `true` (the program the probes start) says nothing of
+/// the kernel: doctor finds the same mechanisms.
+#[test]
+fn doctor_probes_the_kernel_whatever_the_path() {
+    if !strict_available() {
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["doctor", "--json"])
+        .env_remove("TACK_SANDBOX_DISABLE")
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["missing"], serde_json::json!([]), "{json}");
+    assert_eq!(json["profiles"]["strict"]["available"], true, "{json}");
+}
+
 #[test]
 fn doctor_json_lists_every_mechanism_and_profile() {
     let (json, code) = doctor_json(None);

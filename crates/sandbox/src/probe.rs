@@ -265,9 +265,13 @@ fn tcp_port_rules(abi: Option<i32>) -> Result<(), ProbeError> {
     }
 }
 
-/// Runs `true` in a child that applies `plan` first.
+/// Runs `true` in a child that applies `plan` first. `true` is looked for
+/// in the system's directories after PATH: a PATH without it says nothing
+/// about the kernel, and blaming the kernel would mislead.
 pub(crate) fn works(plan: ChildPlan) -> Result<(), ChildError> {
-    works_with(plan, "true", &[])
+    let path = std::env::var("PATH").unwrap_or_default();
+    let program = crate::local::find_in_path("true", &format!("{path}:/usr/bin:/bin"));
+    works_with(plan, &program.to_string_lossy(), &[])
 }
 
 /// Runs `program args` in a child that applies `plan` first.
