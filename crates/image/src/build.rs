@@ -103,12 +103,17 @@ pub fn build(
         })?;
     if !status.success() {
         let tail = tail(&log);
+        let missing = from_images(&dockerfile)
+            .into_iter()
+            .filter(|image| !engine.has_image(image))
+            .collect();
         return Err(ImageError::Build {
             status: status
                 .code()
                 .map_or_else(|| "by a signal".to_string(), |c| c.to_string()),
             log,
             tail,
+            missing,
         });
     }
     Ok(Built {
@@ -132,15 +137,10 @@ fn base_ids(engine: &Engine, dockerfile: &str) -> String {
         {
             ids.push_str(&format!("# copied from {from} {}\n", config.id));
         }
-        let mut words = line.split_whitespace();
-        if !words.next().is_some_and(|w| w.eq_ignore_ascii_case("FROM")) {
+        let Some((image, stage)) = from_line(line) else {
             continue;
-        }
-        let rest: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
-        let Some(image) = rest.first() else { continue };
-        if let [_, as_word, name, ..] = rest.as_slice()
-            && as_word.eq_ignore_ascii_case("AS")
-        {
+        };
+        if let Some(name) = stage {
             stages.push(name.to_ascii_lowercase());
         }
         if stages.contains(&image.to_ascii_lowercase()) && !engine.has_image(image) {
@@ -151,6 +151,48 @@ fn base_ids(engine: &Engine, dockerfile: &str) -> String {
         }
     }
     ids
+}
+
+/// A `FROM` line's image and the stage it names (`AS name`), if any.
+fn from_line(line: &str) -> Option<(&str, Option<&str>)> {
+    let mut words = line.split_whitespace();
+    if !words.next().is_some_and(|w| w.eq_ignore_ascii_case("FROM")) {
+        return None;
+    }
+    let rest: Vec<&str> = words.filter(|w| !w.starts_with("--")).collect();
+    let image = rest.first()?;
+    let stage = match rest.as_slice() {
+        [_, as_word, name, ..] if as_word.eq_ignore_ascii_case("AS") => Some(*name),
+        _ => None,
+    };
+    Some((image, stage))
+}
+
+/// The images `dockerfile`'s `FROM` lines start from, stages named earlier
+/// left out, each once.
+fn from_images(dockerfile: &str) -> Vec<String> {
+    let mut args: Vec<(String, String)> = Vec::new();
+    let mut stages: Vec<String> = Vec::new();
+    let mut images: Vec<String> = Vec::new();
+    for line in dockerfile.lines() {
+        if images.is_empty()
+            && stages.is_empty()
+            && let Some(arg) = global_arg(line)
+        {
+            args.push(arg);
+        }
+        let expanded = expand_args(line, &args);
+        let Some((image, stage)) = from_line(&expanded) else {
+            continue;
+        };
+        if !stages.contains(&image.to_ascii_lowercase()) && !images.iter().any(|i| i == image) {
+            images.push(image.to_string());
+        }
+        if let Some(name) = stage {
+            stages.push(name.to_ascii_lowercase());
+        }
+    }
+    images
 }
 
 /// The last lines of a log, for an error.
@@ -166,9 +208,42 @@ fn tail(log: &Path) -> String {
 /// names it; a pinned digest is looked up with and without its pin.
 pub fn map_from_lines(dockerfile: &str, map: &ImageMap) -> String {
     let mut out = String::with_capacity(dockerfile.len());
+    // `ARG NAME=default` before the first FROM: what `FROM ${NAME}` names
+    // (tack passes no --build-arg, so the default is what is built).
+    let mut args: Vec<(String, String)> = Vec::new();
+    let mut seen_from = false;
     for line in dockerfile.split_inclusive('\n') {
-        let mapped = map_from_line(line, map).or_else(|| map_copy_from(line, map));
+        if !seen_from && let Some(arg) = global_arg(line) {
+            args.push(arg);
+        }
+        let expanded = expand_args(line, &args);
+        let mapped = map_from_line(&expanded, map).or_else(|| map_copy_from(line, map));
+        seen_from |= from_line(line).is_some();
         out.push_str(&mapped.unwrap_or_else(|| line.to_string()));
+    }
+    out
+}
+
+/// `ARG NAME=value` (quotes around the value dropped).
+fn global_arg(line: &str) -> Option<(String, String)> {
+    let mut words = line.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("ARG") {
+        return None;
+    }
+    let (name, value) = words.next()?.split_once('=')?;
+    Some((
+        name.to_string(),
+        value.trim_matches(['"', '\'']).to_string(),
+    ))
+}
+
+/// `line` with `$NAME` and `${NAME}` of `args` replaced by their values.
+fn expand_args(line: &str, args: &[(String, String)]) -> String {
+    let mut out = line.to_string();
+    for (name, value) in args {
+        out = out
+            .replace(&format!("${{{name}}}"), value)
+            .replace(&format!("${name}"), value);
     }
     out
 }
@@ -315,6 +390,16 @@ mod tests {
             "FROM base AS build\nCOPY --chown=0:0 --from=localhost/tack-base:bookworm /etc/os-release /x\n\
              COPY --from=build /app /app\nCOPY --from=alpine:3 /a /b\ncopy --from=0 /c /d\n"
         );
+    }
+
+    #[test]
+    fn a_from_named_by_a_global_arg_is_mapped_and_listed() {
+        let text = "ARG BASE=ubuntu:24.04\nARG TAG=\"3\"\nFROM ${BASE}\nFROM alpine:$TAG AS tools\nFROM tools\n";
+        assert_eq!(
+            map_from_lines(text, &map()),
+            "ARG BASE=ubuntu:24.04\nARG TAG=\"3\"\nFROM localhost/tack-base:bookworm\nFROM alpine:$TAG AS tools\nFROM tools\n"
+        );
+        assert_eq!(from_images(text), ["ubuntu:24.04", "alpine:3"]);
     }
 
     #[test]

@@ -72,18 +72,21 @@ fn climbs_out(path: &str) -> bool {
     false
 }
 
-/// Instructions with their first line: continuation lines (`\` at the
-/// end) joined, comments and blank lines dropped.
+/// Instructions with their first line: continuation lines (the escape
+/// character, `\` unless a `# escape=` parser directive says otherwise, at
+/// the end) joined; comments (within a continuation too, as Docker drops
+/// them) and blank lines dropped.
 fn instructions(dockerfile: &str) -> Vec<(usize, String)> {
+    let escape = escape_directive(dockerfile);
     let mut out = Vec::new();
     let mut current: Option<(usize, String)> = None;
     for (index, line) in dockerfile.lines().enumerate() {
         let trimmed = line.trim();
-        if current.is_none() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+        if trimmed.starts_with('#') || (current.is_none() && trimmed.is_empty()) {
             continue;
         }
         let (start, mut text) = current.take().unwrap_or((index + 1, String::new()));
-        match trimmed.strip_suffix('\\') {
+        match trimmed.strip_suffix(escape) {
             Some(part) => {
                 text.push_str(part);
                 text.push(' ');
@@ -97,6 +100,27 @@ fn instructions(dockerfile: &str) -> Vec<(usize, String)> {
     }
     out.extend(current);
     out
+}
+
+/// The escape character the Dockerfile's parser directives name
+/// (`# escape=\``), else `\`. Directives are the comments of the form
+/// `# key=value` at the very top, before any other line.
+fn escape_directive(dockerfile: &str) -> char {
+    for line in dockerfile.lines() {
+        let Some(directive) = line.trim().strip_prefix('#') else {
+            break;
+        };
+        let Some((key, value)) = directive.split_once('=') else {
+            break;
+        };
+        if key.trim().eq_ignore_ascii_case("escape") {
+            return match value.trim() {
+                "`" => '`',
+                _ => '\\',
+            };
+        }
+    }
+    '\\'
 }
 
 /// Whitespace-separated words, quotes removed.
@@ -175,6 +199,18 @@ mod tests {
                 (12, "/abs/../../up")
             ]
         );
+    }
+
+    #[test]
+    fn the_escape_directive_and_comments_in_continuations_are_read_as_docker_does() {
+        let text = "# escape=`\nFROM x\nCOPY `\n  ../x /app/x\n";
+        let found = sources_outside_context(text);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].line, found[0].source.as_str()), (3, "../x"));
+        let commented = "FROM x\nCOPY a \\\n# a comment inside\n  ../y /z\n";
+        let found = sources_outside_context(commented);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].source, "../y");
     }
 
     #[test]

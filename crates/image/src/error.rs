@@ -23,13 +23,17 @@ pub enum ImageError {
         source: std::io::Error,
     },
     #[error(
-        "building the image failed (exit {status}); the whole log is in {}:\n{tail}",
-        log.display()
+        "building the image failed (exit {status}); the whole log is in {}:\n{tail}{}",
+        log.display(),
+        unmapped_hint(missing)
     )]
     Build {
         status: String,
         log: PathBuf,
         tail: String,
+        /// Base images (`FROM`) the engine does not have: where no registry
+        /// answers, the likely cause.
+        missing: Vec<String>,
     },
     #[error(
         "image {image} is neither here nor pullable ({why}); without a registry, map it to a \
@@ -75,6 +79,18 @@ pub enum ImageError {
         image: String,
         source: serde_json::Error,
     },
+}
+
+/// What to do about base images the engine lacks, when there are any.
+fn unmapped_hint(missing: &[String]) -> String {
+    if missing.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nnot on this machine: {}; the build pulls them from a registry. Where none is \
+         reachable, map each to a local image in the suite's [images] (see suites/README.md)",
+        missing.join(", ")
+    )
 }
 
 impl ImageError {
