@@ -94,7 +94,8 @@ Examples:
 
 Exit codes:
   0  every sample of every log was imported
-  1  some samples were skipped (listed, with the reason), the rest imported
+  1  some samples were skipped (listed, with the reason), the rest imported; or a log
+     held no samples
   2  a log could not be read (missing, not an Inspect log, already imported)
   3  a run could not be written";
 
@@ -139,7 +140,8 @@ fn inspect(args: InspectArgs) -> CommandResult {
         args.json,
         ("inspect", "log"),
         |log| tack_import::inspect::import_log(log, &args.out, &command_line),
-        |import| import.skipped.len(),
+        // A log with no samples imported nothing: not a success.
+        |import| import.skipped.len() + usize::from(import.no_samples),
         tack_import::inspect_summary,
     )
 }

@@ -179,6 +179,57 @@ fn an_inspect_log_imports_with_the_scores_and_tokens_inspect_reports() {
     assert_eq!(again.status.code(), Some(2));
 }
 
+/// A log Inspect did not finish (`status: started`: a crash, a Ctrl-C)
+/// imports the samples it holds into a run marked interrupted, and says so;
+/// a log without samples (`--no-log-samples`) imports nothing and exits 1.
+#[test]
+fn an_unfinished_log_is_interrupted_and_one_without_samples_exits_1() {
+    let Some(inspect) = inspect_command() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = run_inspect(&inspect, &dir.path().join("logs"));
+    let dump = Command::new(&inspect)
+        .args(["log", "dump"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let mut json: Value = serde_json::from_slice(&dump.stdout).unwrap();
+    json["status"] = "started".into();
+    let started = dir.path().join("started.json");
+    std::fs::write(&started, json.to_string()).unwrap();
+    let import = |log: &Path, out: &str| {
+        tack(&[
+            "import",
+            "inspect",
+            log.to_str().unwrap(),
+            "--out",
+            dir.path().join(out).to_str().unwrap(),
+        ])
+    };
+    let output = import(&started, "a");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("the log's status is `started`"), "{stderr}");
+    let run = std::fs::read_dir(dir.path().join("a"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["status"], "interrupted");
+
+    json.as_object_mut().unwrap().remove("samples");
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, json.to_string()).unwrap();
+    let output = import(&empty, "b");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the log holds no samples"), "{stderr}");
+}
+
 #[test]
 fn a_file_that_is_not_an_inspect_log_exits_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -92,12 +92,26 @@ pub fn inspect_summary(import: &LogImport) -> String {
             import.model,
             dir.display()
         ),
+        None if import.no_samples => writeln!(
+            out,
+            "{}: nothing imported, no run written: the log holds no samples (Inspect writes \
+             none with --no-log-samples, or before the first finishes); import a log with them",
+            import.log.display()
+        ),
         None => writeln!(
             out,
             "{}: nothing imported, no run written",
             import.log.display()
         ),
     };
+    if import.run_dir.is_some() && import.log_status != "success" {
+        let _ = writeln!(
+            out,
+            "  note: the log's status is `{}`: Inspect did not finish this eval, so the run \
+             holds the samples it wrote and is marked interrupted",
+            import.log_status
+        );
+    }
     for skipped in &import.skipped {
         let _ = writeln!(out, "  skipped {}: {}", skipped.sample, skipped.reason);
     }
@@ -236,6 +250,8 @@ mod tests {
             trials: vec![],
             skipped: vec![],
             ignored_events: BTreeMap::from([("state".to_string(), 3)]),
+            log_status: "success".into(),
+            no_samples: false,
         };
         assert_eq!(
             inspect_summary(&import),

@@ -41,6 +41,12 @@ pub struct LogImport {
     pub skipped: Vec<SkippedSample>,
     /// Inspect event kinds with no tack counterpart, by kind, over all samples.
     pub ignored_events: BTreeMap<String, u64>,
+    /// The log's `status`: `success` when Inspect finished the eval; else
+    /// (`started`, `cancelled`, `error`) the run is marked interrupted.
+    pub log_status: String,
+    /// The log holds no sample at all (written with `--no-log-samples`, or
+    /// before any sample finished): there is nothing to import.
+    pub no_samples: bool,
 }
 
 /// One sample epoch that became a trial.
@@ -92,7 +98,12 @@ pub fn import_log(
         variant: safe_name(&model.replace('/', "-")),
         model: model.clone(),
     };
+    let log_status = str_field(&log.header, "status")
+        .unwrap_or("unknown")
+        .to_string();
     let mut import = LogImport {
+        log_status,
+        no_samples: log.sample_count() == 0,
         log: path.to_path_buf(),
         run_dir: None,
         run_id,
@@ -132,7 +143,11 @@ pub fn import_log(
     for events in converted {
         writer.record_trial(events).map_err(trace)?;
     }
-    manifest.status = RunStatus::Finished;
+    // A log Inspect did not finish holds the samples done so far.
+    manifest.status = match import.log_status.as_str() {
+        "success" => RunStatus::Finished,
+        _ => RunStatus::Interrupted,
+    };
     writer.close(&manifest).map_err(trace)?;
     import.run_dir = Some(writer.dir().to_path_buf());
     Ok(import)
