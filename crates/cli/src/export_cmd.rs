@@ -24,7 +24,8 @@ const OTLP_HELP: &str = "\
 Sends every trial of each run (every attempt) as one trace, named and attributed by the
 OpenTelemetry GenAI semantic conventions:
   invoke_agent tack    the trial: gen_ai.agent.name, gen_ai.conversation.id (the
-                       trial id), gen_ai.request.model, gen_ai.usage.*_tokens;
+                       trial id), gen_ai.provider.name, gen_ai.request.model,
+                       gen_ai.usage.*_tokens;
                        tack.run_id, tack.variant, tack.task, tack.trial_index,
                        tack.attempt, tack.outcome, tack.stop_reason,
                        tack.cost_usd, tack.simulated
@@ -32,7 +33,7 @@ OpenTelemetry GenAI semantic conventions:
                        gen_ai.provider.name, gen_ai.request.model,
                        gen_ai.response.model, gen_ai.response.finish_reasons,
                        gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
-                       cache tokens, error.type
+                       cache tokens, error.type (`_OTHER` when unknown)
   execute_tool <tool>  each tool call, under the model call that asked for it:
                        gen_ai.tool.name, gen_ai.tool.call.id, gen_ai.tool.type;
                        tack.exit_code
@@ -41,7 +42,10 @@ OpenTelemetry GenAI semantic conventions:
                        label, explanation)
 Message content (gen_ai.input.messages, gen_ai.output.messages, tool arguments and results) is
 sent only with --content. Phoenix's OpenInference span kinds and token counts ride along.
-Ids are derived from the run and trial ids: exporting a run again gives the same trace ids.
+Ids are derived from the run and trial ids: exporting a run again gives the same trace ids (a
+collector that keeps the first copy of a span, as Phoenix does, ignores a second export, --content
+or not). The resource is service.name=tack, or OTEL_SERVICE_NAME, with OTEL_RESOURCE_ATTRIBUTES
+(key=value,…; Phoenix files spans under the project openinference.project.name names).
 
 Where to: --endpoint (a base URL; http/protobuf posts to <endpoint>/v1/traces), else
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as written) or OTEL_EXPORTER_OTLP_ENDPOINT; --protocol or

@@ -94,8 +94,8 @@ Examples:
 
 Exit codes:
   0  every sample of every log was imported
-  1  some samples were skipped (listed, with the reason), the rest imported; or a log
-     held no samples
+  1  some samples were skipped (listed, with the reason), the rest imported;
+     or a log held no samples
   2  a log could not be read (missing, not an Inspect log, already imported)
   3  a run could not be written";
 

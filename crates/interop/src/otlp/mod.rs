@@ -57,6 +57,10 @@ pub struct Target {
     pub headers: Vec<(String, String)>,
     #[serde(rename = "timeout_ms", serialize_with = "millis")]
     pub timeout: Duration,
+    /// What describes the sender: `service.name` (`tack`, else
+    /// `OTEL_SERVICE_NAME`) and `OTEL_RESOURCE_ATTRIBUTES`, as the
+    /// OpenTelemetry SDKs read them; a collector groups runs by these.
+    pub resource: Vec<(String, String)>,
 }
 
 fn millis<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
@@ -123,42 +127,83 @@ impl Target {
                 format!("{trimmed}/opentelemetry.proto.collector.trace.v1.TraceService/Export")
             }
         };
+        // Each list variable by name, for its errors.
+        let named = |names: &[&'static str]| {
+            names
+                .iter()
+                .find_map(|name| Some((*name, env(name).filter(|v| !v.is_empty())?)))
+        };
         let mut pairs = Vec::new();
-        if let Some(listed) = var(&[
+        if let Some((name, listed)) = named(&[
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
             "OTEL_EXPORTER_OTLP_HEADERS",
         ]) {
-            for item in listed.split(',').filter(|i| !i.trim().is_empty()) {
-                pairs.push(header(item, true)?);
-            }
+            pairs.extend(pairs_of(&listed, name)?);
         }
         for item in headers {
-            pairs.push(header(item, false)?);
+            pairs.push(pair(item, None, "header")?);
         }
-        let timeout = var(&[
+        let timeout = match named(&[
             "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
             "OTEL_EXPORTER_OTLP_TIMEOUT",
-        ])
-        .and_then(|ms| ms.trim().parse::<u64>().ok())
-        .map_or(Duration::from_secs(10), Duration::from_millis);
+        ]) {
+            None => Duration::from_secs(10),
+            Some((name, ms)) => ms.trim().parse::<u64>().map(Duration::from_millis).map_err(|_| {
+                InteropError::Otlp(format!(
+                    "{name} is `{ms}`: give the export timeout in whole milliseconds (e.g. 10000)"
+                ))
+            })?,
+        };
+        let mut resource = match named(&["OTEL_RESOURCE_ATTRIBUTES"]) {
+            Some((name, listed)) => pairs_of(&listed, name)?,
+            None => Vec::new(),
+        };
+        resource.retain(|(key, _)| key != "service.version");
+        let service = env("OTEL_SERVICE_NAME").filter(|v| !v.is_empty());
+        match (
+            service,
+            resource.iter().position(|(key, _)| key == "service.name"),
+        ) {
+            (Some(name), Some(at)) => resource[at].1 = name,
+            (Some(name), None) => resource.insert(0, ("service.name".to_string(), name)),
+            (None, Some(_)) => {}
+            (None, None) => resource.insert(0, ("service.name".to_string(), "tack".to_string())),
+        }
+        resource.push((
+            "service.version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ));
         Ok(Target {
             url,
             protocol,
             headers: pairs,
             timeout,
+            resource,
         })
     }
 }
 
-/// `key=value`; from the variables the value is percent-decoded.
-fn header(item: &str, encoded: bool) -> Result<(String, String), InteropError> {
+/// A variable's comma-separated `key=value` pairs, percent-decoded.
+fn pairs_of(listed: &str, variable: &str) -> Result<Vec<(String, String)>, InteropError> {
+    listed
+        .split(',')
+        .filter(|item| !item.trim().is_empty())
+        .map(|item| pair(item, Some(variable), "item"))
+        .collect()
+}
+
+/// `key=value`; from a variable (named, for the error) the value is
+/// percent-decoded.
+fn pair(item: &str, variable: Option<&str>, what: &str) -> Result<(String, String), InteropError> {
     let (key, value) = item.split_once('=').ok_or_else(|| {
-        InteropError::Otlp(format!("the OTLP header `{item}` is not `key=value`"))
+        InteropError::Otlp(match variable {
+            Some(name) => format!("{name}: the {what} `{item}` is not `key=value`"),
+            None => format!("the OTLP {what} `{item}` is not `key=value`"),
+        })
     })?;
-    let value = if encoded {
-        percent_decode(value.trim())
-    } else {
-        value.to_string()
+    let value = match variable {
+        Some(_) => percent_decode(value.trim()),
+        None => value.to_string(),
     };
     Ok((key.trim().to_string(), value))
 }
@@ -221,8 +266,9 @@ impl Exporter {
         let resource = Resource {
             attributes: {
                 let mut a = spans::Attributes::default();
-                a.str("service.name", "tack");
-                a.str("service.version", env!("CARGO_PKG_VERSION"));
+                for (key, value) in &target.resource {
+                    a.str(key, value);
+                }
                 a.0
             },
             ..Resource::default()
@@ -465,5 +511,46 @@ mod tests {
         assert!(json.unwrap_err().to_string().contains("http/protobuf"));
         assert!(Target::new(Some("h:4318"), None, &[], env(&[])).is_err());
         assert!(Target::new(Some("http://h"), None, &["novalue".into()], env(&[])).is_err());
+    }
+
+    #[test]
+    fn the_resource_and_bad_variables_are_read_as_the_sdks_read_them() {
+        let t = Target::new(Some("http://h"), None, &[], env(&[])).unwrap();
+        assert_eq!(t.resource[0], ("service.name".into(), "tack".into()));
+        let vars = [
+            ("OTEL_SERVICE_NAME", "evals"),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "deployment.environment=ci,team=a%20b",
+            ),
+        ];
+        let t = Target::new(Some("http://h"), None, &[], env(&vars)).unwrap();
+        let keys: Vec<(&str, &str)> = t
+            .resource
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            keys[..3],
+            [
+                ("service.name", "evals"),
+                ("deployment.environment", "ci"),
+                ("team", "a b")
+            ]
+        );
+        let bad = |name: &'static str, value: &'static str| {
+            Target::new(Some("http://h"), None, &[], env(&[(name, value)]))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            bad("OTEL_EXPORTER_OTLP_TIMEOUT", "abc")
+                .contains("OTEL_EXPORTER_OTLP_TIMEOUT is `abc`")
+        );
+        assert!(
+            bad("OTEL_EXPORTER_OTLP_HEADERS", "nokey")
+                .contains("OTEL_EXPORTER_OTLP_HEADERS: the item `nokey`")
+        );
+        assert!(bad("OTEL_RESOURCE_ATTRIBUTES", "x").contains("OTEL_RESOURCE_ATTRIBUTES"));
     }
 }

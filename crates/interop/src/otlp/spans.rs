@@ -97,6 +97,13 @@ fn root_span(trace: &TrialTrace, run: &RunContext, start: u64) -> Span {
     root.str("gen_ai.agent.name", "tack");
     root.str("gen_ai.conversation.id", &trial.trial_id);
     root.str("gen_ai.request.model", &trial.model);
+    // The provider the trial's model calls went to (the semantic
+    // conventions ask it of an agent's span too).
+    let provider = trace
+        .spans
+        .iter()
+        .find_map(|span| span.provider.as_deref().filter(|p| !p.is_empty()));
+    root.opt_str("gen_ai.provider.name", provider);
     root.int("gen_ai.usage.input_tokens", trial.input_tokens);
     root.int("gen_ai.usage.output_tokens", trial.output_tokens);
     root.str("openinference.span.kind", "AGENT");
@@ -157,7 +164,10 @@ fn model_call(
     a.opt_str("gen_ai.response.model", row.response_model.as_deref());
     a.opt_str(
         "llm.model_name",
-        row.response_model.as_deref().or(Some(model)),
+        row.response_model
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .or(Some(model)),
     );
     if let Some(reason) = &row.finish_reason {
         a.strs("gen_ai.response.finish_reasons", &[reason.as_str()]);
@@ -194,7 +204,10 @@ fn model_call(
         a.str("tack.purpose", &row.name);
     }
     a.opt_str("tack.fault", row.fault.as_deref());
-    a.opt_str("error.type", row.error_kind.as_deref());
+    a.opt_str(
+        "error.type",
+        error_type(&row.status, row.error_kind.as_deref(), row.fault.as_deref()),
+    );
     if run.content {
         let sent: Vec<Value> = row
             .message_ids
@@ -218,6 +231,17 @@ fn model_call(
         a,
         Vec::new(),
     )
+}
+
+/// A failed model call's `error.type`: its error's kind, else the fault
+/// injected, else `_OTHER` (the semantic conventions' word for an error of
+/// no known type); none for a call that answered.
+fn error_type<'a>(status: &str, kind: Option<&'a str>, fault: Option<&'a str>) -> Option<&'a str> {
+    if status == "ok" {
+        return None;
+    }
+    let kind = kind.filter(|k| !k.is_empty());
+    Some(kind.or(fault).unwrap_or("_OTHER"))
 }
 
 fn tool_call(row: &SpanRow, run: &RunContext) -> Converted {
@@ -387,8 +411,10 @@ impl Attributes {
         self.put(key, any_value::Value::StringValue(value.to_string()));
     }
 
+    /// `value` when there is one: an empty string (a response model no
+    /// answer named) is none.
     fn opt_str(&mut self, key: &str, value: Option<&str>) {
-        if let Some(value) = value {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
             self.str(key, value);
         }
     }
@@ -423,6 +449,17 @@ impl Attributes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_model_call_always_has_an_error_type() {
+        assert_eq!(error_type("ok", Some("x"), None), None);
+        assert_eq!(error_type("error", Some("timeout"), None), Some("timeout"));
+        assert_eq!(
+            error_type("error", Some(""), Some("transport_error")),
+            Some("transport_error")
+        );
+        assert_eq!(error_type("error", None, None), Some("_OTHER"));
+    }
 
     #[test]
     fn ids_are_stable_sized_and_differ_by_part() {
