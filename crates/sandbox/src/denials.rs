@@ -21,16 +21,56 @@ const MARKERS: &[&str] = &[
     "enetunreach",
 ];
 
-/// The lines of `stdout` then `stderr` that report a denied operation,
-/// trimmed, deduplicated in first-seen order, at most [`MAX_DENIALS`].
-pub fn extract_denials(stdout: &str, stderr: &str) -> Vec<String> {
+/// The markers of a refused file access (`EACCES`): what Landlock's path
+/// rules answer, and what a file's own permissions answer too.
+const ACCESS_MARKERS: &[&str] = &["permission denied", "eacces"];
+
+/// What of a command's walls can refuse an operation, and so which of the
+/// errors it printed can be theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walls {
+    /// None: unconfined, every error is the system's own.
+    None,
+    /// Seccomp, read-only mounts and no network, but no path rules: an
+    /// image's root is granted whole (and an engine's container has its own
+    /// users), so a "Permission denied" there is a file's own permissions,
+    /// as it would be in Docker.
+    NoPathRules,
+    /// Landlock's path (or TCP port) rules too: a host task under
+    /// `strict`, or any task whose network is narrowed to ports.
+    PathRules,
+}
+
+impl Walls {
+    /// The walls of `confinement`.
+    pub fn of(confinement: &crate::Confinement) -> Walls {
+        // Landlock's TCP port rules answer EACCES too.
+        let port_rules = confinement.tcp_connect.is_some();
+        if confinement.container.is_some() || (confinement.image.is_some() && !port_rules) {
+            Walls::NoPathRules
+        } else if confinement.is_confined() {
+            Walls::PathRules
+        } else {
+            Walls::None
+        }
+    }
+}
+
+/// The lines of `stdout` then `stderr` that report an operation `walls`
+/// could have refused, trimmed, deduplicated in first-seen order, at most
+/// [`MAX_DENIALS`]. The errors are told by their words alone: a tool's own
+/// "Permission denied" under path rules is counted too.
+pub fn extract_denials(stdout: &str, stderr: &str, walls: Walls) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
+    if walls == Walls::None {
+        return found;
+    }
     for line in stdout.lines().chain(stderr.lines()) {
         if found.len() >= MAX_DENIALS {
             break;
         }
         let line = line.trim();
-        if line.is_empty() || !is_denial(line) {
+        if line.is_empty() || !is_denial(line, walls) {
             continue;
         }
         let line = cut(line);
@@ -41,9 +81,12 @@ pub fn extract_denials(stdout: &str, stderr: &str) -> Vec<String> {
     found
 }
 
-fn is_denial(line: &str) -> bool {
+fn is_denial(line: &str, walls: Walls) -> bool {
     let lower = line.to_ascii_lowercase();
-    MARKERS.iter().any(|marker| {
+    let markers = MARKERS
+        .iter()
+        .filter(|m| walls == Walls::PathRules || !ACCESS_MARKERS.contains(m));
+    markers.into_iter().any(|marker| {
         if marker.starts_with('e') && !marker.contains(' ') {
             contains_word(&lower, marker)
         } else {
@@ -82,7 +125,7 @@ mod tests {
                       unshare: unshare failed: Operation not permitted\n\
                       curl: (7) Couldn't connect to server\n";
         let stdout = "ok\nPermissionError: [Errno 13] Permission denied: '/root/x'\n";
-        let found = extract_denials(stdout, stderr);
+        let found = extract_denials(stdout, stderr, Walls::PathRules);
         assert_eq!(found.len(), 4, "{found:?}");
         assert!(found[0].starts_with("PermissionError"));
         assert!(found[1].contains("/etc/x"));
@@ -91,7 +134,11 @@ mod tests {
     #[test]
     fn errno_names_match_as_words_only() {
         assert_eq!(
-            extract_denials("socket: EPERM\nconnect -> ENETUNREACH\nkeepermission\n", ""),
+            extract_denials(
+                "socket: EPERM\nconnect -> ENETUNREACH\nkeepermission\n",
+                "",
+                Walls::PathRules
+            ),
             vec!["socket: EPERM", "connect -> ENETUNREACH"]
         );
     }
@@ -102,19 +149,38 @@ mod tests {
             .map(|i| format!("rm: cannot remove 'f{i}': Permission denied\n"))
             .collect();
         let same = "x: Permission denied\n".repeat(5);
-        assert_eq!(extract_denials(&same, &same), vec!["x: Permission denied"]);
-        assert_eq!(extract_denials("", &many).len(), MAX_DENIALS);
+        assert_eq!(
+            extract_denials(&same, &same, Walls::PathRules),
+            vec!["x: Permission denied"]
+        );
+        assert_eq!(
+            extract_denials("", &many, Walls::PathRules).len(),
+            MAX_DENIALS
+        );
     }
 
     #[test]
     fn cuts_long_lines() {
         let long = format!("{} Permission denied", "a".repeat(1000));
-        let found = extract_denials(&long, "");
+        let found = extract_denials(&long, "", Walls::PathRules);
         assert_eq!(found[0].chars().count(), MAX_LINE_CHARS + 1);
     }
 
     #[test]
+    fn without_path_rules_a_files_own_permissions_are_not_the_sandboxs() {
+        let stderr = "sed: couldn't open temporary file /app/sedW3Gbzr: Permission denied\n\
+                      mount: /mnt: Operation not permitted\n";
+        assert_eq!(
+            extract_denials("", stderr, Walls::NoPathRules),
+            vec!["mount: /mnt: Operation not permitted"]
+        );
+        assert!(extract_denials("", stderr, Walls::None).is_empty());
+    }
+
+    #[test]
     fn quiet_output_has_no_denials() {
-        assert!(extract_denials("all tests passed\n", "warning: unused\n").is_empty());
+        assert!(
+            extract_denials("all tests passed\n", "warning: unused\n", Walls::PathRules).is_empty()
+        );
     }
 }

@@ -64,7 +64,7 @@ pub use confinement::{
     Confinement, ContainerRoot, IMAGE_ID_BASE, IMAGE_IDS, ImageRoot, ImageUser, Placement,
     ResourceLimits,
 };
-pub use denials::{MAX_DENIALS, extract_denials};
+pub use denials::{MAX_DENIALS, Walls, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
 pub use files::{FileAccessError, HeldWorkspace, WorkspaceFiles, read_left_file};
 pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
@@ -200,7 +200,7 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
     let profile = spec.confinement.profile;
     if let Some(container) = &spec.confinement.container {
         let ended = container::run(spec, container).await?;
-        return Ok(output(ended, started, profile));
+        return Ok(output(ended, started, profile, Walls::of(spec.confinement)));
     }
     // `off` narrowed to ports or with placements is checked too, only to
     // fail: nothing there can enforce them.
@@ -215,13 +215,18 @@ pub async fn run(spec: &CommandSpec<'_>) -> Result<CommandOutput, SandboxError> 
     } else {
         local::run(spec).await?
     };
-    Ok(output(ended, started, profile))
+    Ok(output(ended, started, profile, Walls::of(spec.confinement)))
 }
 
 /// What a command that ended did.
-fn output(ended: supervise::Ended, started: Instant, profile: SandboxProfile) -> CommandOutput {
+fn output(
+    ended: supervise::Ended,
+    started: Instant,
+    profile: SandboxProfile,
+    walls: Walls,
+) -> CommandOutput {
     use std::os::unix::process::ExitStatusExt;
-    let denials = extract_denials(&ended.stdout.text, &ended.stderr.text);
+    let denials = extract_denials(&ended.stdout.text, &ended.stderr.text, walls);
     CommandOutput {
         exit_code: if ended.timed_out {
             None

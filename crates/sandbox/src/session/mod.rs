@@ -380,7 +380,11 @@ impl Session {
         registered.done();
         let stdout = capture::finish(stdout).await?;
         let stderr = capture::finish(stderr).await?;
-        let denials = extract_denials(&stdout.text, &stderr.text);
+        let denials = extract_denials(
+            &stdout.text,
+            &stderr.text,
+            crate::Walls::of(&self.confinement),
+        );
         Ok(CommandOutput {
             exit_code: if timed_out { None } else { status.code() },
             signal: status.signal(),
