@@ -2,7 +2,7 @@
 //! and what did it cost? Also the loading that `tack gate` shares.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -152,9 +152,9 @@ pub async fn load(
     effect: Option<f64>,
     left_out: BTreeMap<String, String>,
 ) -> Result<Loaded, CommandError> {
-    let base_dir = resolve(&sides.base, &sides.traces).await?;
+    let base_dir = crate::run_arg::resolve(&sides.base, &sides.traces).await?;
     let candidate_dir = match &sides.candidate {
-        Some(candidate) => resolve(candidate, &sides.traces).await?,
+        Some(candidate) => crate::run_arg::resolve(candidate, &sides.traces).await?,
         None => base_dir.clone(),
     };
     let base = RunTables::open(&base_dir).map_err(crate::exit::reading)?;
@@ -195,32 +195,6 @@ pub async fn load(
         drift: pairing.drift,
         tasks,
     })
-}
-
-/// `traces/<id>` as given, `<id>` under the traces directory, or a run's
-/// URL (or `<id>` under a traces URL), fetched into the cache.
-async fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, CommandError> {
-    use tack_store::Location;
-    let run = match crate::store_arg::location(run)? {
-        Location::Remote(url) => return crate::store_arg::fetch(&url).await,
-        Location::Local(run) => run,
-    };
-    if run.join("manifest.json").is_file() {
-        return Ok(run);
-    }
-    let id = run.to_str().filter(|id| !id.contains('/'));
-    match (crate::store_arg::location(traces)?, id) {
-        (Location::Remote(prefix), Some(id)) => crate::store_arg::fetch(&prefix.join(id)).await,
-        // As every command that takes a run: found, or the runs there listed.
-        (Location::Local(traces), _) => {
-            crate::run_arg::resolve_run(&run.to_string_lossy(), &traces)
-        }
-        (Location::Remote(prefix), None) => Err(usage(format!(
-            "{} is not a run: expected traces/<run-id>/ with a manifest.json, or a run id \
-             under {prefix}",
-            run.display()
-        ))),
-    }
 }
 
 fn variants(

@@ -1,7 +1,7 @@
 //! `tack query "SQL" [RUN...]`: SQL over the trace tables, printed as a
 //! table, CSV or JSON.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -10,7 +10,7 @@ use tack_report::text;
 
 use crate::exit::{CommandError, CommandResult, Failure, usage};
 use crate::out::out;
-use crate::run_arg::resolve_run;
+use crate::run_arg::resolve;
 
 #[derive(Debug, Args)]
 #[command(
@@ -31,7 +31,8 @@ Exit codes: 0 done, 2 a bad query (the message says why and lists the tables) or
 pub struct QueryArgs {
     /// One SQL statement over the tables trials, spans and messages.
     sql: String,
-    /// The runs to query: traces/<run-id> or run ids [default: every run under --traces].
+    /// The runs to query: traces/<run-id>, run ids or runs' URLs [default: every run under
+    /// --traces].
     runs: Vec<String>,
     /// Where runs (and run ids) are looked up.
     #[arg(long, default_value = "traces")]
@@ -44,7 +45,7 @@ pub struct QueryArgs {
     json: bool,
 }
 
-pub fn run(args: QueryArgs) -> CommandResult {
+pub async fn run(args: QueryArgs) -> CommandResult {
     if args.sql.trim().is_empty() {
         return Err(usage(
             "the query is empty: give one SQL statement, e.g. \
@@ -69,10 +70,11 @@ pub fn run(args: QueryArgs) -> CommandResult {
         }
         ids.iter().map(|id| args.traces.join(id)).collect()
     } else {
-        args.runs
-            .iter()
-            .map(|run| resolve_run(run, &args.traces))
-            .collect::<Result<Vec<_>, _>>()?
+        let mut dirs = Vec::with_capacity(args.runs.len());
+        for run in &args.runs {
+            dirs.push(resolve(Path::new(run), &args.traces).await?);
+        }
+        dirs
     };
     for run in &run_dirs {
         crate::run_arg::recover_run(run)?;

@@ -38,7 +38,7 @@ pub struct ReplayArgs {
 }
 
 pub async fn run(args: ReplayArgs) -> CommandResult {
-    let run = crate::run_arg::resolve_run(&args.run.to_string_lossy(), &args.traces)?;
+    let run = crate::run_arg::resolve(&args.run, &args.traces).await?;
     let (mut plan, warning) = tack_runner::replay_plan(
         &run,
         &args.trial,

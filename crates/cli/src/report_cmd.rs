@@ -1,4 +1,4 @@
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -27,9 +27,12 @@ or the report could not be written.";
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct ReportArgs {
-    /// A run's trace directory, traces/<run-id>, its run id (looked up under traces/), or its URL
+    /// A run's trace directory, traces/<run-id>, its run id (looked up under --traces), or its URL
     /// (s3://BUCKET/PREFIX/<run-id>, gs://, az://, file://), fetched into tack's cache first.
     run: PathBuf,
+    /// Where run ids are looked up (a directory, or a URL prefix).
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
     /// Where to write the report [default: reports/<run-id>]. Its trial pages (trials/*.html) replace
     /// those of an earlier report there.
     #[arg(long, value_parser = crate::dir_arg::out_dir)]
@@ -52,8 +55,7 @@ pub struct ReportArgs {
 }
 
 pub async fn run(mut args: ReportArgs) -> CommandResult {
-    args.run = crate::store_arg::local_run(&args.run).await?;
-    args.run = crate::run_arg::resolve_run(&args.run.to_string_lossy(), Path::new("traces"))?;
+    args.run = crate::run_arg::resolve(&args.run, &args.traces).await?;
     crate::run_arg::recover_run(&args.run)?;
     if args.cost {
         let mut cost = tack_analysis::cost::cost_report(&args.run).or_fail(Failure::Internal)?;

@@ -23,10 +23,11 @@ Colour is used only when stdout is a terminal and NO_COLOR is unset; otherwise t
 Exit codes: 0 shown, 2 no such run or trial (the error lists some trial ids), 3 the traces could not be read."
 )]
 pub struct ShowArgs {
-    /// The run: traces/<run-id>, or just the run id (looked up under --traces).
+    /// The run: traces/<run-id>, the run id (looked up under --traces), or its URL
+    /// (s3://BUCKET/PREFIX/<run-id>, fetched into tack's cache).
     run: String,
-    /// The trial id, e.g. sim-full--median-even--1 (the report lists them).
-    trial: String,
+    /// The trial id, e.g. sim-full--median-even--1 (left out: some of the run's are listed).
+    trial: Option<String>,
     /// Where run ids are looked up.
     #[arg(long, default_value = "traces")]
     traces: PathBuf,
@@ -38,17 +39,20 @@ pub struct ShowArgs {
     full: bool,
 }
 
-pub fn run(args: ShowArgs) -> CommandResult {
-    let run_dir = crate::run_arg::resolve_run(&args.run, &args.traces)?;
-    let trace = match tack_analysis::load_trial_trace(&run_dir, &args.trial) {
+pub async fn run(args: ShowArgs) -> CommandResult {
+    let run_dir = crate::run_arg::resolve(Path::new(&args.run), &args.traces).await?;
+    let Some(trial) = args.trial.as_deref() else {
+        return Err(tack_trace::trial_not_named(&run_dir)).or_fail(Failure::Usage);
+    };
+    let trace = match tack_analysis::load_trial_trace(&run_dir, trial) {
         Ok(trace) => trace,
         Err(AnalysisError::TrialNotFound { .. } | AnalysisError::InvalidTrialId { .. }) => {
-            return Err(tack_trace::no_trial(&run_dir, &args.trial)).or_fail(Failure::Usage);
+            return Err(tack_trace::no_trial(&run_dir, trial)).or_fail(Failure::Usage);
         }
         Err(error) => return Err(error).or_fail(Failure::Internal),
     };
     let denials =
-        tack_analysis::query::sandbox_denials(&run_dir, &args.trial).or_fail(Failure::Internal)?;
+        tack_analysis::query::sandbox_denials(&run_dir, trial).or_fail(Failure::Internal)?;
     let manifest = Manifest::read(&run_dir).or_fail(Failure::Internal)?;
     let later = later_attempts(&run_dir, &trace.trial)?;
     if args.json {

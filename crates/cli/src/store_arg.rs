@@ -31,15 +31,6 @@ pub fn cache() -> Result<Cache, CommandError> {
     Cache::from_env().map_err(failure)
 }
 
-/// The run's directory: `arg` itself, or the cached copy of the run at the
-/// URL `arg`, brought up to date.
-pub async fn local_run(arg: &Path) -> Result<PathBuf, CommandError> {
-    match location(arg)? {
-        Location::Local(dir) => Ok(dir),
-        Location::Remote(url) => fetch(&url).await,
-    }
-}
-
 /// Checks that runs can be stored under `prefix` (bucket, endpoint,
 /// credentials) before anything is run or merged for it.
 pub async fn check(prefix: &RemoteUrl) -> Result<(), CommandError> {

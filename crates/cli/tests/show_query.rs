@@ -464,3 +464,50 @@ fn query_without_runs_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("no runs"));
 }
+
+/// A run in object storage is read by URL as any other: show, query and
+/// export fetch it into tack's cache (a `file://` bucket here).
+#[test]
+fn show_query_and_export_read_a_run_by_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = format!("file://{}/bucket", dir.path().display());
+    let cache = dir.path().join("cache");
+    let tack_with_cache = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(args)
+            .current_dir(repo())
+            .env("XDG_CACHE_HOME", &cache)
+            .output()
+            .unwrap()
+    };
+    let run = tack_with_cache(&[
+        "run",
+        "suites/demo",
+        "--variant",
+        "oracle",
+        "--task",
+        "median-even",
+        "--trials",
+        "1",
+        "--traces",
+        &bucket,
+        "--no-report",
+        "--json",
+    ]);
+    let json: Value = serde_json::from_str(&stdout(&run)).unwrap();
+    let url = format!("{bucket}/{}", json["run"]["run_id"].as_str().unwrap());
+    let show = stdout(&tack_with_cache(&["show", &url, "oracle--median-even--0"]));
+    assert!(show.contains("trial oracle--median-even--0"), "{show}");
+    let sql = "select count(*) as n from trials";
+    let query = stdout(&tack_with_cache(&["query", sql, &url, "--csv"]));
+    assert_eq!(query.lines().nth(1), Some("1"), "{query}");
+    let out = dir.path().join("atif");
+    stdout(&tack_with_cache(&[
+        "export",
+        "atif",
+        &url,
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(out.join("oracle--median-even--0.json").is_file());
+}

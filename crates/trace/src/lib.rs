@@ -56,7 +56,7 @@ pub use reader::{
 pub use recorded::{
     RecordedAnswers, RecordedTrial, recorded_answers, recorded_trials, trial_identity,
 };
-pub use runs::{RunsError, find_run, no_trial, resumable_run, run_ids};
+pub use runs::{RunsError, find_run, no_trial, resumable_run, run_ids, trial_not_named};
 pub use transcript::{
     TranscriptMessage, legacy_message_id, trial_transcript, trial_transcripts, trial_transcripts_in,
 };

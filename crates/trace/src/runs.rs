@@ -39,6 +39,12 @@ pub enum RunsError {
         /// The trial ids closest to the one asked for.
         listing: String,
     },
+    #[error(
+        "name a trial of {}: {listing}; `tack query \"select trial_id, outcome from trials\" {}` lists them all",
+        run_dir.display(),
+        run_dir.display()
+    )]
+    TrialNotNamed { run_dir: PathBuf, listing: String },
     #[error("not a run's trace directory (traces/<run-id>)")]
     NotARun(#[source] TraceError),
     #[error("the directory must be named after its run id, {run_id}; rename it back")]
@@ -96,6 +102,15 @@ pub fn find_run(run: &str, traces: &Path) -> Result<PathBuf, RunsError> {
 /// The error for a trial `trial` that `run_dir` does not hold: it names up
 /// to five of the run's trial ids, those sharing the longest prefix with
 /// `trial` first.
+/// The error of a command given a run but no trial: some of its trial ids.
+pub fn trial_not_named(run_dir: &Path) -> RunsError {
+    let stored = crate::stored_trial_ids(run_dir).unwrap_or_default();
+    RunsError::TrialNotNamed {
+        run_dir: run_dir.to_path_buf(),
+        listing: closest(stored, ""),
+    }
+}
+
 pub fn no_trial(run_dir: &Path, trial: &str) -> RunsError {
     let stored = crate::stored_trial_ids(run_dir).unwrap_or_default();
     RunsError::NoTrial {
