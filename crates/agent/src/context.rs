@@ -176,7 +176,8 @@ impl Context {
 /// The message that stands for the compacted history in the context.
 pub(crate) fn summary_message(summary: &str, steps: u32) -> Message {
     Message::user(format!(
-        "[The harness compacted the conversation so far ({steps} steps) into this summary.]\n{summary}"
+        "{} ({steps} steps) into this summary.]\n{summary}",
+        tack_protocol::COMPACTION_SUMMARY_START
     ))
 }
 

@@ -2,7 +2,7 @@
 //! per format.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -68,7 +68,7 @@ Exit codes: 0 every span accepted, 1 some spans dropped (the first error is prin
 #[derive(Debug, Args)]
 #[command(after_help = OTLP_HELP)]
 pub struct OtlpArgs {
-    /// The runs: traces/<run-id>, or run ids (looked up under --traces).
+    /// The runs: traces/<run-id>, run ids (looked up under --traces), or runs' URLs.
     #[arg(required = true, value_name = "RUN")]
     runs: Vec<String>,
     /// Where run ids are looked up.
@@ -99,16 +99,22 @@ validate:
   agent            name `tack`, tack's version, the variant's model
                    (variant under extra)
   steps            the conversation in order: system and user messages as steps
-                   of that source; each assistant message an `agent` step with
-                   its tool calls, the model that answered and that call's
-                   tokens and cost; the tool results as its observation
+                   of that source (what the harness wrote as the user, a
+                   compaction's instruction and summary, as `system`); each
+                   assistant message an `agent` step with its tool calls, the
+                   model that answered and that call's tokens and cost; the
+                   tool results as its observation. A subagent's turns are
+                   inlined where they happened, as recorded (not yet
+                   ATIF-v1.7's subagent_trajectories)
   final_metrics    the trial's tokens, cached tokens, cost, and the number
                    of steps
   extra.tack       what ATIF has no field for: run, variant, task, trial index,
-                   attempt, outcome, stop reason, every check (command, passed,
-                   output), duration, error
+                   attempt, outcome, stop reason, counts (tool errors,
+                   retries, interventions, feedback rounds, denied calls),
+                   every check (command, passed, output), every approval
+                   (part, rule, approver, verdict, wait), duration, error
 Each tool result's extra holds the call's exit code and error; an agent step's extra the model
-calls that failed before the one that answered. Nothing recorded is left out.
+calls that failed before the one that answered.
 
 Examples:
   tack export atif traces/<run-id>
@@ -120,7 +126,7 @@ files not written.";
 #[derive(Debug, Args)]
 #[command(after_help = ATIF_HELP)]
 pub struct AtifArgs {
-    /// The run: traces/<run-id>, or just the run id (looked up under --traces).
+    /// The run: traces/<run-id>, the run id (looked up under --traces), or its URL.
     run: String,
     /// Where run ids are looked up.
     #[arg(long, default_value = "traces")]
@@ -136,17 +142,16 @@ pub struct AtifArgs {
 
 pub async fn run(command: ExportCommand) -> CommandResult {
     match command {
-        ExportCommand::Atif(args) => atif(args),
+        ExportCommand::Atif(args) => atif(args).await,
         ExportCommand::Otlp(args) => otlp(args).await,
     }
 }
 
 async fn otlp(args: OtlpArgs) -> CommandResult {
-    let runs = args
-        .runs
-        .iter()
-        .map(|run| crate::run_arg::resolve_run(run, &args.traces))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs = Vec::with_capacity(args.runs.len());
+    for run in &args.runs {
+        runs.push(crate::run_arg::resolve(Path::new(run), &args.traces).await?);
+    }
     let target = tack_interop::otlp::Target::new(
         args.endpoint.as_deref(),
         args.protocol.as_deref(),
@@ -195,8 +200,8 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
     })
 }
 
-fn atif(args: AtifArgs) -> CommandResult {
-    let run_dir = crate::run_arg::resolve_run(&args.run, &args.traces)?;
+async fn atif(args: AtifArgs) -> CommandResult {
+    let run_dir = crate::run_arg::resolve(Path::new(&args.run), &args.traces).await?;
     let run_id = run_dir
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())

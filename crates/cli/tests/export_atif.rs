@@ -42,7 +42,7 @@ fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
         "run",
         "suites/demo",
         "-v",
-        "oracle,sim-full,sim-strip",
+        "oracle,sim-full,sim-strip,sim-approvals",
         "-t",
         "leap-year-400,median-even,total-missing-file",
         "--json",
@@ -89,11 +89,21 @@ fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
             )
         })
         .collect();
-    let mut unanswered = 0;
+    let (mut unanswered, mut approved) = (0, 0);
     for (trial_id, trial) in &trials {
         let path = out.join(format!("{trial_id}.json"));
         let atif: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         check_trajectory(&atif, trial, answered[trial_id.as_str()]);
+        // Every approval is in, with who answered.
+        let approvals = atif["extra"]["tack"]["approvals"].as_array().unwrap();
+        approved += approvals.len();
+        assert!(
+            approvals.iter().all(|a| a["approver"].is_string()),
+            "{trial_id}: {approvals:?}"
+        );
+        if trial["variant"] != "sim-approvals" {
+            assert!(approvals.is_empty(), "{trial_id}: {approvals:?}");
+        }
         let calls = &atif["extra"]["tack"]["unanswered_model_calls"];
         if trial["outcome"] == "model_error" {
             // The call that failed is listed, not dropped.
@@ -112,6 +122,7 @@ fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
         unanswered > 0,
         "sim-strip overflows its context on some trial"
     );
+    assert!(approved > 0, "sim-approvals waits for approvals");
 
     // A second export into the same directory is refused: nothing mixed.
     let again = common::tack(&["export", "atif", run_dir, "--out", out.to_str().unwrap()]);
@@ -198,4 +209,59 @@ fn check_trajectory(atif: &Value, trial: &Value, answered: u64) {
             .unwrap_or_default();
         assert_eq!(ids, results, "{id}: {step}");
     }
+}
+
+/// What the harness wrote in the user's role — a compaction's instruction
+/// and the summary that stands for the history — is not the user's: it is
+/// exported as a `system` step, marked.
+#[test]
+fn a_compactions_instruction_and_summary_are_the_harness_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    let run = tack(&[
+        "run",
+        "suites/demo",
+        "-v",
+        "sim-compact",
+        "-t",
+        "median-even",
+        "--trials",
+        "2",
+        "--json",
+        "--no-report",
+        "--traces",
+        traces.to_str().unwrap(),
+    ]);
+    let run_dir = run["run"]["run_dir"].as_str().unwrap();
+    let out = dir.path().join("atif");
+    tack(&[
+        "export",
+        "atif",
+        run_dir,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let mut marked = 0;
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let atif: Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+        for step in atif["steps"].as_array().unwrap() {
+            let message = step["message"].as_str().unwrap_or_default();
+            if step["source"] == "user" {
+                assert!(
+                    !message.starts_with(tack_protocol::COMPACTION_SUMMARY_START),
+                    "{step}"
+                );
+            }
+            if step["extra"]["tack"]["written_by"] == "harness" {
+                assert_eq!(step["source"], "system", "{step}");
+                marked += 1;
+            }
+        }
+    }
+    assert!(
+        marked >= 2,
+        "sim-compact compacts: its instruction and summary ({marked})"
+    );
 }

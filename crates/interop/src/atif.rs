@@ -12,12 +12,12 @@
 //! exit code and error, the model calls that failed before the one that
 //! answered. The root's `notes` say where.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 use tack_analysis::{RunTables, SpanRow, TrialTrace};
-use tack_protocol::ToolCall;
+use tack_protocol::{COMPACTION_SUMMARY_START, ToolCall};
 use tack_trace::schema::{col, kind};
 
 use crate::InteropError;
@@ -30,9 +30,11 @@ pub const SCHEMA_VERSION: &str = "ATIF-v1.6";
 const BATCH: usize = 256;
 
 const NOTES: &str = "Written by tack from its Parquet traces. tack's own fields are under \
-`extra.tack` (the trial, its outcome and checks), each tool call's under its observation \
-result's `extra` (exit code, error), each agent step's failed model-call attempts under \
-the step's `extra`, and model calls no message came of under `extra.tack.unanswered_model_calls`.";
+`extra.tack` (the trial, its outcome, counts, checks and approvals), each tool call's under its \
+observation result's `extra` (exit code, error), each agent step's failed model-call attempts \
+under the step's `extra`, and model calls no message came of under \
+`extra.tack.unanswered_model_calls`. Messages the harness wrote in the user's role (a \
+compaction's instruction and summary) are `system` steps marked `extra.tack.written_by`.";
 
 /// What an export wrote.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -104,6 +106,7 @@ pub fn export(
 /// One trial as an ATIF trajectory.
 pub fn trajectory(trace: &TrialTrace, run: &RunInfo) -> Result<Value, InteropError> {
     let trial = &trace.trial;
+    let harness = harness_messages(trace);
     let mut steps = Steps::new(trace);
     for (position, message) in trace.messages.iter().enumerate() {
         match message.role.as_str() {
@@ -117,11 +120,20 @@ pub fn trajectory(trace: &TrialTrace, run: &RunInfo) -> Result<Value, InteropErr
                 steps.agent(position, &message.content, message.seq, &calls);
             }
             "tool" => steps.tool_result(message.tool_call_id.as_deref(), &message.content),
-            // A user's message, or a system message (the prompt, a
-            // compaction's summary, a note the harness added).
+            // A user's message, or a system message (the prompt, a note
+            // the harness added). What the harness wrote in the user's role
+            // (a compaction's instruction and summary) is the system's.
             role => {
-                let source = if role == "user" { "user" } else { "system" };
-                steps.push(json!({"source": source, "message": message.content}));
+                let by_harness = harness.contains(message.message_id.as_str())
+                    || message.content.starts_with(COMPACTION_SUMMARY_START);
+                let mut step = match (role, by_harness) {
+                    ("user", false) => json!({"source": "user", "message": message.content}),
+                    _ => json!({"source": "system", "message": message.content}),
+                };
+                if by_harness && role == "user" {
+                    step["extra"] = json!({"tack": {"role": "user", "written_by": "harness"}});
+                }
+                steps.push(step);
             }
         }
     }
@@ -174,6 +186,51 @@ pub fn trajectory(trace: &TrialTrace, run: &RunInfo) -> Result<Value, InteropErr
     Ok(root)
 }
 
+/// The messages only the harness's own model calls were sent (a
+/// compaction's instruction): a call made for a purpose is named for it,
+/// not for its model.
+fn harness_messages(trace: &TrialTrace) -> HashSet<&str> {
+    let calls = trace.spans.iter().filter(|s| s.kind == kind::MODEL_CALL);
+    let (mut harness, mut agent) = (HashSet::new(), HashSet::new());
+    for call in calls {
+        let purposed = call
+            .request_model
+            .as_deref()
+            .is_some_and(|m| m != call.name);
+        let ids = call.message_ids.iter().flatten().map(String::as_str);
+        if purposed {
+            harness.extend(ids);
+        } else {
+            agent.extend(ids);
+        }
+    }
+    harness.retain(|id| !agent.contains(id));
+    harness
+}
+
+/// The trial's approvals: each tool call's part that asked, who answered
+/// and how, and how long the agent waited.
+fn approvals(trace: &TrialTrace) -> Vec<Value> {
+    trace
+        .spans
+        .iter()
+        .filter(|span| span.kind == kind::APPROVAL)
+        .map(|span| {
+            json!({
+                "tool_name": span.tool_name,
+                "tool_call_id": span.tool_call_id,
+                "part": span.permission_part,
+                "rule": span.permission_rule,
+                "approver": span.approver,
+                "approved": span.approved,
+                "reason": span.error,
+                "waited_ms": span.duration_ms,
+                "timestamp": tack_protocol::time::rfc3339_of_ms(span.started_at_ms),
+            })
+        })
+        .collect()
+}
+
 /// The trial's own fields, and its checks.
 fn tack_extra(trace: &TrialTrace, run: &RunInfo) -> Value {
     let trial = &trace.trial;
@@ -204,9 +261,16 @@ fn tack_extra(trace: &TrialTrace, run: &RunInfo) -> Value {
         "checks_passed": trial.checks_passed,
         "steps": trial.counts.get(col::STEPS),
         "tool_calls": trial.counts.get(col::TOOL_CALLS),
+        "tool_errors": trial.counts.get(col::TOOL_ERRORS),
+        "retries": trial.counts.get(col::RETRIES),
+        "interventions": trial.counts.get(col::INTERVENTIONS),
+        "feedback_rounds": trial.counts.get(col::FEEDBACK_ROUNDS),
+        "denied_calls": trial.denied_calls,
+        "tampered": trial.tampered,
         "duration_ms": trial.duration_ms,
         "error": trial.error,
         "checks": checks,
+        "approvals": approvals(trace),
     })
 }
 

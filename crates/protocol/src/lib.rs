@@ -35,7 +35,7 @@ pub use event::{
     ToolCallRecord, ToolErrorKind, TrialFinished, TrialStarted, VecSink, trial_id,
 };
 pub use mcp::{MCP_TOOL_SEPARATOR, McpServerConfig, McpTransport, mcp_tool_name};
-pub use message::{FinishReason, Message, Role, ToolCall, ToolSpec};
+pub use message::{COMPACTION_SUMMARY_START, FinishReason, Message, Role, ToolCall, ToolSpec};
 pub use model_params::{ChaosParams, ParamsError, SimParams};
 pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};
 pub use nearest::nearest;

@@ -45,6 +45,11 @@ pub struct Message {
     pub tool_call_id: Option<String>,
 }
 
+/// How the message that stands for a compacted history begins: the
+/// harness wrote it, in the user's role; readers of a trace (an ATIF
+/// export) tell it from the user's words by it.
+pub const COMPACTION_SUMMARY_START: &str = "[The harness compacted the conversation so far";
+
 impl Message {
     pub fn system(content: impl Into<String>) -> Self {
         Self::plain(Role::System, content)
