@@ -70,6 +70,9 @@ pub struct RunDrift {
     /// The suites' names, when they differ: tasks of one name may then be
     /// different tasks (two Inspect tasks with the same sample ids).
     pub suites: Option<(String, String)>,
+    /// Sides that are one shard of their plan (`--shard i/N`), with `i` and
+    /// `N`: they hold a slice of its trials, not all.
+    pub shards: Vec<(Side, u32, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -178,6 +181,12 @@ pub fn drift(base: &Manifest, candidate: &Manifest) -> RunDrift {
         imported,
         suites: (base.suite.name != candidate.suite.name)
             .then(|| (base.suite.name.clone(), candidate.suite.name.clone())),
+        shards: sides
+            .iter()
+            .filter(|_| !one_run)
+            .filter_map(|(side, m)| Some((*side, m.shard.as_ref()?)))
+            .map(|(side, shard)| (side, shard.index, shard.count))
+            .collect(),
     }
 }
 
@@ -364,6 +373,7 @@ impl RunDrift {
             && self.unfingerprinted.is_empty()
             && self.imported.is_empty()
             && self.suites.is_none()
+            && self.shards.is_empty()
     }
 
     /// One line per difference, for people: `task `median-even`: fixture changed`.
@@ -374,6 +384,13 @@ impl RunDrift {
                 "the runs are of different suites (`{base}` and `{candidate}`): tasks of one name may be different tasks"
             ));
         }
+        lines.extend(self.shards.iter().map(|(side, index, count)| {
+            format!(
+                "the {side} run is shard {index}/{count} of its plan: it holds a slice of the \
+                 plan's trials, and tasks or trials it lacks are not paired; `tack merge` its \
+                 shards to compare the whole"
+            )
+        }));
         lines.extend(self.imported.iter().map(|side| {
             format!(
                 "the {side} run was imported from another tool's log: it has no fingerprint, so whether its tasks are the other run's is unknown"

@@ -364,6 +364,36 @@ fn imported_runs_and_other_suites_are_said_to_differ() {
     assert!(drift(&base, &base).describe().is_empty());
 }
 
+/// A shard holds a slice of its plan's trials: compared with a whole run,
+/// tasks it did not run would pass for missing results; said.
+#[test]
+fn a_shard_compared_with_a_whole_run_is_said_to_be_one() {
+    let base = {
+        let mut m = manifest();
+        m.run_id = format!("{}-shard1of3", m.run_id);
+        m.shard = Some(tack_trace::Shard {
+            index: 1,
+            count: 3,
+            plan: "p".into(),
+        });
+        m
+    };
+    let whole = manifest();
+    let found = drift(&base, &whole);
+    assert_eq!(found.shards, vec![(Side::Base, 1, 3)]);
+    let lines = found.describe();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("the base run is shard 1/3 of its plan")),
+        "{lines:?}"
+    );
+    assert!(
+        drift(&base, &base).shards.is_empty(),
+        "one run's two variants"
+    );
+}
+
 #[test]
 fn drift_serializes_for_json_output() {
     let base = manifest();
