@@ -18,6 +18,8 @@ use tack_trace::schema::{TRIALS_DIR, col};
 pub struct TaskRun {
     pub run_id: String,
     pub started_at: String,
+    /// The run's suite: tasks of one name in two suites are two tasks.
+    pub suite: String,
     pub variant: String,
     pub task: String,
     pub trials: u64,
@@ -38,6 +40,7 @@ impl TaskRun {
 /// How often one task's identical configurations disagree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskFlakiness {
+    pub suite: String,
     pub task: String,
     /// Configurations (run × variant) that tried it.
     pub configurations: usize,
@@ -80,6 +83,7 @@ pub fn task_runs(runs: &[&RunTables], task: Option<&str>) -> Result<Vec<TaskRun>
             found.push(TaskRun {
                 run_id: manifest.run_id.clone(),
                 started_at: manifest.started_at.clone(),
+                suite: manifest.suite.name.clone(),
                 variant,
                 task,
                 trials,
@@ -92,16 +96,20 @@ pub fn task_runs(runs: &[&RunTables], task: Option<&str>) -> Result<Vec<TaskRun>
 
 /// Each task's flakiness over `task_runs`, the flakiest first (then by name).
 pub fn flakiness(task_runs: &[TaskRun]) -> Vec<TaskFlakiness> {
-    let mut by_task: std::collections::BTreeMap<&str, Vec<&TaskRun>> = Default::default();
+    let mut by_task: std::collections::BTreeMap<(&str, &str), Vec<&TaskRun>> = Default::default();
     for run in task_runs {
-        by_task.entry(run.task.as_str()).or_default().push(run);
+        by_task
+            .entry((run.suite.as_str(), run.task.as_str()))
+            .or_default()
+            .push(run);
     }
     let mut tasks: Vec<TaskFlakiness> = by_task
         .into_iter()
-        .map(|(task, runs)| {
+        .map(|((suite, task), runs)| {
             let pairs: u64 = runs.iter().map(|r| r.pairs()).sum();
             let disagreeing: u64 = runs.iter().map(|r| r.disagreeing_pairs()).sum();
             TaskFlakiness {
+                suite: suite.to_string(),
                 task: task.to_string(),
                 configurations: runs.len(),
                 mixed: runs.iter().filter(|r| r.disagreeing_pairs() > 0).count(),
@@ -113,7 +121,9 @@ pub fn flakiness(task_runs: &[TaskRun]) -> Vec<TaskFlakiness> {
         .collect();
     tasks.sort_by(|a, b| {
         let key = |t: &TaskFlakiness| t.disagreement.unwrap_or(-1.0);
-        key(b).total_cmp(&key(a)).then_with(|| a.task.cmp(&b.task))
+        key(b)
+            .total_cmp(&key(a))
+            .then_with(|| (&a.task, &a.suite).cmp(&(&b.task, &b.suite)))
     });
     tasks
 }
@@ -126,6 +136,7 @@ mod tests {
         TaskRun {
             run_id: "r".into(),
             started_at: String::new(),
+            suite: "s".into(),
             variant: variant.into(),
             task: task.into(),
             trials,
@@ -150,5 +161,16 @@ mod tests {
         assert_eq!((tasks[0].configurations, tasks[0].mixed), (2, 1));
         assert_eq!(tasks[1].disagreement, Some(0.0));
         assert_eq!(tasks[2].disagreement, None);
+    }
+
+    #[test]
+    fn tasks_of_one_name_in_two_suites_are_two_tasks() {
+        let mut other = run("a", "flaky", 2, 2);
+        other.suite = "t".into();
+        let tasks = flakiness(&[run("a", "flaky", 2, 1), other]);
+        assert_eq!(tasks.len(), 2);
+        assert_eq!(tasks[0].suite, "s");
+        assert_eq!(tasks[0].disagreement, Some(1.0));
+        assert_eq!(tasks[1].disagreement, Some(0.0));
     }
 }

@@ -198,6 +198,13 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         history.contains("sim-stdout") && history.contains(run_id),
         "{history}"
     );
+    // A task is its suite's: the tasks page links each with its suite, and
+    // another suite's task of the name is not this one.
+    assert!(tasks.contains("&amp;suite=demo"), "{tasks}");
+    let of_demo = page(&format!("/task?name={}&suite=demo", flaky[0]));
+    assert!(of_demo.contains(run_id), "{of_demo}");
+    let of_other = page(&format!("/task?name={}&suite=other", flaky[0]));
+    assert!(of_other.contains("No scored trial"), "{of_other}");
     let export = get(&viewer.base, "/tasks/quarantine.txt", Some(&cookie));
     assert_eq!(
         export.header("content-type"),

@@ -65,7 +65,7 @@ pub(crate) fn tasks_page(viewer: &Viewer, params: &Params) -> Result<String, Vie
             disagreement_text: task
                 .disagreement
                 .map_or("—".to_string(), |d| format!("{:.0}%", d * 100.0)),
-            url: link("/task", &[("name", &task.task)]),
+            url: link("/task", &[("name", &task.task), ("suite", &task.suite)]),
             trials_url: link("/trials", &[("task", &task.task)]),
             task,
         })
@@ -109,7 +109,14 @@ struct HistoryRow {
 
 pub(crate) fn task_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
     let name = required(params, "name")?;
-    let (_, mut runs) = configurations(viewer, &params.without("name"), Some(name))?;
+    // A task is its suite's: one name in two suites is two tasks.
+    let suite = params.get("suite").filter(|s| !s.is_empty());
+    let others = params.without("name").without("suite");
+    let (_, mut runs) = configurations(viewer, &others, Some(name))?;
+    let suites: std::collections::BTreeSet<String> = runs.iter().map(|r| r.suite.clone()).collect();
+    if let Some(suite) = suite {
+        runs.retain(|r| r.suite == suite);
+    }
     runs.sort_by(|a, b| {
         (&a.started_at, &a.run_id, &a.variant).cmp(&(&b.started_at, &b.run_id, &b.variant))
     });
@@ -143,11 +150,34 @@ pub(crate) fn task_page(viewer: &Viewer, params: &Params) -> Result<String, View
         "task.html",
         context! {
             name,
+            suite => suite.unwrap_or(""),
+            // Other suites with a task of this name, when one is shown.
+            others => others_of(suites, suite, name),
             rows => Serde(&rows),
             summary => Serde(&summary),
             disagreement => summary.as_ref().and_then(|s| s.disagreement).map(|d| format!("{:.0}%", d * 100.0)),
         },
     )
+}
+
+/// The other suites with a task `name`, each with its page: beside one
+/// suite's page, or when several suites' are shown together.
+fn others_of(
+    suites: std::collections::BTreeSet<String>,
+    shown: Option<&str>,
+    name: &str,
+) -> Vec<minijinja::Value> {
+    if shown.is_none() && suites.len() < 2 {
+        return Vec::new();
+    }
+    suites
+        .into_iter()
+        .filter(|s| Some(s.as_str()) != shown)
+        .map(|s| {
+            let url = link("/task", &[("name", name), ("suite", &s)]);
+            context! { suite => s, url }
+        })
+        .collect()
 }
 
 /// The tasks whose identical configurations disagreed at least `min=` of
@@ -167,10 +197,14 @@ pub(crate) fn quarantine(viewer: &Viewer, params: &Params) -> Result<String, Vie
         min * 100.0,
         ids.join(", ")
     );
+    // The gate leaves tasks out by name: a name flaky in two suites is
+    // listed once.
+    let mut listed: Vec<String> = Vec::new();
     for task in flakiness(&runs) {
-        if task.disagreement.is_some_and(|d| d >= min) {
+        if task.disagreement.is_some_and(|d| d >= min) && !listed.contains(&task.task) {
             text.push_str(&task.task);
             text.push('\n');
+            listed.push(task.task);
         }
     }
     Ok(text)
