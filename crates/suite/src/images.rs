@@ -110,7 +110,8 @@ pub enum ImagesError {
     NoEngine {
         count: usize,
         tasks: String,
-        error: ImageError,
+        /// Boxed: an image error is large, and this one rare.
+        error: Box<ImageError>,
     },
     #[error("{}: {source}", path.display())]
     Io {
@@ -283,7 +284,7 @@ pub async fn prepare_images(
     let engine = Engine::detect(options.engine).map_err(|error| ImagesError::NoEngine {
         count: wanting.len(),
         tasks: wanting.join(", "),
-        error,
+        error: Box::new(error),
     })?;
     let cache = options.cache.clone().unwrap_or_else(image_cache);
     std::fs::create_dir_all(&cache).map_err(|source| ImagesError::Io {

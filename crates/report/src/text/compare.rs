@@ -156,18 +156,20 @@ fn pass_at_k(out: &mut String, c: &Comparison) {
 /// difference of the size asked for would need.
 fn power(out: &mut String, c: &Comparison) {
     let p = &c.power;
+    let plan = format!(
+        "{} × {}",
+        tack_protocol::count(p.tasks, "task"),
+        tack_protocol::count(p.trials_per_task, "trial")
+    );
     let _ = match p.min_detectable_effect {
         Some(effect) => writeln!(
             out,
-            "\npower: {} tasks × {} trials detect a difference of {:.1} points with 80% power (alpha 0.05)",
-            p.tasks,
-            p.trials_per_task,
+            "\npower: {plan} detect a difference of {:.1} points with 80% power (alpha 0.05)",
             effect * 100.0
         ),
         None => writeln!(
             out,
-            "\npower: {} tasks × {} trials cannot detect any difference with 80% power",
-            p.tasks, p.trials_per_task
+            "\npower: {plan} cannot detect any difference with 80% power"
         ),
     };
     if let (Some(effect), Some(needed)) = (p.effect, p.trials_needed) {
@@ -182,7 +184,11 @@ fn power(out: &mut String, c: &Comparison) {
 fn metric_line(m: &MetricDelta) -> String {
     let value = |v: Option<f64>| match v {
         Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
-        Some(v) => format!("{v:.3}"),
+        // Three decimals at most, none written that say nothing (55.5, not 55.500).
+        Some(v) => {
+            let text = format!("{v:.3}");
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
         None => "unknown".to_string(),
     };
     let interval = match (m.ci_low, m.ci_high) {
