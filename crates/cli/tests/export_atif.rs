@@ -34,22 +34,25 @@ fn tack(args: &[&str]) -> Value {
     common::stdout_json(&common::tack(args))
 }
 
+/// `tack run suites/demo -v VARIANTS -t TASKS` (then `more`) into `traces`:
+/// its JSON.
+fn demo_run(variants: &str, tasks: &str, more: &[&str], traces: &std::path::Path) -> Value {
+    let mut args = vec!["run", "suites/demo", "-v", variants, "-t", tasks, "--json"];
+    args.extend(["--no-report", "--traces", traces.to_str().unwrap()]);
+    args.extend_from_slice(more);
+    tack(&args)
+}
+
 #[test]
 fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
-    let run = tack(&[
-        "run",
-        "suites/demo",
-        "-v",
+    let run = demo_run(
         "oracle,sim-full,sim-strip,sim-approvals",
-        "-t",
         "leap-year-400,median-even,total-missing-file",
-        "--json",
-        "--no-report",
-        "--traces",
-        traces.to_str().unwrap(),
-    ]);
+        &[],
+        &traces,
+    );
     let run_dir = run["run"]["run_dir"].as_str().unwrap();
     let trials: HashMap<String, &Value> = run["run"]["trials"]
         .as_array()
@@ -218,20 +221,7 @@ fn check_trajectory(atif: &Value, trial: &Value, answered: u64) {
 fn a_compactions_instruction_and_summary_are_the_harness_steps() {
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
-    let run = tack(&[
-        "run",
-        "suites/demo",
-        "-v",
-        "sim-compact",
-        "-t",
-        "median-even",
-        "--trials",
-        "2",
-        "--json",
-        "--no-report",
-        "--traces",
-        traces.to_str().unwrap(),
-    ]);
+    let run = demo_run("sim-compact", "median-even", &["--trials", "2"], &traces);
     let run_dir = run["run"]["run_dir"].as_str().unwrap();
     let out = dir.path().join("atif");
     tack(&[

@@ -211,12 +211,7 @@ fn an_unfinished_log_is_interrupted_and_one_without_samples_exits_1() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("the log's status is `started`"), "{stderr}");
-    let run = std::fs::read_dir(dir.path().join("a"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run = common::only_run(&dir.path().join("a"));
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["status"], "interrupted");

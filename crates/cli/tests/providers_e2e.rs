@@ -305,12 +305,7 @@ fn a_run_killed_during_a_provider_outage_resumes_and_reruns_its_infra_errors() {
     }
     first.kill().unwrap(); // SIGKILL, mid-call
     first.wait().unwrap();
-    let run_dir = std::fs::read_dir(&traces)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = common::only_run(&traces);
     let run_dir = run_dir.to_str().unwrap();
     let run = |args: &[&str]| -> Value {
         let output = tack(args).output().unwrap();

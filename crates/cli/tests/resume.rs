@@ -685,12 +685,7 @@ fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
-    let run_dir = std::fs::read_dir(&traces)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = run_dir_of(&traces);
     assert!(
         stderr.contains(&format!(
             "stopped: the trials cut off run again with `tack run --resume {}`",

@@ -81,12 +81,7 @@ fn control_characters_from_tasks_are_shown_not_obeyed() {
     );
     assert_eq!(controls(&run.stdout), [], "run's stdout");
     assert_eq!(controls(&run.stderr), [], "run's stderr");
-    let run_dir = std::fs::read_dir(&traces)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let run_dir = common::only_run(&traces);
     let run_dir = run_dir.to_str().unwrap();
 
     // Not a terminal: no colours either, so any control character leaked.

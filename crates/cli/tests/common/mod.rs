@@ -15,6 +15,18 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The one run under `traces` (a test's own traces directory).
+pub fn only_run(traces: &std::path::Path) -> PathBuf {
+    let mut runs = std::fs::read_dir(traces).unwrap();
+    let run = runs.next().unwrap().unwrap().path();
+    assert!(
+        runs.next().is_none(),
+        "more than one run under {}",
+        traces.display()
+    );
+    run
+}
+
 /// `tack query SQL RUN_DIR --json`: the rows, one object each.
 pub fn query_rows(run_dir: &std::path::Path, sql: &str) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_tack"))
