@@ -34,6 +34,18 @@ fn tack(args: &[&str]) -> Value {
     common::stdout_json(&common::tack(args))
 }
 
+/// `tack export atif RUN_DIR --out OUT --json`: its JSON.
+fn export(run_dir: &str, out: &std::path::Path) -> Value {
+    tack(&[
+        "export",
+        "atif",
+        run_dir,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ])
+}
+
 /// `tack run suites/demo -v VARIANTS -t TASKS` (then `more`) into `traces`:
 /// its JSON.
 fn demo_run(variants: &str, tasks: &str, more: &[&str], traces: &std::path::Path) -> Value {
@@ -62,14 +74,7 @@ fn a_runs_trials_export_as_atif_trajectories_that_match_the_traces() {
         .collect();
 
     let out = dir.path().join("atif");
-    let exported = tack(&[
-        "export",
-        "atif",
-        run_dir,
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
+    let exported = export(run_dir, &out);
     assert_eq!(exported["type"], "atif_exported");
     assert_eq!(exported["trajectories"], trials.len());
 
@@ -224,14 +229,7 @@ fn a_compactions_instruction_and_summary_are_the_harness_steps() {
     let run = demo_run("sim-compact", "median-even", &["--trials", "2"], &traces);
     let run_dir = run["run"]["run_dir"].as_str().unwrap();
     let out = dir.path().join("atif");
-    tack(&[
-        "export",
-        "atif",
-        run_dir,
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
+    export(run_dir, &out);
     let mut marked = 0;
     for entry in std::fs::read_dir(&out).unwrap() {
         let atif: Value =
