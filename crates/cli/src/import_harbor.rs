@@ -104,9 +104,10 @@ pub fn run(args: HarborArgs) -> CommandResult {
             .filter(|t| !t.wants_image() && !t.requires_container())
             .count();
         errln!(
-            "suite {} now has {} ({in_image} in their image, {on_host} on the host)",
+            "suite {} now has {} ({in_image} in {} image, {on_host} on the host)",
             args.out.display(),
-            tack_protocol::count(loaded.tasks.len(), "task")
+            tack_protocol::count(loaded.tasks.len(), "task"),
+            if in_image == 1 { "its" } else { "their" }
         );
         if !import.converted.is_empty() {
             errln!(

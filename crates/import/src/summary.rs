@@ -41,10 +41,7 @@ pub fn harbor_summary(import: &SuiteImport) -> String {
             let _ = writeln!(out, "  debian (from the host): {}", task.debian.join(" "));
         }
         for key in &task.unknown_keys {
-            let _ = writeln!(
-                out,
-                "  task.toml: {key} (Harbor ignores it, and so did the import)"
-            );
+            let _ = writeln!(out, "  {}", crate::harbor::unknown_key_line(key));
         }
         let noted = match (task.mode, task.notes.len()) {
             (_, 0) => continue,

@@ -129,7 +129,18 @@ pub fn suite_text(suite: &Suite) -> String {
         } else {
             format!("  network for: {}", needs.join(", "))
         };
-        let _ = writeln!(out, "  {:<28} [{}]{network}", t.id, t.tags.join(", "));
+        let env = &t.environment;
+        let runs_in = match (&env.image, &env.dockerfile, env.mode) {
+            (None, None, _) if t.requires_container() => "needs its container image",
+            (None, None, _) => "host",
+            (_, _, tack_protocol::ImageMode::Engine) => "image, engine mode",
+            _ => "image",
+        };
+        let tags = match t.tags.is_empty() {
+            true => String::new(),
+            false => format!("  [{}]", t.tags.join(", ")),
+        };
+        let _ = writeln!(out, "  {:<28} {runs_in}{tags}{network}", t.id);
     }
     // Descriptions and tags are the suite author's (an imported suite's
     // come from elsewhere): shown, not obeyed by the terminal.

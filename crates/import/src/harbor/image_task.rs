@@ -471,6 +471,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
     for note in notes {
         let _ = writeln!(out, "#   - {}", note.replace('\n', " "));
     }
+    write::unknown_keys_note(&mut out, task);
     out.push('\n');
     let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
     out.push_str("tags = [\"harbor\"]\n\n[environment]\n");

@@ -32,7 +32,9 @@ pub use dockerfile::{BaseImage, Dockerfile, FileCopy, Instruction, RunCommand, R
 pub use install::Install;
 pub use scripts::{RewardKind, Script, ScriptNeeds, UvRun};
 pub use volumes::{ComposeVolume, VolumeSource};
-pub use write::{ConvertedTask, SkippedTask, SuiteImport, TaskMode, WriteError, import_tasks};
+pub use write::{
+    ConvertedTask, SkippedTask, SuiteImport, TaskMode, WriteError, import_tasks, unknown_key_line,
+};
 
 /// Why a task directory could not be read as a Harbor task.
 #[derive(Debug, thiserror::Error)]

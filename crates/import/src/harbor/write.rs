@@ -315,6 +315,20 @@ fn write_host_task(
     })
 }
 
+/// The keys of the task's task.toml that Harbor does not know, as a
+/// comment: what the author meant may be missing from both.
+pub(super) fn unknown_keys_note(out: &mut String, task: &HarborTask) {
+    for key in &task.config.unknown_keys {
+        let _ = writeln!(out, "# {}", unknown_key_line(key));
+    }
+}
+
+/// What the import says of a key Harbor does not know, in its account and
+/// in the task's file.
+pub fn unknown_key_line(key: &str) -> String {
+    format!("task.toml: {key} (Harbor ignores it, and so did the import)")
+}
+
 pub(super) fn copy(source: &Path, to: &Path) -> Result<(), WriteError> {
     if source.is_dir() {
         return tack_suite::copy_tree(source, to).map_err(io(source));
@@ -404,6 +418,7 @@ impl TaskPlan {
                 let _ = writeln!(out, "#   - {}", note.replace('\n', " "));
             }
         }
+        unknown_keys_note(&mut out, task);
         out.push('\n');
         let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
         out.push_str("tags = [\"harbor\"]\n\n[environment]\n");
