@@ -169,6 +169,13 @@ pub async fn run(
         plan: plan_identity(&all),
     });
     let planned = plan.shard_trials(&models)?;
+    if plan.resume {
+        // A resume that would change the plan fails now, not after the
+        // tools are provisioned and the images built.
+        let mut light = planned_manifest(&plan, &plan.suite, models.price_version())?;
+        light.shard = shard.clone();
+        resume::check(&plan, &light)?;
+    }
     let mut suite = plan.suite.clone();
     let note = |message: String| progress(Progress::Preparing { message });
     for task in plan.left_out_for_container() {
@@ -352,6 +359,38 @@ async fn manifest_for(
     prepared: &Suite,
     price_table: &str,
 ) -> Result<Manifest, RunError> {
+    let mut manifest = planned_manifest(plan, prepared, price_table)?;
+    let tasks = selected_tasks(plan, prepared)?;
+    let fingerprint = fingerprint::take(plan, &tasks, &manifest.variants).await?;
+    manifest.fingerprint = Some(fingerprint);
+    Ok(manifest)
+}
+
+/// The plan's tasks, as `prepared` has them.
+fn selected_tasks<'a>(
+    plan: &'a RunPlan,
+    prepared: &'a Suite,
+) -> Result<Vec<&'a tack_suite::Task>, RunError> {
+    Ok(plan
+        .selected_tasks()?
+        .into_iter()
+        .map(|task| {
+            prepared
+                .tasks
+                .iter()
+                .find(|p| p.id == task.id)
+                .unwrap_or(task)
+        })
+        .collect())
+}
+
+/// The manifest of the plan without its fingerprint: what a resume
+/// compares.
+fn planned_manifest(
+    plan: &RunPlan,
+    prepared: &Suite,
+    price_table: &str,
+) -> Result<Manifest, RunError> {
     let suite: &Suite = &plan.suite;
     let variants: Vec<VariantInfo> = plan
         .selected_variants()?
@@ -364,18 +403,7 @@ async fn manifest_for(
             config: serde_json::to_value(v).unwrap_or_default(),
         })
         .collect();
-    let tasks: Vec<&tack_suite::Task> = plan
-        .selected_tasks()?
-        .into_iter()
-        .map(|task| {
-            prepared
-                .tasks
-                .iter()
-                .find(|p| p.id == task.id)
-                .unwrap_or(task)
-        })
-        .collect();
-    let fingerprint = fingerprint::take(plan, &tasks, &variants).await?;
+    let tasks = selected_tasks(plan, prepared)?;
     let suite = SuiteInfo {
         name: suite.name.clone(),
         path: suite.root.display().to_string(),
@@ -389,7 +417,6 @@ async fn manifest_for(
         command_line: plan.command_line.clone(),
         started_at: rfc3339_now(),
         price_table: Some(price_table.to_string()),
-        fingerprint: Some(fingerprint),
         ..Manifest::start(plan.run_id.clone(), suite, variants, tasks)
     })
 }

@@ -92,26 +92,21 @@ pub(crate) struct Resumed {
     pub to_run: Vec<TrialSpec>,
 }
 
-/// Checks that `fresh` (the manifest this invocation would write) plans the
-/// same run as the recorded one, recovers the run's journals, and works out
-/// which of `planned` still have to run.
-pub(crate) fn prepare(
-    plan: &RunPlan,
-    fresh: Manifest,
-    planned: Vec<TrialSpec>,
-) -> Result<Resumed, RunError> {
+/// The recorded run's manifest, once `fresh` (the manifest this invocation
+/// would write; its fingerprint is not compared, so one without serves)
+/// is found to plan the same run. Cheap: a resume checks it before it
+/// provisions tools or builds images.
+pub(crate) fn check(plan: &RunPlan, fresh: &Manifest) -> Result<Manifest, RunError> {
     let run_dir = plan.traces_root.join(&plan.run_id);
-    let not_resumable = |reason: String| RunError::NotResumable {
+    let manifest = Manifest::read(&run_dir).map_err(|e| RunError::NotResumable {
         run_dir: run_dir.clone(),
-        reason,
-    };
-    let mut manifest = Manifest::read(&run_dir)
-        .map_err(|e| not_resumable(format!("{e}; is it a run's trace directory?")))?;
+        reason: format!("{e}; is it a run's trace directory?"),
+    })?;
     // Shards of one plan differ by their index alone, which a merge allows
     // and a resume must not: the run would take another shard's slice.
     let index = |m: &Manifest| m.shard.as_ref().map(|s| (s.index, s.count));
-    let difference = manifest.plan_difference(&fresh).or_else(|| {
-        match (index(&manifest), index(&fresh)) {
+    let difference = manifest.plan_difference(fresh).or_else(|| {
+        match (index(&manifest), index(fresh)) {
             (Some((was, count)), Some((now, _))) if was != now => Some(format!(
                 "the shard differs: {was}/{count} recorded, {now}/{count} now (leave --shard out \
                  to keep the run's own)"
@@ -119,12 +114,29 @@ pub(crate) fn prepare(
             _ => None,
         }
     });
-    if let Some(difference) = difference {
-        return Err(RunError::PlanMismatch {
+    match difference {
+        Some(difference) => Err(RunError::PlanMismatch {
             run_dir,
             difference,
-        });
+        }),
+        None => Ok(manifest),
     }
+}
+
+/// Checks that `fresh` plans the same run as the recorded one ([`check`]),
+/// recovers the run's journals, and works out which of `planned` still have
+/// to run.
+pub(crate) fn prepare(
+    plan: &RunPlan,
+    fresh: Manifest,
+    planned: Vec<TrialSpec>,
+) -> Result<Resumed, RunError> {
+    let mut manifest = check(plan, &fresh)?;
+    let run_dir = plan.traces_root.join(&plan.run_id);
+    let not_resumable = |reason: String| RunError::NotResumable {
+        run_dir: run_dir.clone(),
+        reason,
+    };
     let writer = tack_trace::run_writer(&run_dir);
     if writer.is_live() {
         return Err(not_resumable(format!(
