@@ -129,10 +129,12 @@ async fn execute(
         return (finished, kept);
     }
     // The oracle applies the reference solution through the agent's tools,
-    // so it alone sees the solution's files.
+    // and the sim does when it is skilful enough (a simulation that knows
+    // the fix): built-in models alone see the solution's files, which a
+    // solution script (`bash /solution/solve.sh`) needs.
     let viewer = match variant.model.builtin() {
-        Some(BuiltinModel::Oracle) => Viewer::Solution,
-        _ => Viewer::Agent,
+        Some(BuiltinModel::Oracle | BuiltinModel::Sim) => Viewer::Solution,
+        None => Viewer::Agent,
     };
     let harness = Harness::assemble(HarnessSetup {
         config,
