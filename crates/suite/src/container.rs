@@ -263,7 +263,7 @@ fn mounts(
 /// directory's runs (another user's, or one with its own `TMPDIR`, as
 /// tests running side by side are) sweep their own, so a run never
 /// removes what another killed run left before that one's resume.
-fn sweep_once(engine: &Engine, root: &Path) {
+pub(crate) fn sweep_once(engine: &Engine, root: &Path) {
     static SWEPT: std::sync::Once = std::sync::Once::new();
     SWEPT.call_once(|| {
         let stale = |trial: &Path| trial.parent() == Some(root) && !tack_sandbox::held::held(trial);

@@ -286,6 +286,9 @@ pub async fn prepare_images(
         tasks: wanting.join(", "),
         error: Box::new(error),
     })?;
+    // What a killed run left in the engine goes now, whichever mode this
+    // run's trials take.
+    crate::container::sweep_once(&engine, &crate::workspaces_root());
     let cache = options.cache.clone().unwrap_or_else(image_cache);
     std::fs::create_dir_all(&cache).map_err(|source| ImagesError::Io {
         path: cache.clone(),
