@@ -374,7 +374,7 @@ fn trial_counts(
     Ok(groups)
 }
 
-/// Attempts that are not scored: run again, or a final infra error.
+/// Attempts that are not scored: run again, or a final infra error or cut-off attempt.
 fn not_scored_attempts(trials: LazyFrame, dir: &Path) -> Result<u32, AnalysisError> {
     let lazy = trials.select([count_where(col(IS_SCORED).not()).alias(TRIALS)]);
     let f = Frame::collect(lazy, dir, TRIALS_DIR)?;

@@ -110,6 +110,8 @@ pub struct MatrixCell {
     pub passed: u64,
     /// Final infra errors, not in `trials`.
     pub infra_errors: u64,
+    /// Final attempts cut off, not in `trials`.
+    pub cancelled: u64,
 }
 
 fn passed_expr() -> Expr {
@@ -385,6 +387,7 @@ pub(crate) fn task_matrix(
             count_where(col(IS_SCORED)).alias(agg::TRIALS),
             count_where(passed_expr()).alias(agg::PASSED),
             count_where(is_final_infra_error()).alias(agg::INFRA_ERRORS),
+            count_where(is_final_cancelled()).alias(agg::CANCELLED),
         ]);
     let frame = Frame::collect(lazy, dir, TRIALS_DIR)?;
     let task_col = frame.strs(col::TASK)?;
@@ -392,10 +395,17 @@ pub(crate) fn task_matrix(
     let trial_counts = frame.u64s(agg::TRIALS)?;
     let passed_counts = frame.u64s(agg::PASSED)?;
     let infra_counts = frame.u64s(agg::INFRA_ERRORS)?;
-    let mut cells: HashMap<(String, String), (u64, u64, u64)> = HashMap::new();
+    let cancelled_counts = frame.u64s(agg::CANCELLED)?;
+    let mut cells: HashMap<(String, String), MatrixCell> = HashMap::new();
     for i in 0..frame.height() {
-        let key = (task_col[i].clone(), variant_col[i].clone());
-        cells.insert(key, (trial_counts[i], passed_counts[i], infra_counts[i]));
+        let cell = MatrixCell {
+            variant: variant_col[i].clone(),
+            trials: trial_counts[i],
+            passed: passed_counts[i],
+            infra_errors: infra_counts[i],
+            cancelled: cancelled_counts[i],
+        };
+        cells.insert((task_col[i].clone(), variant_col[i].clone()), cell);
     }
     let mut extra: Vec<String> = task_col
         .into_iter()
@@ -411,16 +421,15 @@ pub(crate) fn task_matrix(
             cells: variants
                 .iter()
                 .map(|variant| {
-                    let (trials, passed, infra_errors) = cells
-                        .get(&(task.clone(), variant.clone()))
-                        .copied()
-                        .unwrap_or((0, 0, 0));
-                    MatrixCell {
-                        variant: variant.clone(),
-                        trials,
-                        passed,
-                        infra_errors,
-                    }
+                    cells
+                        .remove(&(task.clone(), variant.clone()))
+                        .unwrap_or_else(|| MatrixCell {
+                            variant: variant.clone(),
+                            trials: 0,
+                            passed: 0,
+                            infra_errors: 0,
+                            cancelled: 0,
+                        })
                 })
                 .collect(),
             task,

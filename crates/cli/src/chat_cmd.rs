@@ -162,6 +162,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
                 if stop != tack_protocol::StopReason::Completed {
                     let error = session.outcome().error.unwrap_or_default();
                     let sep = if error.is_empty() { "" } else { ": " };
+                    let error = tack_protocol::printable(&error);
                     outln!("(the turn stopped: {stop}{sep}{error})")?;
                 }
             }
@@ -199,7 +200,7 @@ async fn slash_command(
             Ok(())
         }
         "/todos" => match state.lock().ok().and_then(|s| s.todos.clone()) {
-            Some(todos) => outln!("{}", todos.trim_end()),
+            Some(todos) => outln!("{}", tack_protocol::printable(todos.trim_end())),
             None => outln!("(no plan yet: the agent has not written todos)"),
         },
         "/skills" if harness.skills().is_empty() => outln!(

@@ -10,7 +10,7 @@ use tack_interop::InteropError;
 use tack_protocol::count;
 
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::{err, errln, outln};
+use crate::out::{err_over, errln, outln};
 
 #[derive(Debug, Subcommand)]
 pub enum ExportCommand {
@@ -163,7 +163,7 @@ async fn otlp(args: OtlpArgs) -> CommandResult {
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let progress = |done: u64, total: u64| {
         if show_progress {
-            err!("\rtack export otlp: {done}/{total} trials");
+            err_over!("tack export otlp: {done}/{total} trials");
         }
     };
     let exported = tack_interop::otlp::export(&runs, &exporter, args.content, progress)
@@ -213,7 +213,7 @@ async fn atif(args: AtifArgs) -> CommandResult {
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let progress = |done: usize, total: usize| {
         if show_progress {
-            err!("\rtack export atif: {done}/{total} trials");
+            err_over!("tack export atif: {done}/{total} trials");
         }
     };
     let exported = tack_interop::atif::export(&run_dir, &out, progress).map_err(|error| {

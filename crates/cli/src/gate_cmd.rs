@@ -156,12 +156,13 @@ pub async fn run(args: GateArgs) -> CommandResult {
             serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
         )?;
     } else {
-        outln!("{}", verdict.line)?;
+        // Variant and suite names of imported runs come from elsewhere.
+        outln!("{}", tack_protocol::printable(&verdict.line))?;
         if loaded.comparison.simulated() {
             outln!("note: results from a simulated (built-in) model, not an LLM")?;
         }
         for drift in &loaded.drift {
-            outln!("drift: {drift}")?;
+            outln!("drift: {}", tack_protocol::printable(drift))?;
         }
         if let Some(file) = &args.quarantine {
             let names: Vec<&str> = left_out.keys().map(String::as_str).collect();

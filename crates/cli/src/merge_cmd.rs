@@ -64,7 +64,8 @@ pub async fn run(args: MergeArgs) -> CommandResult {
     outln!(
         "merged {} ({}) into {}",
         count(shards.shards().len(), "shard run"),
-        count(shards.trials(), "trial"),
+        // A trial run again is there once per attempt.
+        count(shards.trials(), "trial attempt"),
         out.shown
     )?;
     if !shards.complete() {

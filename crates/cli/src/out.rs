@@ -48,18 +48,29 @@ pub fn closed() -> bool {
 /// What is said there quotes what tasks and agents produced (a build log's
 /// tail, a check's output, an error): its control characters are shown,
 /// not obeyed ([`tack_protocol::printable`]). tack colours nothing on
-/// stderr; a carriage return that starts a note is its own (a progress
-/// line written over).
+/// stderr.
 pub fn note(args: fmt::Arguments<'_>) {
     let text = args.to_string();
-    let (over, said) = match text.strip_prefix('\r') {
-        Some(rest) => ("\r", rest),
-        None => ("", text.as_str()),
-    };
-    let printable = tack_protocol::printable(said);
     let _ = io::stderr()
         .lock()
-        .write_all(format!("{over}{printable}").as_bytes());
+        .write_all(tack_protocol::printable(&text).as_bytes());
+}
+
+/// [`note`] over the line before (a progress count rewritten in place):
+/// the carriage return is tack's, the text is shown as `note` shows it.
+pub fn note_over(args: fmt::Arguments<'_>) {
+    let text = args.to_string();
+    let printable = tack_protocol::printable(&text);
+    let _ = io::stderr()
+        .lock()
+        .write_all(format!("\r{printable}").as_bytes());
+}
+
+/// `eprint!` over the line before, through [`note_over`].
+macro_rules! err_over {
+    ($($arg:tt)*) => {
+        $crate::out::note_over(format_args!($($arg)*))
+    };
 }
 
 /// `eprint!` through [`note`].
@@ -96,7 +107,7 @@ macro_rules! outln {
     };
 }
 
-pub(crate) use {err, errln, out, outln};
+pub(crate) use {err, err_over, errln, out, outln};
 
 /// An event sink that printed fails with the print's error.
 impl From<CommandError> for tack_protocol::SinkError {

@@ -49,12 +49,7 @@ pub struct CheckArgs {
     json: bool,
     /// The command, last (flags after it are its own; `--` before it is optional): one word is a
     /// shell script; several are a program and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
 

@@ -250,7 +250,11 @@ async fn resumed_and_upload(
 /// (`--traces URL` on its recorded command line). Without one, the resume
 /// is refused: finished in staging, the run would reach no one.
 fn staged_upload(dir: &Path, manifest: &Manifest) -> Result<Option<RemoteUrl>, CommandError> {
-    let staging = crate::store_arg::cache()?.staging();
+    // No cache directory here: nothing can have been staged in it.
+    let Ok(cache) = crate::store_arg::cache() else {
+        return Ok(None);
+    };
+    let staging = cache.staging();
     let staged = std::fs::canonicalize(dir)
         .ok()
         .zip(std::fs::canonicalize(&staging).ok())
@@ -586,7 +590,7 @@ impl ProgressReporter {
                     let line =
                         format!("kept workspace of {}: {}", summary.trial_id, path.display());
                     match &bar {
-                        Some(bar) => bar.println(line),
+                        Some(bar) => bar.println(tack_protocol::printable(&line)),
                         None if lines => errln!("{line}"),
                         None => {}
                     }
@@ -594,8 +598,10 @@ impl ProgressReporter {
             }
             // Installing a task's tools can take minutes: always said, even
             // under --json (on stderr).
+            // A build log's tail is the task's text: shown, not obeyed,
+            // on the bar as by errln.
             Progress::Preparing { message } => match &bar {
-                Some(bar) => bar.println(message),
+                Some(bar) => bar.println(tack_protocol::printable(&message)),
                 None => errln!("{message}"),
             },
         })

@@ -75,12 +75,7 @@ pub struct ExecArgs {
     /// The command, last (flags after it are its own; `--` before it is optional): one word is a
     /// shell script (`'make && ./run'`); several are a program and its arguments, run as given
     /// (`bash -c 'echo "a b"'`).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
 

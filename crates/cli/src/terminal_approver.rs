@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tack_agent::{ApprovalDecision, ApprovalRequest, Approver};
+use tack_protocol::printable;
 
 /// Asks on the terminal, showing the exact tool and arguments. Concurrent
 /// trials take turns: one question at a time.
@@ -43,13 +44,20 @@ fn ask_on_terminal(request: &ApprovalRequest) -> Option<bool> {
         return None;
     }
     let mut stderr = std::io::stderr();
-    let shown = request.command.as_deref().unwrap_or(&request.arguments);
+    // What a person approves must read as what will run: the agent's text
+    // is shown, never obeyed (a carriage return could hide `rm -rf ~`).
+    let shown = printable(request.command.as_deref().unwrap_or(&request.arguments));
     let _ = writeln!(
         stderr,
         "\nThe agent wants to run {}:\n  {shown}",
-        request.tool
+        printable(&request.tool)
     );
-    let _ = writeln!(stderr, "because {} (about: {})", request.rule, request.part);
+    let _ = writeln!(
+        stderr,
+        "because {} (about: {})",
+        printable(&request.rule),
+        printable(&request.part)
+    );
     let _ = write!(stderr, "Allow? [y/N] ");
     let _ = stderr.flush();
     let mut line = String::new();

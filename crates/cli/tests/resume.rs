@@ -544,8 +544,9 @@ fn a_query_over_a_killed_run_counts_the_trials_in_its_journals() {
 fn a_run_claimed_by_another_host_is_left_alone_until_its_claim_goes_stale() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = killed_with_finished_trials(dir.path(), 2);
-    let claim = run_dir.join("run.pid");
-    std::fs::write(&claim, "4242 some-other-node 77\n").unwrap();
+    std::fs::write(run_dir.join("run.pid"), "4242").unwrap();
+    let claim = run_dir.join("run.claim");
+    std::fs::write(&claim, "some-other-node/boot/pid:[4026531836] 77\n").unwrap();
     let before = journals(&run_dir);
     assert!(!before.is_empty());
     let query = |dir: &Path| {
@@ -569,7 +570,8 @@ fn a_run_claimed_by_another_host_is_left_alone_until_its_claim_goes_stale() {
         .unwrap();
     assert_eq!(merge.status.code(), Some(2), "{merge:?}");
     assert!(
-        String::from_utf8_lossy(&merge.stderr).contains("of host some-other-node"),
+        String::from_utf8_lossy(&merge.stderr)
+            .contains("process 4242 of host some-other-node (taken for stopped 120 s after its last sign of life) is still writing it"),
         "{merge:?}"
     );
 

@@ -103,8 +103,11 @@ pub fn build(
         })?;
     if !status.success() {
         let tail = tail(&log);
+        // `scratch` is no image, and a name still holding `$` is a build
+        // argument tack cannot know.
         let missing = from_images(&dockerfile)
             .into_iter()
+            .filter(|image| !image.eq_ignore_ascii_case("scratch") && !image.contains('$'))
             .filter(|image| !engine.has_image(image))
             .collect();
         return Err(ImageError::Build {
@@ -237,14 +240,34 @@ fn global_arg(line: &str) -> Option<(String, String)> {
     ))
 }
 
-/// `line` with `$NAME` and `${NAME}` of `args` replaced by their values.
+/// `line` with `$NAME` and `${NAME}` of `args` replaced by their values;
+/// a name is read whole (`$BASE_IMAGE` is not `$BASE` and `_IMAGE`), and
+/// one `args` does not name is left as written.
 fn expand_args(line: &str, args: &[(String, String)]) -> String {
-    let mut out = line.to_string();
-    for (name, value) in args {
-        out = out
-            .replace(&format!("${{{name}}}"), value)
-            .replace(&format!("${name}"), value);
+    let value_of = |name: &str| args.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v);
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, used) = match after.strip_prefix('{') {
+            Some(braced) => match braced.find('}') {
+                Some(end) => (&braced[..end], end + 2),
+                None => ("", 0),
+            },
+            None => {
+                let end = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+                (&after[..end], end)
+            }
+        };
+        match value_of(name).filter(|_| !name.is_empty()) {
+            Some(value) => out.push_str(value),
+            None => out.push_str(&rest[at..at + 1 + used]),
+        }
+        rest = &after[used..];
     }
+    out.push_str(rest);
     out
 }
 
@@ -400,6 +423,14 @@ mod tests {
             "ARG BASE=ubuntu:24.04\nARG TAG=\"3\"\nFROM localhost/tack-base:bookworm\nFROM alpine:$TAG AS tools\nFROM tools\n"
         );
         assert_eq!(from_images(text), ["ubuntu:24.04", "alpine:3"]);
+        let args = [
+            ("BASE".to_string(), "x".to_string()),
+            ("BASE_IMAGE".to_string(), "y".to_string()),
+        ];
+        assert_eq!(
+            expand_args("FROM $BASE_IMAGE ${BASE} $OTHER ${", &args),
+            "FROM y x $OTHER ${"
+        );
     }
 
     #[test]

@@ -82,7 +82,8 @@ fn instructions(dockerfile: &str) -> Vec<(usize, String)> {
     let mut current: Option<(usize, String)> = None;
     for (index, line) in dockerfile.lines().enumerate() {
         let trimmed = line.trim();
-        if trimmed.starts_with('#') || (current.is_none() && trimmed.is_empty()) {
+        // A blank line inside a continuation is skipped, as BuildKit does.
+        if trimmed.starts_with('#') || trimmed.is_empty() {
             continue;
         }
         let (start, mut text) = current.take().unwrap_or((index + 1, String::new()));
@@ -104,7 +105,8 @@ fn instructions(dockerfile: &str) -> Vec<(usize, String)> {
 
 /// The escape character the Dockerfile's parser directives name
 /// (`# escape=\``), else `\`. Directives are the comments of the form
-/// `# key=value` at the very top, before any other line.
+/// `# key=value` at the very top; as Docker reads them, the first line that
+/// is not a known directive (`syntax`, `escape`, `check`) ends them.
 fn escape_directive(dockerfile: &str) -> char {
     for line in dockerfile.lines() {
         let Some(directive) = line.trim().strip_prefix('#') else {
@@ -113,7 +115,11 @@ fn escape_directive(dockerfile: &str) -> char {
         let Some((key, value)) = directive.split_once('=') else {
             break;
         };
-        if key.trim().eq_ignore_ascii_case("escape") {
+        let key = key.trim().to_ascii_lowercase();
+        if !matches!(key.as_str(), "syntax" | "escape" | "check") {
+            break;
+        }
+        if key == "escape" {
             return match value.trim() {
                 "`" => '`',
                 _ => '\\',
@@ -207,6 +213,11 @@ mod tests {
         let found = sources_outside_context(text);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!((found[0].line, found[0].source.as_str()), (3, "../x"));
+        // An unknown directive ends them: Docker's escape stays `\`.
+        let late = "# foo=bar\n# escape=`\nFROM x\nCOPY \\\n\n  ../w /app/w\n";
+        let found = sources_outside_context(late);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].source, "../w");
         let commented = "FROM x\nCOPY a \\\n# a comment inside\n  ../y /z\n";
         let found = sources_outside_context(commented);
         assert_eq!(found.len(), 1, "{found:?}");

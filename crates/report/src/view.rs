@@ -269,9 +269,15 @@ pub(crate) fn matrix(rows: &[MatrixRow], variants: &[VariantSummary]) -> MatrixV
                     .cells
                     .iter()
                     .map(|c| MatrixCellView {
-                        text: match c.infra_errors {
-                            0 => format!("{}/{}", c.passed, c.trials),
-                            n => format!("{}/{} +{n} infra", c.passed, c.trials),
+                        text: {
+                            let mut text = format!("{}/{}", c.passed, c.trials);
+                            if c.infra_errors > 0 {
+                                text.push_str(&format!(" +{} infra", c.infra_errors));
+                            }
+                            if c.cancelled > 0 {
+                                text.push_str(&format!(" +{} cut off", c.cancelled));
+                            }
+                            text
                         },
                         color: rate_color(c.passed, c.trials),
                     })

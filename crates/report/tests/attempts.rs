@@ -24,7 +24,7 @@ fn infra_errors_and_retried_attempts_are_shown_apart() {
     let index = std::fs::read_to_string(&files.index).unwrap();
     assert!(
         index.contains(
-            "11 finished trials, 10 scored (1 ended in an infra error and is not scored)"
+            "11 trials recorded (each by its last attempt), 10 scored (1 ended in an infra error and is not scored)"
         ),
         "{}",
         between(&index, "<h2>Summary</h2>", "<!-- summary -->")

@@ -226,7 +226,8 @@ fn run_files(dir: &Path) -> Result<Vec<String>, StoreError> {
                     reason: "its name is not UTF-8, which object stores require".to_string(),
                 });
             };
-            if name.starts_with('.') || (rel.is_empty() && name == tack_trace::PID_FILE) {
+            let claim = [tack_trace::PID_FILE, tack_trace::CLAIM_FILE].contains(&name);
+            if name.starts_with('.') || (rel.is_empty() && claim) {
                 continue;
             }
             let child = if rel.is_empty() {

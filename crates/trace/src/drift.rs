@@ -64,8 +64,9 @@ pub struct RunDrift {
     /// so no task can have changed, fingerprinted or not. Never so for a
     /// run imported from another tool's log, which hashed no suite.
     pub same_suite_content: bool,
-    /// Sides imported from another tool's log (Inspect, a Harbor job): no
-    /// suite was hashed, no fingerprint taken.
+    /// Sides that hashed no suite: imported from another tool's log
+    /// (Inspect, a Harbor job) or recorded by `tack proxy`; no fingerprint
+    /// either.
     pub imported: Vec<Side>,
     /// The suites' names, when they differ: tasks of one name may then be
     /// different tasks (two Inspect tasks with the same sample ids).
@@ -393,7 +394,7 @@ impl RunDrift {
         }));
         lines.extend(self.imported.iter().map(|side| {
             format!(
-                "the {side} run was imported from another tool's log: it has no fingerprint, so whether its tasks are the other run's is unknown"
+                "the {side} run hashed no suite (it was imported from another tool's log, or recorded by tack proxy): whether its tasks are the other run's is unknown"
             )
         }));
         lines.extend(self

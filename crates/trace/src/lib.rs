@@ -42,7 +42,7 @@ pub use error::{TableError, TraceError};
 pub use fingerprint::{
     EnvironmentFingerprint, RunFingerprint, TaskFingerprint, VariantFingerprint, answered_models,
 };
-pub use liveness::{PID_FILE, STALE_AFTER, Writer, run_in_progress, run_writer};
+pub use liveness::{CLAIM_FILE, PID_FILE, STALE_AFTER, Writer, run_in_progress, run_writer};
 pub use manifest::{
     HostInfo, MANIFEST_SCHEMA_VERSION, Manifest, Resume, RunStatus, Shard, SuiteInfo, VariantInfo,
 };

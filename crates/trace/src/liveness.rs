@@ -1,14 +1,18 @@
 //! Whether a process is still writing a run. Readers must know: a live
 //! run's journals are trials in progress, and recovering them (as a
-//! report, a query or a merge does for a run that was killed) would store
+//! report, a query or a resume does for a run that was killed) would store
 //! them as `cancelled` under the writer's feet.
 //!
-//! The writer claims the run in `run.pid`: its process id, its host, and
-//! when the process started (so a later process that got the same id is not
-//! taken for it), and touches the file while it runs. On the writer's host
-//! the process table answers; from another host (shards on a shared traces
-//! volume, read from a login node) only the touch can: a run whose claim has
-//! not been touched for [`STALE_AFTER`] is not being written.
+//! The writer claims the run in two files. `run.pid` holds its process id
+//! alone, as it always has, so that older tack versions still read it.
+//! `run.claim` says where that id means something: the host (its name, its
+//! boot and its pid namespace) and when the process started, so that a
+//! later process that got the same id is not taken for the writer; the
+//! writer touches it while it runs. On the writer's host the process table
+//! answers; elsewhere (shards on a shared traces volume, read from a login
+//! node; a container with its own pid namespace) only the touch can: a
+//! claim not touched for [`STALE_AFTER`] is a killed writer's. Clocks of
+//! the hosts must agree to well within that.
 
 use std::fs;
 use std::path::Path;
@@ -17,9 +21,13 @@ use std::time::{Duration, SystemTime};
 
 use crate::TraceError;
 
-/// Holds the claim of the process writing the run, while it runs. It means
-/// nothing once copied: copies of a run leave it out.
+/// Holds the id of the process writing the run, while it runs. It means
+/// nothing once copied: copies of a run leave it out, and [`CLAIM_FILE`].
 pub const PID_FILE: &str = "run.pid";
+
+/// Where the process of [`PID_FILE`] runs, and when it started; touched
+/// while it runs.
+pub const CLAIM_FILE: &str = "run.claim";
 
 /// How often a writer touches its claim.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -35,10 +43,11 @@ pub enum Writer {
     None,
     /// A process of this host that is still there.
     Here { pid: u32 },
-    /// A process of another host, whose claim was touched lately.
+    /// A process of another host (or pid namespace), whose claim was
+    /// touched lately.
     Elsewhere { host: String, pid: u32 },
     /// A claim nobody keeps: the process is gone (this host), or its claim
-    /// has not been touched for [`STALE_AFTER`] (another host).
+    /// has not been touched for [`STALE_AFTER`] (elsewhere).
     Gone,
 }
 
@@ -55,8 +64,7 @@ impl std::fmt::Display for Writer {
             Writer::Here { pid } => write!(f, "process {pid} of this host"),
             Writer::Elsewhere { host, pid } => write!(
                 f,
-                "process {pid} of host {host}, whose {PID_FILE} is touched while it runs: \
-                 a killed one's is taken for stopped {} s after its last touch",
+                "process {pid} of host {host} (taken for stopped {} s after its last sign of life)",
                 STALE_AFTER.as_secs()
             ),
             Writer::Gone => f.write_str("a process that has stopped"),
@@ -72,61 +80,68 @@ pub fn run_in_progress(run_dir: &Path) -> bool {
 
 /// Who writes the run in `run_dir`, from its claim.
 pub fn run_writer(run_dir: &Path) -> Writer {
-    let path = run_dir.join(PID_FILE);
-    let Ok(text) = fs::read_to_string(&path) else {
+    let Ok(text) = fs::read_to_string(run_dir.join(PID_FILE)) else {
         return Writer::None;
     };
-    // `pid [host [start]]`; a claim written before hosts were recorded
-    // has the id alone, and is this host's.
-    let mut words = text.split_whitespace();
-    let Some(pid) = words.next().and_then(|p| p.parse::<u32>().ok()) else {
+    let Ok(pid) = text.trim().parse::<u32>() else {
         return Writer::Gone;
     };
-    let host = words.next();
+    let claim_path = run_dir.join(CLAIM_FILE);
+    // `host start`; a run written before claims has the id alone, and is
+    // this host's.
+    let Ok(claim) = fs::read_to_string(&claim_path) else {
+        return match process_start(pid) {
+            Some(_) => Writer::Here { pid },
+            None => Writer::Gone,
+        };
+    };
+    let mut words = claim.split_whitespace();
+    let host = words.next().unwrap_or_default();
     let start = words.next().and_then(|s| s.parse::<u64>().ok());
-    match host {
-        Some(host) if host != this_host() => {
-            let touched = fs::metadata(&path).and_then(|m| m.modified()).ok();
-            let age = touched.map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
-            if age.is_some_and(|age| age < STALE_AFTER) {
-                Writer::Elsewhere {
-                    host: host.to_string(),
-                    pid,
-                }
-            } else {
-                Writer::Gone
-            }
-        }
-        _ => match (process_start(pid), start) {
+    if host == this_host() {
+        return match (process_start(pid), start) {
             (Some(now), Some(then)) if now == then => Writer::Here { pid },
-            (Some(_), None) => Writer::Here { pid },
             _ => Writer::Gone,
+        };
+    }
+    let touched = fs::metadata(&claim_path).and_then(|m| m.modified()).ok();
+    let age = touched.map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
+    match age {
+        Some(age) if age < STALE_AFTER => Writer::Elsewhere {
+            // The name, without the boot and namespace that make it exact.
+            host: host.split('/').next().unwrap_or(host).to_string(),
+            pid,
         },
+        _ => Writer::Gone,
     }
 }
 
-/// Claims `run_dir` for this process and keeps the claim touched until the
-/// returned guard (held by every clone of the run's writer) is dropped.
+/// Claims `run_dir` for this process (its claim first, then its id, each
+/// whole: a reader never sees half of one) and keeps the claim touched
+/// until the returned guard (held by every clone of the run's writer) is
+/// dropped.
 pub(crate) fn claim(run_dir: &Path) -> Result<Heartbeat, TraceError> {
-    let path = run_dir.join(PID_FILE);
     let pid = std::process::id();
     let start = process_start(pid)
         .map(|s| s.to_string())
         .unwrap_or_default();
-    let claim = format!("{pid} {} {start}\n", this_host());
-    fs::write(&path, claim).map_err(|e| TraceError::io(&path, e))?;
+    let claim_path = run_dir.join(CLAIM_FILE);
+    crate::fsutil::write_atomically(&claim_path, format!("{} {start}\n", this_host()).as_bytes())?;
+    crate::fsutil::write_atomically(&run_dir.join(PID_FILE), pid.to_string().as_bytes())?;
     let (stop, stopped) = mpsc::channel::<()>();
     let spawned = std::thread::Builder::new()
         .name("tack-run-heartbeat".into())
         .spawn(move || {
             // Ends when every holder of the guard is gone, or the claim is
-            // (the run was closed).
+            // (the run was closed). A touch that fails otherwise (a network
+            // file system's hiccup) is tried again at the next beat: giving
+            // up would have the run taken for stopped elsewhere.
             while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(HEARTBEAT) {
                 let touched = fs::File::options()
                     .write(true)
-                    .open(&path)
+                    .open(&claim_path)
                     .and_then(|file| file.set_modified(SystemTime::now()));
-                if touched.is_err() {
+                if touched.is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
                     break;
                 }
             }
@@ -135,20 +150,49 @@ pub(crate) fn claim(run_dir: &Path) -> Result<Heartbeat, TraceError> {
     Ok(Heartbeat { _stop: stop })
 }
 
+/// Ends the claim of a run that is done: neither file is left.
+pub(crate) fn release(run_dir: &Path) -> Result<(), TraceError> {
+    for name in [PID_FILE, CLAIM_FILE] {
+        let path = run_dir.join(name);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(TraceError::io(&path, e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Keeps a run's claim touched while held.
 #[derive(Debug)]
 pub(crate) struct Heartbeat {
     _stop: mpsc::Sender<()>,
 }
 
-/// This host's name as its kernel has it (a container's own, in its UTS
-/// namespace); `localhost` when unreadable.
+/// This host as a process id of it is meaningful: its name (a container's
+/// own, in its UTS namespace), its boot, and this process's pid namespace,
+/// `name/boot/pidns`, without whitespace. Two hosts, or a container and its
+/// host, that share a name differ in the rest.
 fn this_host() -> String {
-    fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty() && !h.contains(char::is_whitespace))
-        .unwrap_or_else(|| "localhost".to_string())
+    let read = |path: &str| {
+        fs::read_to_string(path)
+            .ok()
+            .map(|t| {
+                t.trim()
+                    .replace(|c: char| c.is_whitespace() || c == '/', "_")
+            })
+            .filter(|t| !t.is_empty())
+    };
+    let name = read("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".to_string());
+    let boot = read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let pidns = fs::read_link("/proc/self/ns/pid")
+        .map(|p| {
+            p.to_string_lossy()
+                .replace(|c: char| c.is_whitespace() || c == '/', "_")
+        })
+        .unwrap_or_default();
+    format!("{name}/{boot}/{pidns}")
 }
 
 /// When process `pid` started, in clock ticks after boot (field 22 of
@@ -164,37 +208,40 @@ fn process_start(pid: u32) -> Option<u64> {
 mod tests {
     use super::*;
 
+    fn write(dir: &Path, name: &str, text: &str) {
+        fs::write(dir.join(name), text).unwrap();
+    }
+
     #[test]
     fn this_process_is_here_and_a_stranger_is_gone() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(run_writer(dir.path()), Writer::None);
-        let _beat = claim(dir.path()).unwrap();
+        let beat = claim(dir.path()).unwrap();
+        let pid = std::process::id();
+        assert_eq!(run_writer(dir.path()), Writer::Here { pid });
+        // The id alone, as older versions read it.
         assert_eq!(
-            run_writer(dir.path()),
-            Writer::Here {
-                pid: std::process::id()
-            }
+            fs::read_to_string(dir.path().join(PID_FILE)).unwrap(),
+            pid.to_string()
         );
         // This process's id with another start: a later process.
-        let pid = std::process::id();
-        fs::write(
-            dir.path().join(PID_FILE),
-            format!("{pid} {} 1\n", this_host()),
-        )
-        .unwrap();
+        write(dir.path(), CLAIM_FILE, &format!("{} 1\n", this_host()));
         assert_eq!(run_writer(dir.path()), Writer::Gone);
         // A claim of the old kind: the id alone.
-        fs::write(dir.path().join(PID_FILE), pid.to_string()).unwrap();
+        fs::remove_file(dir.path().join(CLAIM_FILE)).unwrap();
         assert!(run_in_progress(dir.path()));
-        fs::write(dir.path().join(PID_FILE), "4294967295").unwrap();
+        write(dir.path(), PID_FILE, "4294967295");
         assert!(!run_in_progress(dir.path()));
+        drop(beat);
+        release(dir.path()).unwrap();
+        assert_eq!(run_writer(dir.path()), Writer::None);
     }
 
     #[test]
     fn another_hosts_claim_holds_while_it_is_touched() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(PID_FILE);
-        fs::write(&path, "1 some-other-node 5\n").unwrap();
+        write(dir.path(), PID_FILE, "1");
+        write(dir.path(), CLAIM_FILE, "some-other-node/boot/pid:[1] 5\n");
         assert_eq!(
             run_writer(dir.path()),
             Writer::Elsewhere {
@@ -205,7 +252,7 @@ mod tests {
         let old = SystemTime::now() - STALE_AFTER - Duration::from_secs(1);
         fs::File::options()
             .write(true)
-            .open(&path)
+            .open(dir.path().join(CLAIM_FILE))
             .unwrap()
             .set_modified(old)
             .unwrap();
@@ -213,9 +260,11 @@ mod tests {
     }
 
     #[test]
-    fn the_start_time_is_read_past_a_name_with_spaces() {
-        let start = process_start(std::process::id()).unwrap();
-        assert!(start > 0);
+    fn the_host_names_its_boot_and_pid_namespace_and_the_start_is_read() {
+        let host = this_host();
+        assert_eq!(host.split('/').count(), 3, "{host}");
+        assert!(!host.contains(char::is_whitespace));
+        assert!(process_start(std::process::id()).unwrap() > 0);
         assert_eq!(process_start(4_294_967_295), None);
     }
 }

@@ -99,9 +99,6 @@ pub fn find_run(run: &str, traces: &Path) -> Result<PathBuf, RunsError> {
     })
 }
 
-/// The error for a trial `trial` that `run_dir` does not hold: it names up
-/// to five of the run's trial ids, those sharing the longest prefix with
-/// `trial` first.
 /// The error of a command given a run but no trial: some of its trial ids.
 pub fn trial_not_named(run_dir: &Path) -> RunsError {
     let stored = crate::stored_trial_ids(run_dir).unwrap_or_default();
@@ -111,6 +108,9 @@ pub fn trial_not_named(run_dir: &Path) -> RunsError {
     }
 }
 
+/// The error for a trial `trial` that `run_dir` does not hold: it names up
+/// to five of the run's trial ids, those sharing the longest prefix with
+/// `trial` first.
 pub fn no_trial(run_dir: &Path, trial: &str) -> RunsError {
     let stored = crate::stored_trial_ids(run_dir).unwrap_or_default();
     RunsError::NoTrial {

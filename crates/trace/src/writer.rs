@@ -11,7 +11,7 @@ use tack_protocol::{
 };
 
 use crate::compact::{compact, finish_pending};
-use crate::liveness::{Heartbeat, PID_FILE, claim, run_in_progress};
+use crate::liveness::{Heartbeat, claim, run_in_progress};
 use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows, parse_part_name};
 use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
 use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
@@ -45,8 +45,10 @@ impl RunWriter {
             let path = dir.join(sub);
             fs::create_dir_all(&path).map_err(|e| TraceError::io(&path, e))?;
         }
-        manifest.write(&dir)?;
+        // Claimed before its manifest says it runs: a reader never sees
+        // a running run without a writer.
         let claim = claim(&dir)?;
+        manifest.write(&dir)?;
         RunWriter::over(dir, limits, claim)
     }
 
@@ -65,8 +67,8 @@ impl RunWriter {
         }
         let journal = run_dir.join(JOURNAL_DIR);
         fs::create_dir_all(&journal).map_err(|e| TraceError::io(&journal, e))?;
-        manifest.write(run_dir)?;
         let claim = claim(run_dir)?;
+        manifest.write(run_dir)?;
         RunWriter::over(run_dir.to_path_buf(), PartLimits::default(), claim)
     }
 
@@ -106,8 +108,7 @@ impl RunWriter {
         self.flush()?;
         compact(&self.dir, self.limits)?;
         manifest.write(&self.dir)?;
-        let pid = self.dir.join(PID_FILE);
-        fs::remove_file(&pid).map_err(|e| TraceError::io(&pid, e))
+        crate::liveness::release(&self.dir)
     }
 
     pub fn dir(&self) -> &Path {

@@ -59,6 +59,16 @@ struct FlakyRow {
 pub(crate) fn tasks_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
     let min = threshold(params)?;
     let (chosen, runs) = configurations(viewer, params, None)?;
+    // A task's trials are those of its suite's runs.
+    let trials_url = |task: &TaskFlakiness| {
+        let mut params = vec![("task", task.task.as_str())];
+        let runs = chosen
+            .runs
+            .iter()
+            .filter(|r| r.manifest.suite.name == task.suite);
+        params.extend(runs.map(|r| ("run", r.manifest.run_id.as_str())));
+        link("/trials", &params)
+    };
     let rows: Vec<FlakyRow> = flakiness(&runs)
         .into_iter()
         .map(|task| FlakyRow {
@@ -66,7 +76,7 @@ pub(crate) fn tasks_page(viewer: &Viewer, params: &Params) -> Result<String, Vie
                 .disagreement
                 .map_or("—".to_string(), |d| format!("{:.0}%", d * 100.0)),
             url: link("/task", &[("name", &task.task), ("suite", &task.suite)]),
-            trials_url: link("/trials", &[("task", &task.task)]),
+            trials_url: trials_url(&task),
             task,
         })
         .collect();

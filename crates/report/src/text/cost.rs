@@ -32,13 +32,14 @@ pub fn cost(cost: &CostReport) -> String {
     // fits a terminal.
     let total = &cost.total;
     let none: Vec<usize> = [
-        (7, total.cache_read_tokens),
-        (8, total.cache_write_tokens),
-        (10, total.reasoning_tokens),
-        (13, total.unknown_cost_calls),
+        ("cached", total.cache_read_tokens),
+        ("cache-write", total.cache_write_tokens),
+        ("reasoning", total.reasoning_tokens),
+        ("unpriced calls", total.unknown_cost_calls),
     ]
     .into_iter()
-    .filter_map(|(column, sum)| (sum == 0).then_some(column))
+    .filter(|(_, sum)| *sum == 0)
+    .filter_map(|(name, _)| headers.iter().position(|h| h == name))
     .collect();
     let kept = |cells: Vec<String>| -> Vec<String> {
         cells
