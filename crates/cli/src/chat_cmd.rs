@@ -208,7 +208,9 @@ async fn slash_command(
         ),
         "/skills" => {
             for skill in harness.skills() {
-                outln!("{}: {}", skill.name, skill.description)?;
+                // A skill's file is the workspace's text.
+                let line = format!("{}: {}", skill.name, skill.description);
+                outln!("{}", tack_protocol::printable(&line))?;
             }
             Ok(())
         }

@@ -33,7 +33,8 @@ Exit codes:
   5    the model failed, or its provider stayed unavailable (after retries)
   130  cancelled (Ctrl-C)
 
-With --json, stdout carries one JSON object per event, in order: {\"seq\": N, \"event\": {\"type\": …}}
+Without --json, stdout carries the agent's last message (its answer) and stderr the account of the
+run; with --json, stdout carries one JSON object per event, in order: {\"seq\": N, \"event\": {\"type\": …}}
 (trial_started is not sent; message, model_call, approval_requested, approval, tool_call, check; a
 final `exec_finished`).
 
@@ -376,12 +377,19 @@ struct ExecSink {
     json: bool,
     seq: u64,
     log: Option<SessionLog>,
+    /// What the agent said last: without --json, its answer on stdout.
+    answer: Option<String>,
 }
 
 impl ExecSink {
     fn new(json: bool, log: Option<SessionLog>) -> ExecSink {
         let seq = log.as_ref().map_or(0, SessionLog::next_seq);
-        ExecSink { json, seq, log }
+        ExecSink {
+            json,
+            seq,
+            log,
+            answer: None,
+        }
     }
 
     /// Writes one event to the session log (when there is one) and, with
@@ -428,6 +436,11 @@ impl ExecSink {
             errln!("error: {error}");
         }
         if !self.json {
+            // The answer is the run's product (`tack exec … > answer.txt`);
+            // the account of how it went stays on stderr.
+            if let Some(answer) = &self.answer {
+                let _ = outln!("{}", tack_protocol::printable(answer.trim_end()));
+            }
             let (stop, totals) = (run.agent.stop_reason, &run.agent.totals);
             errln!("{}", tack_report::text::exec_outcome(outcome, stop, totals));
             if let Some(error) = run.error() {
@@ -448,6 +461,12 @@ impl EventSink for ExecSink {
         }
         if self.json {
             return Ok(());
+        }
+        if let Event::Message { message, .. } = &event
+            && message.role == tack_protocol::Role::Assistant
+            && !message.content.trim().is_empty()
+        {
+            self.answer = Some(message.content.clone());
         }
         if let Some(line) = tack_report::text::exec_event(&event) {
             errln!("{line}");

@@ -83,7 +83,8 @@ fn check(args: CheckArgs) -> CommandResult {
     let text = if args.json {
         serde_json::to_string_pretty(&decision).or_fail(Failure::Internal)?
     } else {
-        render(&decision)
+        // The command judged may hold anything: shown, not obeyed.
+        tack_protocol::printable(&render(&decision)).into_owned()
     };
     // `tack permissions check … | head -1` closes the pipe early; the
     // verdict is in the exit code.

@@ -13,7 +13,7 @@ use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxError};
 
 use crate::argv::command_line;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::out;
+use crate::out::{errln, out};
 use crate::profile_arg::ProfileArg;
 
 #[derive(Debug, Subcommand)]
@@ -135,13 +135,14 @@ fn classify(error: SandboxError) -> CommandError {
     }
 }
 
-/// Passes the output through, then says what tack did on stderr.
+/// Passes the output through as the command wrote it (the user's own
+/// command, as if run directly), then says what tack did on stderr, where
+/// the denials it quotes are shown, not obeyed.
 fn report(output: &CommandOutput, timeout: u64, limit: usize) -> Result<(), CommandError> {
     out!("{}", output.stdout)?;
-    let mut stderr = std::io::stderr();
-    let _ = stderr.write_all(output.stderr.as_bytes());
+    let _ = std::io::stderr().write_all(output.stderr.as_bytes());
     for note in tack_sandbox::render::command_notes(output, timeout, limit) {
-        let _ = writeln!(stderr, "[tack sandbox] {note}");
+        errln!("[tack sandbox] {note}");
     }
     Ok(())
 }

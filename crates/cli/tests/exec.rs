@@ -68,6 +68,13 @@ fn without_a_check_the_run_is_completed_not_verified() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("completed, not verified"), "{stderr}");
     assert!(!stderr.contains("passed"), "{stderr}");
+    // The agent's answer is stdout's, the account stderr's.
+    let answer = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !answer.trim().is_empty(),
+        "no answer on stdout; stderr: {stderr}"
+    );
+    assert!(!answer.contains("step "), "{answer}");
 
     let session = tempfile::tempdir().unwrap();
     let log = session.path().join("s");
