@@ -63,6 +63,27 @@ pub enum SessionError {
     },
     #[error("{path}: {error}; the session's settings are damaged: start a new session")]
     CorruptSettings { path: String, error: String },
+    #[error(
+        "{0} is in use: another tack is carrying the session on; wait for it to end (`tack \
+         events {0} --follow` shows it), or stop it"
+    )]
+    InUse(String),
+}
+
+/// Holds `file` (the session's log) for this process alone until it is
+/// closed: two runs appending to one session would run every tool call
+/// twice and number the events twice over.
+fn hold(file: &File, dir: &Path) -> Result<(), SessionError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(SessionError::InUse(dir.display().to_string()))
+        }
+        Err(std::fs::TryLockError::Error(error)) => Err(SessionError::Io {
+            path: dir.join(EVENTS_FILE).display().to_string(),
+            error,
+        }),
+    }
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> SessionError + '_ {
@@ -120,6 +141,7 @@ impl SessionLog {
             .append(true)
             .open(&path)
             .map_err(io_error(&path))?;
+        hold(&file, dir)?;
         Ok(SessionLog {
             file,
             path,
@@ -146,6 +168,7 @@ impl SessionLog {
             .append(true)
             .open(&path)
             .map_err(io_error(&path))?;
+        hold(&file, dir)?;
         // Resuming past a damaged line would lose what it held: refused.
         let read = read_complete(&mut file, &path, 0, 1)?;
         if let Some(damaged) = read.damaged {
@@ -318,6 +341,27 @@ mod tests {
         ));
     }
 
+    /// flock locks are per open file: a second open, as a second process
+    /// makes, is refused while the first holds the log.
+    #[test]
+    fn a_session_carried_on_is_held_against_a_second_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("s");
+        let log = SessionLog::create(&session, &settings()).unwrap();
+        assert!(matches!(
+            SessionLog::reopen(&session),
+            Err(SessionError::InUse(_))
+        ));
+        drop(log);
+        let (_, _, again) = SessionLog::reopen(&session).unwrap();
+        assert!(matches!(
+            SessionLog::reopen(&session),
+            Err(SessionError::InUse(_))
+        ));
+        drop(again);
+        assert!(SessionLog::reopen(&session).is_ok());
+    }
+
     #[test]
     fn a_follower_reads_each_complete_line_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -367,6 +411,7 @@ mod tests {
         // Met again, not skipped; and resuming over it is refused.
         let again = follower.read_new().unwrap();
         assert!(again.lines.is_empty() && again.damaged.is_some());
+        drop(log);
         assert!(matches!(
             SessionLog::reopen(dir.path()),
             Err(SessionError::Corrupt { line: 3, .. })
