@@ -16,7 +16,7 @@ const AFTER_HELP: &str = "\
 Each line is {\"seq\": N, \"event\": {\"type\": …}}, as `tack exec --json` prints them. A client that
 has seen up to N reconnects with --after-seq N and gets every later event exactly once.
 
-Exit codes: 0 printed (with --follow: the session finished), 2 no session in DIR, 3 the log is
+Exit codes: 0 printed (with --follow: the run finished or was interrupted), 2 no session in DIR, 3 the log is
 damaged (the events before the damaged line are printed, then the line is named).";
 
 #[derive(Debug, Args)]
@@ -48,7 +48,7 @@ pub async fn run(args: EventsArgs) -> CommandResult {
         let read = log.read_new().or_fail(Failure::Usage)?;
         let mut finished = false;
         for line in read.lines {
-            finished |= line.is_finished();
+            finished |= line.ends_run();
             if args.after_seq.is_some_and(|after| line.seq <= after) {
                 continue;
             }

@@ -36,7 +36,7 @@ Exit codes:
 Without --json, stdout carries the agent's last message (its answer) and stderr the account of the
 run; with --json, stdout carries one JSON object per event, in order: {\"seq\": N, \"event\": {\"type\": …}}
 (trial_started is not sent; message, model_call, approval_requested, approval, tool_call, check; a
-final `exec_finished`).
+final `exec_finished`, or `exec_interrupted` after Ctrl-C, which leaves the session to --resume).
 
 Sessions: with --session DIR the events also go to DIR/events.jsonl, each synced to disk before the
 run goes on. After a crash, kill -9 or a closed terminal, `tack exec --resume DIR` carries on: the
@@ -168,11 +168,14 @@ impl ExecArgs {
 }
 
 /// Runs the agent; Ctrl-C cancels it: the run stops where it is (files the
-/// agent wrote stay written), a final `exec_finished` event says
-/// `cancelled`, and the exit code is 130.
+/// agent wrote stay written), and the exit code is 130. Once the agent runs,
+/// a final `exec_interrupted` event says so, numbered and in the session's
+/// log (which `--resume` carries on); before, a bare `exec_finished`.
 pub async fn run(args: ExecArgs) -> CommandResult {
     let json = args.json;
     tokio::select! {
+        // Polled first: a Ctrl-C the run sees is answered by it.
+        biased;
         result = run_to_end(args) => result,
         _ = tokio::signal::ctrl_c() => {
             let finished = serde_json::json!({ "type": "exec_finished", "outcome": TrialOutcome::Cancelled });
@@ -232,29 +235,35 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         .collect();
     let mut sink = ExecSink::new(args.json, log);
     let verification = Verification::Commands(&checks);
-    let run = match restored {
-        Some(restored) => {
-            errln!(
-                "resuming at event {}: {} step(s) done, {} call(s) to settle",
-                sink.seq,
-                restored.steps(),
-                restored.calls_to_run()
-            );
-            harness
-                .resume(model.as_mut(), pricer, restored, &verification, &mut sink)
-                .await
-        }
-        None => {
-            harness
-                .run(
-                    model.as_mut(),
-                    pricer,
-                    &settings.instruction,
-                    &verification,
-                    &mut sink,
-                )
-                .await
-        }
+    if let Some(restored) = &restored {
+        errln!(
+            "resuming at event {}: {} step(s) done, {} call(s) to settle",
+            sink.seq,
+            restored.steps(),
+            restored.calls_to_run()
+        );
+    }
+    let ran = tokio::select! {
+        run = async {
+            match restored {
+                Some(restored) => {
+                    harness
+                        .resume(model.as_mut(), pricer, restored, &verification, &mut sink)
+                        .await
+                }
+                None => {
+                    let instruction = &settings.instruction;
+                    harness
+                        .run(model.as_mut(), pricer, instruction, &verification, &mut sink)
+                        .await
+                }
+            }
+        } => Some(run),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    let Some(run) = ran else {
+        sink.interrupted(args.resume.as_ref().or(args.session.as_ref()));
+        return Ok(exit_code(TrialOutcome::Cancelled));
     };
     let outcome = run.outcome();
     sink.finish(outcome, &run);
@@ -411,6 +420,25 @@ impl ExecSink {
             }
         }
         Ok(())
+    }
+
+    /// The run was cut off by Ctrl-C: said, numbered, in the log (the
+    /// session stays resumable) and on stdout with --json.
+    fn interrupted(&mut self, session: Option<&PathBuf>) {
+        let line = serde_json::json!({
+            "type": session_log::INTERRUPTED,
+            "outcome": TrialOutcome::Cancelled,
+        });
+        if let Err(error) = self.emit(line) {
+            errln!("error: {error}");
+        }
+        match session {
+            Some(dir) => errln!(
+                "cancelled; carry the session on with `tack exec --resume {}`",
+                dir.display()
+            ),
+            None => errln!("cancelled"),
+        }
     }
 
     fn finish(&mut self, outcome: TrialOutcome, run: &HarnessRun) {

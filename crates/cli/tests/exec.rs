@@ -175,9 +175,14 @@ fn denied_calls_go_back_to_the_model_and_the_run_goes_on() {
     );
 }
 
+/// Ctrl-C ends the run with an `exec_interrupted` line, numbered like
+/// every other and in the session's log (so `tack events --follow` ends),
+/// and the session can be carried on.
 #[test]
 fn ctrl_c_cancels_and_exits_130() {
     let dir = workspace();
+    let session = tempfile::tempdir().unwrap();
+    let log = session.path().join("s");
     let child = Command::new(env!("CARGO_BIN_EXE_tack"))
         .args([
             "exec",
@@ -185,6 +190,8 @@ fn ctrl_c_cancels_and_exits_130() {
             "--json",
             "--check",
             "sleep 30",
+            "--session",
+            log.to_str().unwrap(),
             "--workspace",
         ])
         .arg(dir.path())
@@ -208,7 +215,28 @@ fn ctrl_c_cancels_and_exits_130() {
         String::from_utf8_lossy(&output.stderr)
     );
     let events = events(&output);
-    assert_eq!(events.last().unwrap()["event"]["outcome"], "cancelled");
+    let last = events.last().unwrap();
+    assert_eq!(last["event"]["type"], "exec_interrupted", "{last}");
+    assert_eq!(last["event"]["outcome"], "cancelled");
+    assert_eq!(
+        last["seq"].as_u64(),
+        Some(events.len() as u64 - 1),
+        "{last}"
+    );
+    let logged = std::fs::read_to_string(log.join("events.jsonl")).unwrap();
+    let logged_last: Value = serde_json::from_str(logged.lines().last().unwrap()).unwrap();
+    assert_eq!(&logged_last, last);
+    // It ends a follower, and the session is not finished.
+    let follow = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["events", log.to_str().unwrap(), "--follow"])
+        .output()
+        .unwrap();
+    assert_eq!(follow.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("carry the session on with `tack exec --resume"),
+        "{stderr}"
+    );
 }
 
 /// Skills in the workspace's `skills/`: the system prompt lists each by

@@ -21,6 +21,10 @@ pub const SETTINGS_FILE: &str = "session.json";
 /// the run's outcome and verification), so it is no [`Event`].
 pub const FINISHED: &str = "exec_finished";
 
+/// The type of the line a run cut off by Ctrl-C ends with: the session is
+/// not finished (`tack exec --resume` carries it on), but this run is.
+pub const INTERRUPTED: &str = "exec_interrupted";
+
 /// What a session was started with: enough to carry it on. Everything in
 /// it is the agent's or the protocol's; the model is kept as the text the
 /// user gave, since building it is the harness's business, not the log's.
@@ -119,6 +123,13 @@ impl LogLine {
     /// Whether this line ends the session.
     pub fn is_finished(&self) -> bool {
         self.event.get("type").and_then(serde_json::Value::as_str) == Some(FINISHED)
+    }
+
+    /// Whether this line ends the run that wrote it: the session finished,
+    /// or the run was interrupted (a resume may go on after it).
+    pub fn ends_run(&self) -> bool {
+        self.is_finished()
+            || self.event.get("type").and_then(serde_json::Value::as_str) == Some(INTERRUPTED)
     }
 }
 
