@@ -188,7 +188,10 @@ impl Approver for ScriptApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
         let input = serde_json::to_string(request).unwrap_or_default();
         let script = format!("printf '%s' \"$TACK_APPROVAL_REQUEST\" | {}", self.script);
-        let env = [("TACK_APPROVAL_REQUEST".to_string(), input)];
+        // The operator's program gets the operator's environment (a
+        // reviewer that asks a model needs its key), and the request.
+        let mut env: Vec<(String, String)> = std::env::vars().collect();
+        env.push(("TACK_APPROVAL_REQUEST".to_string(), input));
         let unconfined = Confinement::off();
         let spec = CommandSpec {
             script: &script,
@@ -200,16 +203,32 @@ impl Approver for ScriptApprover {
             confinement: &unconfined,
         };
         let approver = format!("script: {}", self.script);
+        let first = |text: &str| {
+            text.lines()
+                .find(|line| !line.trim().is_empty())
+                .map(str::to_string)
+        };
         match tack_sandbox::run(&spec).await {
+            // A reviewer that could not run decided nothing: said, so that
+            // a typo in its path does not pass for a stern reviewer.
+            Ok(output) if output.timed_out => ApprovalDecision {
+                approved: false,
+                approver,
+                reason: Some("the reviewer did not answer within 60 s; denied".to_string()),
+            },
+            Ok(output) if matches!(output.exit_code, Some(126 | 127)) => ApprovalDecision {
+                approved: false,
+                reason: Some(format!(
+                    "the reviewer could not run (exit {}: {}); denied",
+                    output.exit_code.unwrap_or_default(),
+                    first(&output.stderr).unwrap_or_default()
+                )),
+                approver,
+            },
             Ok(output) => ApprovalDecision {
                 approved: output.success(),
                 approver,
-                reason: output
-                    .stdout
-                    .lines()
-                    .next()
-                    .map(str::to_string)
-                    .filter(|l| !l.is_empty()),
+                reason: first(&output.stdout).or_else(|| first(&output.stderr)),
             },
             Err(error) => ApprovalDecision {
                 approved: false,
@@ -319,6 +338,26 @@ mod tests {
         assert!(yes.approved);
         assert_eq!(yes.reason.as_deref(), Some("looks fine"));
         assert!(!approver.decide(&request("make install")).await.approved);
+    }
+
+    /// A reviewer that is not there, or cannot run, decided nothing: the
+    /// call is denied, saying why, not as if a reviewer had said no.
+    #[tokio::test]
+    async fn a_reviewer_that_cannot_run_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ApproverConfig {
+            policy: ApproverPolicy::Script,
+            approve: vec![],
+            script: Some("./no-such-reviewer.sh".to_string()),
+        };
+        let approver = approver_for(&config, dir.path().to_path_buf()).unwrap();
+        let no = approver.decide(&request("ls")).await;
+        assert!(!no.approved);
+        let reason = no.reason.unwrap_or_default();
+        assert!(
+            reason.starts_with("the reviewer could not run (exit 127"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -92,7 +92,8 @@ pub struct ExecArgs {
     /// Who answers when a call needs approval [default: interactive on a terminal, deny_all otherwise].
     #[arg(long, value_enum, conflicts_with = "approve_with")]
     approver: Option<ApproverArg>,
-    /// A command that decides approvals: it gets the request as JSON on stdin; exit 0 approves.
+    /// A command that decides approvals: it gets the request as JSON on stdin (and tack's environment);
+    /// exit 0 approves, the first line it prints is its reason.
     #[arg(long, value_name = "COMMAND")]
     approve_with: Option<String>,
     /// Seed of the simulated agent.
