@@ -379,7 +379,7 @@ fn the_slurm_array_template_runs_three_shards_and_the_dependent_job_merges_them(
     assert!(html.contains("merged"), "{}", report.display());
     let log = std::fs::read_to_string(submit.join(format!("slurm-{merge}.out"))).unwrap();
     assert!(
-        log.contains(&format!("merged 3 shard runs ({planned} trials)")),
+        log.contains(&format!("merged 3 shard runs ({planned} trial attempts)")),
         "{log}"
     );
 }
