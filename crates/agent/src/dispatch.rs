@@ -8,6 +8,7 @@
 //! line of defence for what a schema cannot say.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tack_protocol::{ToolAccess, ToolCall, ToolErrorKind, ToolSpec};
 
@@ -187,6 +188,7 @@ impl Dispatcher {
             tool: Arc::clone(&entry.tool),
             name: call.name.clone(),
             arguments,
+            within: None,
         })
     }
 
@@ -196,9 +198,17 @@ impl Dispatcher {
             tool,
             name,
             arguments,
+            within,
             ..
         } = call;
-        let ctx = Arc::clone(&self.ctx);
+        // A command may not outlast the run's wall-clock limit.
+        let ctx = match within {
+            Some(left) if left < self.ctx.command_timeout => Arc::new(ToolContext {
+                command_timeout: left,
+                ..(*self.ctx).clone()
+            }),
+            _ => Arc::clone(&self.ctx),
+        };
         // A separate task, so that a panicking tool is caught and reported
         // instead of taking the trial down.
         let running = tokio::spawn(async move { tool.run(arguments, &ctx).await });
@@ -227,12 +237,21 @@ pub struct PreparedCall {
     arguments: serde_json::Value,
     /// What the call reads, writes or executes, as the tool declares it.
     pub access: Vec<ToolAccess>,
+    /// The time left to the run, which a command's timeout may not exceed.
+    within: Option<Duration>,
 }
 
 impl PreparedCall {
     /// The call's arguments, checked against the tool's schema.
     pub fn arguments(&self) -> &serde_json::Value {
         &self.arguments
+    }
+
+    /// The call, its command bounded by `left` (the run's wall-clock time
+    /// left, at least a second), when there is a bound.
+    pub fn within(mut self, left: Option<Duration>) -> PreparedCall {
+        self.within = left.map(|left| left.max(Duration::from_secs(1)));
+        self
     }
 }
 

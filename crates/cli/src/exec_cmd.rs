@@ -74,7 +74,7 @@ pub struct ExecArgs {
     /// Stop the agent after this many model calls (exit 4).
     #[arg(long, default_value_t = 30, value_parser = at_least::<1, u32>)]
     max_steps: u32,
-    /// Stop the agent after this many seconds (exit 4).
+    /// Stop the agent after this many seconds (exit 4); a command running then is stopped too.
     #[arg(long, value_parser = at_least::<1, u64>)]
     max_wall_secs: Option<u64>,
     /// Stop the agent once its model calls have used this many tokens, input and output (exit 4).

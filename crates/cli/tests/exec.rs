@@ -410,3 +410,53 @@ fn a_runs_commands_share_one_sandbox() {
     }
     assert!(!std::path::Path::new("/etc/tack-never").exists());
 }
+
+/// `--max-wall-secs` bounds a command already running, not only the model
+/// calls: a 30-second command under a 2-second limit is stopped at the
+/// limit, and the run ends for the time limit.
+#[test]
+fn the_wall_clock_limit_stops_a_running_command() {
+    let call = tack_testkit::ScriptedCall::new(
+        "call_sleep",
+        "bash",
+        r#"{"command": "sleep 30; echo slept > after.txt"}"#.to_string(),
+    );
+    let server = tack_testkit::OpenAiServer::start_background(vec![
+        tack_testkit::ScriptedResponse::tool_calls(vec![call]),
+        tack_testkit::ScriptedResponse::text("done"),
+    ])
+    .unwrap();
+    let dir = workspace();
+    let output = exec(
+        dir.path(),
+        &[
+            "--model",
+            "openai:gpt-4o-mini",
+            "--base-url",
+            &server.base_url(),
+            "--sandbox",
+            common::sandbox_profile(),
+            "--approver",
+            "approve_all",
+            "--max-wall-secs",
+            "2",
+            "--json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    let events = events(&output);
+    let call = events
+        .iter()
+        .map(|e| &e["event"])
+        .find(|e| e["type"] == "tool_call")
+        .expect("the command ran");
+    // Killed at the limit: no exit code of its own.
+    assert!(call["exit_code"].is_null(), "{call}");
+    assert!(
+        !dir.path().join("after.txt").exists(),
+        "the command ran to its end"
+    );
+    let last = &events.last().unwrap()["event"];
+    assert_eq!(last["stop_reason"], "time_limit", "{last}");
+}

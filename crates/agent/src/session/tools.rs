@@ -61,7 +61,10 @@ impl Session<'_> {
         let result = match (&clearance.refusal, prepared) {
             (Some(message), _) => Err(ToolError::new(ToolErrorKind::Denied, message.clone())),
             (None, Err(error)) => Err(error),
-            (None, Ok(prepared)) => self.dispatcher.run(prepared).await,
+            (None, Ok(prepared)) => {
+                let left = self.time_left();
+                self.dispatcher.run(prepared.within(left)).await
+            }
         };
         let span_id = self.recorder.next_span_id();
         let timing = (started_at_ms, clock.elapsed());
