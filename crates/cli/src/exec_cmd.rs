@@ -66,7 +66,7 @@ pub struct ExecArgs {
     #[command(flatten)]
     mcp: crate::mcp_arg::McpFlags,
     /// A command run in the workspace after the agent stops; exit 0 = pass. Repeatable.
-    #[arg(long = "check")]
+    #[arg(long = "check", value_parser = not_blank)]
     checks: Vec<String>,
     /// Rounds in which failing check output goes back to the agent.
     #[arg(long, default_value_t = 0)]
@@ -274,6 +274,15 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         return Ok(ExitCode::from(5));
     }
     Ok(exit_code(outcome))
+}
+
+/// A `--check` that says something: an empty one (an unset `$TEST_CMD`)
+/// would pass whatever the agent did.
+fn not_blank(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("an empty check passes whatever the agent did; give a command, e.g. --check 'python3 -m pytest -q'".to_string());
+    }
+    Ok(text.to_string())
 }
 
 /// What a new run (and its session, if any) starts with.

@@ -131,6 +131,13 @@ pub async fn run(args: ProxyArgs) -> CommandResult {
     };
     let url = format!("http://{}", proxy.addr());
     let run_dir = writer.dir().display().to_string();
+    if !proxy.addr().ip().is_loopback() {
+        errln!(
+            "tack proxy: warning: listening on {}, reachable from other machines; anyone who \
+             reaches it can spend the upstream key it forwards with, and what they send is recorded",
+            proxy.addr()
+        );
+    }
     errln!("tack proxy: listening on {url}");
     errln!("tack proxy: forwarding to {upstream}, recording into {run_dir} (Ctrl-C to stop)");
     if args.json {

@@ -130,6 +130,14 @@ fn usage_errors_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("error: --permissions: "), "{stderr}");
+    // An empty check (an unset `$TEST_CMD`) would pass anything.
+    let output = exec(dir.path(), &["--check", " "]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("an empty check passes whatever"),
+        "{stderr}"
+    );
 }
 
 #[test]
