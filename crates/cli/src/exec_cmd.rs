@@ -49,16 +49,17 @@ The run works in place on --workspace: files the agent writes stay written.";
 #[command(after_help = AFTER_HELP)]
 pub struct ExecArgs {
     /// What to ask the agent.
-    #[arg(required_unless_present = "resume")]
+    #[arg(required_unless_present = "resume", conflicts_with = "resume")]
     instruction: Option<String>,
     /// The directory the agent works in (in place).
-    #[arg(long, short = 'w', required_unless_present = "resume", value_parser = crate::dir_arg::workspace)]
+    #[arg(long, short = 'w', required_unless_present = "resume", conflicts_with = "resume", value_parser = crate::dir_arg::workspace)]
     workspace: Option<PathBuf>,
     /// Keep a durable event log in DIR (created), so the run can be resumed and followed.
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     session: Option<PathBuf>,
     /// Carry on the session in DIR (started with --session) where it stopped; its instruction,
-    /// workspace, model and limits are the session's, only the approver may be given anew.
+    /// workspace, model and limits are the session's (giving them is an error); the approver and
+    /// --base-url (a model server that moved) may be given anew.
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
     #[command(flatten)]
@@ -66,28 +67,28 @@ pub struct ExecArgs {
     #[command(flatten)]
     mcp: crate::mcp_arg::McpFlags,
     /// A command run in the workspace after the agent stops; exit 0 = pass. Repeatable.
-    #[arg(long = "check", value_parser = not_blank)]
+    #[arg(long = "check", value_parser = not_blank, conflicts_with = "resume")]
     checks: Vec<String>,
     /// Rounds in which failing check output goes back to the agent.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "resume")]
     feedback_rounds: u32,
     /// Stop the agent after this many model calls (exit 4).
-    #[arg(long, default_value_t = 30, value_parser = at_least::<1, u32>)]
+    #[arg(long, default_value_t = 30, value_parser = at_least::<1, u32>, conflicts_with = "resume")]
     max_steps: u32,
     /// Stop the agent after this many seconds (exit 4); a command running then is stopped too.
-    #[arg(long, value_parser = at_least::<1, u64>)]
+    #[arg(long, value_parser = at_least::<1, u64>, conflicts_with = "resume")]
     max_wall_secs: Option<u64>,
     /// Stop the agent once its model calls have used this many tokens, input and output (exit 4).
-    #[arg(long, value_parser = at_least::<1, u64>)]
+    #[arg(long, value_parser = at_least::<1, u64>, conflicts_with = "resume")]
     max_tokens: Option<u64>,
     /// How command results are shown to the model.
-    #[arg(long, value_enum, default_value = "full")]
+    #[arg(long, value_enum, default_value = "full", conflicts_with = "resume")]
     tool_results: ResultViewArg,
     /// Permission rules: `default` (the built-in profile) or a rules file. Without it every call is allowed.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     permissions: Option<String>,
     /// How the agent's commands are confined (see `tack doctor`).
-    #[arg(long, value_enum, default_value = "strict")]
+    #[arg(long, value_enum, default_value = "strict", conflicts_with = "resume")]
     sandbox: ProfileArg,
     /// Who answers when a call needs approval [default: interactive on a terminal, deny_all otherwise].
     #[arg(long, value_enum, conflicts_with = "approve_with")]
@@ -97,7 +98,7 @@ pub struct ExecArgs {
     #[arg(long, value_name = "COMMAND")]
     approve_with: Option<String>,
     /// Seed of the simulated agent.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "resume")]
     seed: u64,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
@@ -194,15 +195,32 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
     let (settings, restored, log) = match &args.resume {
         Some(dir) => {
             let (mut settings, lines, log) = SessionLog::reopen(dir).or_fail(Failure::Usage)?;
+            // An outage (or a setup that failed) ended the run, not the
+            // work: such a session is carried on, on --base-url if the
+            // server moved.
             if let Some(last) = lines.last().filter(|l| l.is_finished()) {
-                return Err(usage(format!(
-                    "the session in {} has finished ({}); start a new one with --session",
-                    dir.display(),
-                    last.event["outcome"].as_str().unwrap_or("done")
-                )));
+                let outcome = last.event["outcome"].as_str().unwrap_or("done");
+                if outcome != TrialOutcome::InfraError.as_str() {
+                    return Err(usage(format!(
+                        "the session in {} has finished ({outcome}); start a new one with --session",
+                        dir.display(),
+                    )));
+                }
             }
             if let Some(approver) = args.approver_given() {
                 settings.config.approver = approver;
+            }
+            // The session's model is its own; where it is served may move
+            // (a local server restarted on another port).
+            if args.model.model.is_some() {
+                return Err(usage(format!(
+                    "--model: the session in {} keeps its model ({}); only --base-url may be given anew",
+                    dir.display(),
+                    settings.model
+                )));
+            }
+            if let Some(base_url) = &args.model.base_url {
+                settings.base_url = Some(base_url.clone());
             }
             let restored = Restored::from_events(&session_log::events(&lines));
             (settings, Some(restored), Some(log))
@@ -465,7 +483,8 @@ impl ExecSink {
             "sandbox_denials": totals.sandbox_denials,
             "input_tokens": totals.usage.input_tokens,
             "output_tokens": totals.usage.output_tokens,
-            "checks_passed": run.checks_passed,
+            // No check judged: nothing passed (an outage, or no --check).
+            "checks_passed": run.checks_passed.filter(|_| run.verified),
             "verified": run.verified,
             "feedback_rounds": run.feedback_rounds,
             "error": run.error(),

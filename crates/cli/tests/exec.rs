@@ -468,3 +468,62 @@ fn the_wall_clock_limit_stops_a_running_command() {
     let last = &events.last().unwrap()["event"];
     assert_eq!(last["stop_reason"], "time_limit", "{last}");
 }
+
+/// An outage ends the run, not the session: resumed with the model server
+/// where it now is (`--base-url`), the session carries on; flags a session
+/// keeps as its own are refused on a resume, not ignored.
+#[test]
+fn a_session_ended_by_an_outage_carries_on_where_the_server_now_is() {
+    let dir = workspace();
+    let session = tempfile::tempdir().unwrap();
+    let log = session.path().join("s");
+    let log_arg = log.to_str().unwrap();
+    // Nothing listens on port 9: every attempt fails to connect.
+    let down = exec(
+        dir.path(),
+        &[
+            "--model",
+            "openai:gpt-4o-mini",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--session",
+            log_arg,
+            "--json",
+        ],
+    );
+    assert_eq!(down.status.code(), Some(5), "{down:?}");
+    let down_events = events(&down);
+    let last = &down_events.last().unwrap()["event"];
+    assert_eq!(last["outcome"], "infra_error", "{last}");
+    assert!(last["checks_passed"].is_null(), "no check judged: {last}");
+
+    let server = tack_testkit::OpenAiServer::start_background(vec![
+        tack_testkit::ScriptedResponse::text("all done"),
+    ])
+    .unwrap();
+    let resume = |extra: &[&str]| {
+        let mut args = vec!["exec", "--resume", log_arg, "--json"];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_tack"))
+            .args(&args)
+            .env("OPENAI_API_KEY", tack_testkit::TEST_API_KEY)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = resume(&["--max-steps", "3"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let refused = resume(&["--model", "sim"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("keeps its model"));
+    let up = resume(&["--base-url", &server.base_url()]);
+    assert_eq!(
+        up.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let up_events = events(&up);
+    let last = &up_events.last().unwrap()["event"];
+    assert_eq!(last["outcome"], "unverified", "{last}");
+}
