@@ -497,10 +497,11 @@ fn a_session_ended_by_an_outage_carries_on_where_the_server_now_is() {
     assert_eq!(last["outcome"], "infra_error", "{last}");
     assert!(last["checks_passed"].is_null(), "no check judged: {last}");
 
-    let server = tack_testkit::OpenAiServer::start_background(vec![
-        tack_testkit::ScriptedResponse::text("all done"),
-    ])
-    .unwrap();
+    let server =
+        tack_testkit::OpenAiServer::start_background(vec![tack_testkit::ScriptedResponse::text(
+            "all done",
+        )])
+        .unwrap();
     let resume = |extra: &[&str]| {
         let mut args = vec!["exec", "--resume", log_arg, "--json"];
         args.extend_from_slice(extra);
