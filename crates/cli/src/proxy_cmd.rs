@@ -60,7 +60,12 @@ pub struct ProxyArgs {
     #[arg(long)]
     upstream: url::Url,
     /// The traces directory: the run goes into DIR/<run-id>/.
-    #[arg(long, value_name = "DIR", default_value = "traces")]
+    #[arg(
+        long,
+        visible_alias = "traces",
+        value_name = "DIR",
+        default_value = "traces"
+    )]
     run: PathBuf,
     /// Print JSON lines on stdout: where it listens, then what it recorded.
     #[arg(long)]

@@ -262,7 +262,8 @@ pub fn start_proxy(
             "--upstream",
             upstream,
         ])
-        .arg("--run")
+        // Spelled as every other command spells it (`--run` is the same).
+        .arg("--traces")
         .arg(traces)
         .stdout(std::process::Stdio::piped())
         .spawn()
