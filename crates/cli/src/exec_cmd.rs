@@ -1,6 +1,6 @@
 //! `tack exec`: one unattended agent run on a directory, outside any suite.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -194,35 +194,7 @@ pub async fn run(args: ExecArgs) -> CommandResult {
 async fn run_to_end(args: ExecArgs) -> CommandResult {
     let (settings, restored, log) = match &args.resume {
         Some(dir) => {
-            let (mut settings, lines, log) = SessionLog::reopen(dir).or_fail(Failure::Usage)?;
-            // An outage (or a setup that failed) ended the run, not the
-            // work: such a session is carried on, on --base-url if the
-            // server moved.
-            if let Some(last) = lines.last().filter(|l| l.is_finished()) {
-                let outcome = last.event["outcome"].as_str().unwrap_or("done");
-                if outcome != TrialOutcome::InfraError.as_str() {
-                    return Err(usage(format!(
-                        "the session in {} has finished ({outcome}); start a new one with --session",
-                        dir.display(),
-                    )));
-                }
-            }
-            if let Some(approver) = args.approver_given() {
-                settings.config.approver = approver;
-            }
-            // The session's model is its own; where it is served may move
-            // (a local server restarted on another port).
-            if args.model.model.is_some() {
-                return Err(usage(format!(
-                    "--model: the session in {} keeps its model ({}); only --base-url may be given anew",
-                    dir.display(),
-                    settings.model
-                )));
-            }
-            if let Some(base_url) = &args.model.base_url {
-                settings.base_url = Some(base_url.clone());
-            }
-            let restored = Restored::from_events(&session_log::events(&lines));
+            let (settings, restored, log) = resumed(dir, &args)?;
             (settings, Some(restored), Some(log))
         }
         None => {
@@ -292,6 +264,43 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         return Ok(ExitCode::from(5));
     }
     Ok(exit_code(outcome))
+}
+
+/// The session in `dir`, to carry on: its settings (the approver and the
+/// base URL given anew), where it stopped, and its log. An outage (or a
+/// setup that failed) ended the run, not the work: such a session is
+/// carried on, on --base-url if the server moved; a finished one is not.
+fn resumed(
+    dir: &Path,
+    args: &ExecArgs,
+) -> Result<(SessionSettings, Restored, SessionLog), CommandError> {
+    let (mut settings, lines, log) = SessionLog::reopen(dir).or_fail(Failure::Usage)?;
+    if let Some(last) = lines.last().filter(|l| l.is_finished()) {
+        let outcome = last.event["outcome"].as_str().unwrap_or("done");
+        if outcome != TrialOutcome::InfraError.as_str() {
+            return Err(usage(format!(
+                "the session in {} has finished ({outcome}); start a new one with --session",
+                dir.display(),
+            )));
+        }
+    }
+    if let Some(approver) = args.approver_given() {
+        settings.config.approver = approver;
+    }
+    // The session's model is its own; where it is served may move
+    // (a local server restarted on another port).
+    if args.model.model.is_some() {
+        return Err(usage(format!(
+            "--model: the session in {} keeps its model ({}); only --base-url may be given anew",
+            dir.display(),
+            settings.model
+        )));
+    }
+    if let Some(base_url) = &args.model.base_url {
+        settings.base_url = Some(base_url.clone());
+    }
+    let restored = Restored::from_events(&session_log::events(&lines));
+    Ok((settings, restored, log))
 }
 
 /// A `--check` that says something: an empty one (an unset `$TEST_CMD`)

@@ -174,16 +174,10 @@ fn from_line(line: &str) -> Option<(&str, Option<&str>)> {
 /// The images `dockerfile`'s `FROM` lines start from, stages named earlier
 /// left out, each once.
 fn from_images(dockerfile: &str) -> Vec<String> {
-    let mut args: Vec<(String, String)> = Vec::new();
+    let args = global_args(dockerfile);
     let mut stages: Vec<String> = Vec::new();
     let mut images: Vec<String> = Vec::new();
     for line in dockerfile.lines() {
-        if images.is_empty()
-            && stages.is_empty()
-            && let Some(arg) = global_arg(line)
-        {
-            args.push(arg);
-        }
         let expanded = expand_args(line, &args);
         let Some((image, stage)) = from_line(&expanded) else {
             continue;
@@ -211,33 +205,35 @@ fn tail(log: &Path) -> String {
 /// names it; a pinned digest is looked up with and without its pin.
 pub fn map_from_lines(dockerfile: &str, map: &ImageMap) -> String {
     let mut out = String::with_capacity(dockerfile.len());
-    // `ARG NAME=default` before the first FROM: what `FROM ${NAME}` names
-    // (tack passes no --build-arg, so the default is what is built).
-    let mut args: Vec<(String, String)> = Vec::new();
-    let mut seen_from = false;
+    let args = global_args(dockerfile);
     for line in dockerfile.split_inclusive('\n') {
-        if !seen_from && let Some(arg) = global_arg(line) {
-            args.push(arg);
-        }
         let expanded = expand_args(line, &args);
         let mapped = map_from_line(&expanded, map).or_else(|| map_copy_from(line, map));
-        seen_from |= from_line(line).is_some();
         out.push_str(&mapped.unwrap_or_else(|| line.to_string()));
     }
     out
 }
 
-/// `ARG NAME=value` (quotes around the value dropped).
-fn global_arg(line: &str) -> Option<(String, String)> {
-    let mut words = line.split_whitespace();
-    if !words.next()?.eq_ignore_ascii_case("ARG") {
-        return None;
-    }
-    let (name, value) = words.next()?.split_once('=')?;
-    Some((
-        name.to_string(),
-        value.trim_matches(['"', '\'']).to_string(),
-    ))
+/// The `ARG NAME=default` lines before the first `FROM`: what `FROM
+/// ${NAME}` names (tack passes no --build-arg, so the default is what is
+/// built). Quotes around a value are dropped.
+fn global_args(dockerfile: &str) -> Vec<(String, String)> {
+    let arg = |line: &str| {
+        let mut words = line.split_whitespace();
+        if !words.next()?.eq_ignore_ascii_case("ARG") {
+            return None;
+        }
+        let (name, value) = words.next()?.split_once('=')?;
+        Some((
+            name.to_string(),
+            value.trim_matches(['"', '\'']).to_string(),
+        ))
+    };
+    dockerfile
+        .lines()
+        .take_while(|line| from_line(line).is_none())
+        .filter_map(arg)
+        .collect()
 }
 
 /// `line` with `$NAME` and `${NAME}` of `args` replaced by their values;

@@ -174,7 +174,13 @@ pub(crate) struct Heartbeat {
 /// own, in its UTS namespace), its boot, and this process's pid namespace,
 /// `name/boot/pidns`, without whitespace. Two hosts, or a container and its
 /// host, that share a name differ in the rest.
-fn this_host() -> String {
+fn this_host() -> &'static str {
+    // The same for the whole process; readers ask it for every run they list.
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(read_this_host)
+}
+
+fn read_this_host() -> String {
     let read = |path: &str| {
         fs::read_to_string(path)
             .ok()

@@ -154,25 +154,10 @@ impl Target {
                 ))
             })?,
         };
-        let mut resource = match named(&["OTEL_RESOURCE_ATTRIBUTES"]) {
-            Some((name, listed)) => pairs_of(&listed, name)?,
-            None => Vec::new(),
-        };
-        resource.retain(|(key, _)| key != "service.version");
-        let service = env("OTEL_SERVICE_NAME").filter(|v| !v.is_empty());
-        match (
-            service,
-            resource.iter().position(|(key, _)| key == "service.name"),
-        ) {
-            (Some(name), Some(at)) => resource[at].1 = name,
-            (Some(name), None) => resource.insert(0, ("service.name".to_string(), name)),
-            (None, Some(_)) => {}
-            (None, None) => resource.insert(0, ("service.name".to_string(), "tack".to_string())),
-        }
-        resource.push((
-            "service.version".to_string(),
-            env!("CARGO_PKG_VERSION").to_string(),
-        ));
+        let resource = resource(
+            env("OTEL_RESOURCE_ATTRIBUTES").filter(|v| !v.is_empty()),
+            env("OTEL_SERVICE_NAME").filter(|v| !v.is_empty()),
+        )?;
         Ok(Target {
             url,
             protocol,
@@ -181,6 +166,32 @@ impl Target {
             resource,
         })
     }
+}
+
+/// The resource, as the OpenTelemetry SDKs make it: `OTEL_RESOURCE_ATTRIBUTES`
+/// (`listed`), `service.name` from `OTEL_SERVICE_NAME` (`service`) over it,
+/// else `tack`; `service.version` always tack's.
+fn resource(
+    listed: Option<String>,
+    service: Option<String>,
+) -> Result<Vec<(String, String)>, InteropError> {
+    let mut resource = match listed {
+        Some(listed) => pairs_of(&listed, "OTEL_RESOURCE_ATTRIBUTES")?,
+        None => Vec::new(),
+    };
+    resource.retain(|(key, _)| key != "service.version");
+    let named = resource.iter().position(|(key, _)| key == "service.name");
+    match (service, named) {
+        (Some(name), Some(at)) => resource[at].1 = name,
+        (Some(name), None) => resource.insert(0, ("service.name".to_string(), name)),
+        (None, Some(_)) => {}
+        (None, None) => resource.insert(0, ("service.name".to_string(), "tack".to_string())),
+    }
+    resource.push((
+        "service.version".to_string(),
+        env!("CARGO_PKG_VERSION").to_string(),
+    ));
+    Ok(resource)
 }
 
 /// A variable's comma-separated `key=value` pairs, percent-decoded.
