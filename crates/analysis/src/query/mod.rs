@@ -1,6 +1,8 @@
 //! SQL over the trace tables of one or more runs (`tack query`), with Polars'
 //! SQL engine. The result comes out as plain rows so the CLI needs no Polars.
 
+mod names;
+
 use crate::frame;
 use crate::{AnalysisError, trials};
 use polars::prelude::*;
@@ -147,8 +149,13 @@ impl QueryTables {
     /// Runs one SQL statement. Errors in the statement (syntax, unknown
     /// names, types) are [`QueryError::Sql`] with Polars' message and a hint
     /// listing the tables; an error reading the files is not.
+    /// Unaliased expressions are named by their text (`count(*)`, not
+    /// Polars' `len`; see [`names`]).
     pub fn run(&mut self, sql: &str) -> Result<QueryResult, QueryError> {
-        let mut lazy = self.ctx.execute(sql).map_err(|e| self.sql_error(e, sql))?;
+        let named = names::named(sql);
+        let mut lazy = (self.ctx)
+            .execute(named.as_deref().unwrap_or(sql))
+            .map_err(|e| self.sql_error(e, sql))?;
         // Resolving the schema reports unknown columns and type errors before
         // any file is read.
         lazy.collect_schema().map_err(|e| self.sql_error(e, sql))?;
@@ -168,8 +175,12 @@ impl QueryTables {
     /// said the same once more.
     fn sql_error(&self, error: PolarsError, sql: &str) -> QueryError {
         let mut message = error.to_string();
-        if let Some(at) = message.find("; valid columns:") {
-            message.truncate(at);
+        // Polars' list of valid columns says what the hint says; its plan
+        // dump is Polars' internals, not the user's query.
+        for tail in ["; valid columns:", "\n\nResolved plan until failure"] {
+            if let Some(at) = message.find(tail) {
+                message.truncate(at);
+            }
         }
         let words: Vec<String> = sql
             .split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -335,7 +346,7 @@ pub fn sandbox_denials(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-#[path = "../tests/fixture/mod.rs"]
+#[path = "../../tests/fixture/mod.rs"]
 mod fixture;
 
 #[cfg(test)]
@@ -464,6 +475,38 @@ mod tests {
             ]]
         );
         assert_eq!(result.types[1], "bool");
+    }
+
+    #[test]
+    fn aggregates_without_aliases_are_named_and_sort() {
+        let tmp = tempfile::tempdir().unwrap();
+        fixture::write_run(tmp.path());
+        let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
+        let result = tables
+            .run(
+                "select variant, count(*), sum(steps), max(steps) from trials \
+                 group by variant order by count(*) desc, variant",
+            )
+            .unwrap();
+        assert_eq!(
+            result.columns,
+            ["variant", "count(*)", "sum(steps)", "max(steps)"]
+        );
+        let counts: Vec<u64> = result
+            .rows
+            .iter()
+            .map(|row| match row[1] {
+                Cell::UInt(n) => n,
+                ref other => panic!("count(*) is {other:?}"),
+            })
+            .collect();
+        let mut sorted = counts.clone();
+        sorted.sort_by_key(|n| std::cmp::Reverse(*n));
+        assert!(
+            counts.len() > 1 && counts.first() != counts.last(),
+            "{counts:?}"
+        );
+        assert_eq!(counts, sorted);
     }
 
     #[test]
