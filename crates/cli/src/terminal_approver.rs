@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tack_agent::{ApprovalDecision, ApprovalRequest, Approver};
@@ -27,7 +28,11 @@ impl Approver for TerminalApprover {
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
         let _turn = self.turn.lock().await;
         let request = request.clone();
-        let answer = tokio::task::spawn_blocking(move || ask_on_terminal(&request)).await;
+        let asking = Asking::default();
+        let cancelled = Arc::clone(&asking.cancelled);
+        let answer =
+            tokio::task::spawn_blocking(move || ask_on_terminal(&request, &cancelled)).await;
+        asking.answered();
         ApprovalDecision {
             approved: matches!(answer, Ok(Some(true))),
             approver: "interactive".to_string(),
@@ -39,7 +44,56 @@ impl Approver for TerminalApprover {
     }
 }
 
-fn ask_on_terminal(request: &ApprovalRequest) -> Option<bool> {
+/// A question on the terminal while it is asked. When the turn that asked
+/// is cancelled (Ctrl-C in `tack chat`), the question is dropped with it:
+/// the reader must stop too, or it would take the next line typed at the
+/// chat's prompt as its answer.
+#[derive(Default)]
+struct Asking {
+    cancelled: Arc<AtomicBool>,
+    answered: bool,
+}
+
+impl Asking {
+    fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.cancelled.store(true, Ordering::Release);
+            // The question's line ends here, not under the next output.
+            eprintln!();
+        }
+    }
+}
+
+/// Waits until stdin has a line to read, or the question is `cancelled`
+/// (false then).
+fn line_ready(cancelled: &AtomicBool) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let stdin = std::io::stdin();
+    // Checked ten times a second: a person answers slower than that.
+    let tick = Timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    while !cancelled.load(Ordering::Acquire) {
+        let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+        match poll(&mut fds, Some(&tick)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            // Ready, at its end, or an error the read will report; unless
+            // the question was cancelled meanwhile, and the line is the
+            // next one typed at the chat's prompt.
+            _ => return !cancelled.load(Ordering::Acquire),
+        }
+    }
+    false
+}
+
+fn ask_on_terminal(request: &ApprovalRequest, cancelled: &AtomicBool) -> Option<bool> {
     if !std::io::stdin().is_terminal() {
         return None;
     }
@@ -60,6 +114,9 @@ fn ask_on_terminal(request: &ApprovalRequest) -> Option<bool> {
     );
     let _ = write!(stderr, "Allow? [y/N] ");
     let _ = stderr.flush();
+    if !line_ready(cancelled) {
+        return None;
+    }
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).ok()?;
     Some(matches!(line.trim(), "y" | "Y" | "yes"))

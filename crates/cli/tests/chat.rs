@@ -121,3 +121,46 @@ fn a_two_turn_chat_with_an_approval_and_todos() {
             .contains("/todos")
     );
 }
+
+/// Ctrl-C at an approval question cancels the turn and the question with
+/// it: the next line typed goes to the chat's prompt, not to a reader
+/// still waiting for the question's answer.
+#[test]
+fn ctrl_c_at_an_approval_question_gives_the_next_line_to_the_prompt() {
+    let write = serde_json::json!({ "command": "echo hi > hi.txt" });
+    let script = vec![
+        ScriptedResponse::tool_calls(vec![ScriptedCall::new("call_1", "bash", write.to_string())]),
+        ScriptedResponse::text("Hello again."),
+    ];
+    let server =
+        MockServer::start_background(Dialect::OpenAi, script, ServerOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+    command
+        .args(["chat", "--model", "openai:gpt-4o-mini", "--sandbox", "off"])
+        .arg("--base-url")
+        .arg(server.base_url())
+        .arg("--workspace")
+        .arg(dir.path())
+        .arg("--history")
+        .arg(dir.path().join("history"))
+        .env("API_KEY", tack_testkit::TEST_API_KEY);
+    let mut chat = Session::spawn(command).unwrap();
+    chat.set_expect_timeout(Some(Duration::from_secs(60)));
+    chat.expect(PROMPT).unwrap();
+    chat.send_line("Write hi.txt.").unwrap();
+    chat.expect("Allow? [y/N]").unwrap();
+    chat.send(ControlCode::EndOfText).unwrap();
+    chat.expect("(turn cancelled)").unwrap();
+    chat.expect(PROMPT).unwrap();
+    chat.send_line("/todos").unwrap();
+    chat.expect("(no plan yet").unwrap();
+    chat.expect(PROMPT).unwrap();
+    chat.send_line("Hello?").unwrap();
+    chat.expect("Hello again.").unwrap();
+    chat.expect(PROMPT).unwrap();
+    chat.send(ControlCode::EndOfTransmission).unwrap();
+    chat.expect(expectrl::Eof).unwrap();
+    assert!(!dir.path().join("hi.txt").exists());
+    assert_eq!(server.requests().len(), 2);
+}
