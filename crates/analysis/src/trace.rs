@@ -123,11 +123,7 @@ pub struct MessageRow {
 /// Trial ids become file names; refuse anything that could leave the table
 /// directory.
 pub(crate) fn check_trial_id(trial_id: &str) -> Result<(), AnalysisError> {
-    let bad = trial_id.is_empty()
-        || trial_id.contains(['/', '\\'])
-        || trial_id.contains("..")
-        || trial_id.starts_with('.');
-    if bad {
+    if !tack_protocol::is_plain_name(trial_id) {
         return Err(AnalysisError::InvalidTrialId {
             trial_id: trial_id.to_string(),
         });

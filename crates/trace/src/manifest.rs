@@ -170,10 +170,30 @@ impl Manifest {
     pub fn read(run_dir: &Path) -> Result<Manifest, TraceError> {
         let path = run_dir.join(Self::FILE_NAME);
         let text = std::fs::read_to_string(&path).map_err(|e| TraceError::io(&path, e))?;
-        serde_json::from_str(&text).map_err(|e| TraceError::Format {
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| TraceError::Format {
             path: path.clone(),
             message: e.to_string(),
-        })
+        })?;
+        // Reports and comparisons are written to directories named after
+        // it: a run received from elsewhere must not name `../../x`.
+        let names = std::iter::once(("run_id", &manifest.run_id)).chain(
+            manifest
+                .variants
+                .iter()
+                .map(|v| ("a variant's name", &v.name)),
+        );
+        for (field, name) in names {
+            if !tack_protocol::is_plain_name(name) {
+                return Err(TraceError::Format {
+                    path,
+                    message: format!(
+                        "{field} {name:?} is not a plain name (no '/', '\\', '..', leading '.' \
+                         or control characters): this run was not written by tack as it is"
+                    ),
+                });
+            }
+        }
+        Ok(manifest)
     }
 
     /// Writes the manifest atomically (temporary file, then rename).
@@ -268,4 +288,30 @@ impl Manifest {
 
 fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::Manifest;
+
+    #[test]
+    fn a_run_id_or_variant_that_would_leave_a_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = crate::testing::manifest("20261207-121519-demo-1e66");
+        good.write(dir.path()).unwrap();
+        assert_eq!(Manifest::read(dir.path()).unwrap(), good);
+        for run_id in ["../../victim", "/tmp/abs", "a/../../b"] {
+            let mut bad = good.clone();
+            bad.run_id = run_id.to_string();
+            bad.write(dir.path()).unwrap();
+            let error = Manifest::read(dir.path()).unwrap_err().to_string();
+            assert!(error.contains("is not a plain name"), "{error}");
+            assert!(error.contains("manifest.json"), "{error}");
+        }
+        let mut bad = good.clone();
+        bad.variants[0].name = "../x".to_string();
+        bad.write(dir.path()).unwrap();
+        assert!(Manifest::read(dir.path()).is_err());
+    }
 }
