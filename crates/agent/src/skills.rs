@@ -12,6 +12,9 @@ use serde::Deserialize;
 /// The file that makes a directory a skill.
 pub const SKILL_FILE: &str = "SKILL.md";
 
+/// Bytes of a `SKILL.md` read; far more than any skill's instructions.
+const SKILL_LIMIT: u64 = 1024 * 1024;
+
 /// Bytes of frontmatter read; a skill's header is a few lines.
 const DESCRIPTION_LIMIT: usize = 1024;
 
@@ -48,9 +51,19 @@ pub fn load_skills(dirs: &[PathBuf]) -> Result<Vec<Skill>, SkillError> {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
+        // A skill is a directory, not a link to one: the files are read by
+        // tack itself, outside the sandbox (the workspace's skills are the
+        // agent's or the task's to write).
         let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| Some(e.ok()?.path().join(SKILL_FILE)))
-            .filter(|p| p.is_file())
+            .filter_map(|e| {
+                let entry = e.ok()?;
+                entry
+                    .file_type()
+                    .ok()?
+                    .is_dir()
+                    .then(|| entry.path().join(SKILL_FILE))
+            })
+            .filter(|p| p.symlink_metadata().is_ok())
             .collect();
         files.sort();
         for file in files {
@@ -79,7 +92,11 @@ fn parse_skill(path: &Path) -> Result<Skill, SkillError> {
         line,
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| error(None, e.to_string()))?;
+    let text = match tack_sandbox::read_left_file(path, SKILL_LIMIT) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Err(error(None, "no such file".to_string())),
+        Err(reason) => return Err(error(None, format!("it {reason}; make it a regular file"))),
+    };
     let rest = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
@@ -159,6 +176,34 @@ mod tests {
     fn write(dir: &Path, name: &str, text: &str) {
         std::fs::create_dir_all(dir.join(name)).unwrap();
         std::fs::write(dir.join(name).join(SKILL_FILE), text).unwrap();
+    }
+
+    /// Skills are read by tack itself, outside the sandbox: a skill that is
+    /// a link to a directory elsewhere is not one, and a SKILL.md that is a
+    /// link (to a key, say) is refused, not read.
+    #[test]
+    fn links_are_not_followed_out_of_the_skills_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        write(
+            &elsewhere,
+            "keys",
+            "---\nname: keys\ndescription: secret\n---\nKEY\n",
+        );
+        let root = dir.path().join("skills");
+        std::fs::create_dir_all(&root).unwrap();
+        std::os::unix::fs::symlink(elsewhere.join("keys"), root.join("keys")).unwrap();
+        assert!(load_skills(std::slice::from_ref(&root)).unwrap().is_empty());
+
+        std::fs::create_dir_all(root.join("linked")).unwrap();
+        std::os::unix::fs::symlink(
+            elsewhere.join("keys").join(SKILL_FILE),
+            root.join("linked").join(SKILL_FILE),
+        )
+        .unwrap();
+        let error = load_skills(std::slice::from_ref(&root)).unwrap_err();
+        assert!(error.to_string().contains("is a link"), "{error}");
+        assert!(!error.to_string().contains("KEY"), "{error}");
     }
 
     #[test]

@@ -402,6 +402,10 @@ fn skills_for(
     }
     let mut dirs: Vec<PathBuf> = Vec::new();
     for dir in [base_dir.join("skills"), workspace.join("skills")] {
+        // A directory, not a link to one elsewhere (see load_skills).
+        if !dir.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
         let Ok(real) = dir.canonicalize() else {
             continue;
         };
@@ -461,23 +465,30 @@ const AGENTS_MD_LIMIT: usize = 32 * 1024;
 
 /// The workspace's `AGENTS.md`, as the message that carries it; `None` when
 /// there is none. A file that cannot be read is said so to the model (it
-/// would find the file anyway) rather than passed over in silence.
+/// would find the file anyway) rather than passed over in silence. tack
+/// reads it itself, outside the sandbox, so only as a regular file: a link
+/// (to `~/.ssh/id_rsa`, tack's own key file) is not followed, nor a FIFO
+/// waited on.
 fn project_instructions(workspace: &Path) -> Option<String> {
     let path = workspace.join("AGENTS.md");
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(error) => {
+    let limit = AGENTS_MD_LIMIT as u64 + 1;
+    let mut text = match tack_sandbox::read_left_file(&path, limit) {
+        Ok(Some(text)) => text,
+        Ok(None) => return None,
+        Err(reason) => {
             return Some(format!(
-                "This project has an AGENTS.md at the workspace root, but the harness could not read it: {error}"
+                "This project has an AGENTS.md at the workspace root, but the harness did not read it: it {reason}"
             ));
         }
     };
-    let mut text = String::from_utf8_lossy(&bytes[..bytes.len().min(AGENTS_MD_LIMIT)]).into_owned();
-    if bytes.len() > AGENTS_MD_LIMIT {
+    if text.len() > AGENTS_MD_LIMIT {
+        let mut cut = AGENTS_MD_LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
         text.push_str(&format!(
-            "\n[AGENTS.md cut at {AGENTS_MD_LIMIT} of {} bytes; read the file for the rest]",
-            bytes.len()
+            "\n[AGENTS.md cut at {AGENTS_MD_LIMIT} bytes; read the file for the rest]"
         ));
     }
     Some(format!(

@@ -218,3 +218,31 @@ async fn agents_md_goes_into_the_context_before_the_task_unless_turned_off() {
         2
     );
 }
+
+/// tack reads AGENTS.md itself, outside the sandbox: a link to a file the
+/// agent may not read (a key) is not followed, and a FIFO is not waited on;
+/// the model is told the file was not read.
+#[tokio::test]
+async fn agents_md_that_is_a_link_or_a_fifo_is_not_read() {
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("id_rsa");
+    std::fs::write(&secret, "PRIVATE KEY 0xDEADBEEF").unwrap();
+    let linked = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&secret, linked.path().join("AGENTS.md")).unwrap();
+    let fifo = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(fifo.path().join("AGENTS.md"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (dir, reason) in [
+        (linked.path(), "it is a link, which is not followed"),
+        (fifo.path(), "it is not a regular file"),
+    ] {
+        let sent = first_call_messages(dir, unconfined()).await;
+        let all = format!("{sent:?}");
+        assert!(!all.contains("DEADBEEF"), "{all}");
+        assert!(all.contains("the harness did not read it"), "{all}");
+        assert!(all.contains(reason), "{all}");
+    }
+}
