@@ -301,6 +301,22 @@ fn a_fixture_symlink_pointing_outside_is_not_written_through() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original\n");
     let denied = sandbox_denied_results(&run_dir);
     assert_eq!(denied.len(), 1, "{denied:?} {trial}");
+    // `tack suite check` applies the solution's edits itself, outside the
+    // sandbox: not through the link either.
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["suite", "check", "suite"])
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original\n");
+    let said = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("the solution's edit cannot be applied"),
+        "{said}"
+    );
+    assert!(said.contains("notes.txt"), "{said}");
 }
 
 #[test]

@@ -189,20 +189,36 @@ async fn run_step(
 }
 
 /// Applies `edits` in order to the files of `workspace` (the reference
-/// solution's, or one decoy).
+/// solution's, or one decoy), as the agent's file tools would: beneath the
+/// workspace only, never through a link out of it (the fixture and the
+/// setup commands are the task's, and a link could aim the edit at any
+/// file tack may write).
 pub(crate) fn apply_edits(
     task: &Task,
     workspace: &Path,
     edits: &[tack_protocol::Edit],
 ) -> Result<(), SuiteError> {
+    let refused = |path: &str, error: tack_sandbox::FileAccessError| SuiteError::File {
+        path: workspace.join(path),
+        message: format!("the solution's edit cannot be applied: {error}"),
+    };
+    let files = tack_sandbox::WorkspaceFiles::new(workspace, &tack_sandbox::Confinement::off())
+        .map_err(|error| refused("", error))?;
     for edit in edits {
-        let path = workspace.join(&edit.path);
-        let text = std::fs::read_to_string(&path).map_err(|e| SuiteError::io(&path, e))?;
+        let bytes = files
+            .read(&edit.path)
+            .map_err(|error| refused(&edit.path, error))?;
+        let text = String::from_utf8(bytes).map_err(|_| SuiteError::File {
+            path: workspace.join(&edit.path),
+            message: "the solution edits it, but it is not UTF-8 text".to_string(),
+        })?;
         let updated = apply_edit_text(&text, edit).map_err(|error| SuiteError::Solution {
             task: task.id.clone(),
             error,
         })?;
-        std::fs::write(&path, updated).map_err(|e| SuiteError::io(&path, e))?;
+        files
+            .write(&edit.path, updated.as_bytes())
+            .map_err(|error| refused(&edit.path, error))?;
     }
     Ok(())
 }
