@@ -46,7 +46,11 @@ impl Protected {
     }
 
     /// Hashes every protected file below `workspace`. Unreadable entries are
-    /// skipped: a file the agent made unreadable shows up as changed.
+    /// skipped: a file the agent made unreadable shows up as changed. What
+    /// the agent left there is read by tack itself, outside the sandbox: a
+    /// link is fingerprinted by its target's name, never followed (to
+    /// `/dev/zero`, it would fill tack's memory), and a FIFO or device by
+    /// its kind, never opened (a FIFO would hang the trial).
     pub fn fingerprint(&self, workspace: &Path) -> Fingerprint {
         let mut files = BTreeMap::new();
         let mut pending = vec![workspace.to_path_buf()];
@@ -67,14 +71,68 @@ impl Protected {
                 }
                 let relative = path.strip_prefix(workspace).unwrap_or(&path).to_path_buf();
                 if self.globs.is_match(&relative)
-                    && let Ok(bytes) = std::fs::read(&path)
+                    && let Some(hash) = entry_hash(&path, kind)
                 {
-                    files.insert(relative, Sha256::digest(&bytes).to_vec());
+                    files.insert(relative, hash);
                 }
             }
         }
         Fingerprint(files)
     }
+}
+
+/// Bytes of a protected file hashed, with its length: far more than any
+/// test file, and a bound on what a planted giant costs.
+const HASHED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A protected entry's hash: a regular file's length and content (opened
+/// without following a link or waiting on a FIFO swapped in since it was
+/// listed), a link's target, another kind's name.
+fn entry_hash(path: &Path, kind: std::fs::FileType) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut hasher = Sha256::new();
+    if kind.is_symlink() {
+        hasher.update(b"link\0");
+        hasher.update(
+            std::fs::read_link(path)
+                .ok()?
+                .as_os_str()
+                .as_encoded_bytes(),
+        );
+    } else if kind.is_file() {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        hasher.update(b"file\0");
+        hasher.update(meta.len().to_le_bytes());
+        let mut reader = file.take(HASHED_BYTES);
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => hasher.update(&buffer[..n]),
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+    } else {
+        let name = if kind.is_fifo() {
+            "fifo"
+        } else if kind.is_socket() {
+            "socket"
+        } else {
+            "device"
+        };
+        hasher.update(name.as_bytes());
+    }
+    Some(hasher.finalize().to_vec())
 }
 
 impl Fingerprint {
@@ -213,6 +271,36 @@ mod tests {
             [
                 PathBuf::from("pkg/test_more.py"),
                 PathBuf::from("test_app.py")
+            ]
+        );
+    }
+
+    /// What the agent leaves among the protected files is looked at, not
+    /// followed or opened: a FIFO would hang the trial, a link to
+    /// /dev/zero fill tack's memory. Replacing a test with either is seen.
+    #[test]
+    fn fifos_and_links_are_fingerprinted_without_being_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("test_app.py"), "assert f() == 2").unwrap();
+        let defaults: Vec<String> = crate::DEFAULT_PROTECTED.map(String::from).to_vec();
+        let protected = Protected::new(&defaults).unwrap();
+        let before = protected.fingerprint(ws);
+        std::os::unix::fs::symlink("/dev/zero", ws.join("test_zero.py")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(ws.join("test_fifo.py"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::fs::remove_file(ws.join("test_app.py")).unwrap();
+        std::os::unix::fs::symlink("elsewhere.py", ws.join("test_app.py")).unwrap();
+        // Returns (no hang, no endless read) and sees all three.
+        assert_eq!(
+            protected.fingerprint(ws).changed_since(&before),
+            [
+                PathBuf::from("test_app.py"),
+                PathBuf::from("test_fifo.py"),
+                PathBuf::from("test_zero.py"),
             ]
         );
     }
