@@ -186,7 +186,13 @@ fn copy_findings(task: &HarborTask, file: &super::Dockerfile, out: &mut Assessme
                     .push(at(&format!("extracts the archive {source}")));
                 continue;
             }
-            let host = task.environment.build_context.join(source);
+            // Docker reads every source in the build context, an absolute
+            // one too (`COPY /x /app` copies <context>/x): joined as it is,
+            // `/x` would name the host's /x and copy it into the suite.
+            let host = task
+                .environment
+                .build_context
+                .join(source.trim_start_matches('/'));
             if !host.exists() && !source.contains(['*', '?']) {
                 out.notes
                     .push(at(&format!("source {source} is not in the build context")));

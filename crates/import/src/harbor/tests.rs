@@ -544,3 +544,30 @@ fn a_task_with_a_prebuilt_image_and_no_dockerfile_runs_from_that_image() {
         Some("example.org/tasks/prebuilt:2")
     );
 }
+
+/// Docker reads an absolute COPY source in the build context; the host
+/// approximation must too, never the host's own file of that name.
+#[test]
+fn an_absolute_copy_source_is_read_in_the_build_context() {
+    let dir = scratch();
+    write(
+        &dir.path().join("environment"),
+        "Dockerfile",
+        "FROM debian:bookworm\nWORKDIR /app\nCOPY /etc/hostname /data.txt /app/\n",
+    );
+    let task = match HarborTask::load(dir.path()) {
+        Ok(task) => task,
+        Err(e) => panic!("did not load: {e}"),
+    };
+    let context = &task.environment.build_context;
+    let sources: Vec<PathBuf> = task
+        .assessment()
+        .placements
+        .iter()
+        .map(|p| p.source.clone())
+        .collect();
+    assert_eq!(
+        sources,
+        [context.join("etc/hostname"), context.join("data.txt")]
+    );
+}
