@@ -147,9 +147,29 @@ pub fn import_job(
     Ok(import)
 }
 
+/// Bytes of a job's JSON file read: a trajectory of thousands of steps is
+/// tens of MiB.
+const JSON_LIMIT: u64 = 512 * 1024 * 1024;
+
+/// A job's file, read as a regular file only (see [`read_job_file`]).
 fn read_json(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let text = read_job_file(path, JSON_LIMIT)?;
     serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))
+}
+
+/// A file of the job directory, which came from elsewhere: a regular file,
+/// not a link (to ~/.ssh/id_rsa, which would land in the imported trace)
+/// nor a FIFO (which would hang the import), of at most `limit` bytes.
+fn read_job_file(path: &Path, limit: u64) -> Result<String, String> {
+    match tack_sandbox::read_left_file(path, limit.saturating_add(1)) {
+        Ok(Some(text)) if text.len() as u64 > limit => Err(format!(
+            "larger than {} MiB, more than any Harbor job writes",
+            limit / (1024 * 1024)
+        )),
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err("no such file".to_string()),
+        Err(reason) => Err(format!("it {reason}")),
+    }
 }
 
 /// Every trial directory (one holding `result.json`); a malformed one is
@@ -397,7 +417,7 @@ fn rewards(result: &Value) -> BTreeMap<String, f64> {
 /// The reward and the tail of the verifier's output, when it was kept.
 fn verifier_output(dir: &Path, name: &str, value: f64) -> String {
     let mut output = format!("{name} = {value}\n");
-    if let Ok(stdout) = std::fs::read_to_string(dir.join("verifier/test-stdout.txt")) {
+    if let Ok(stdout) = read_job_file(&dir.join("verifier/test-stdout.txt"), JSON_LIMIT) {
         let tail: String = stdout
             .chars()
             .rev()
@@ -606,5 +626,24 @@ mod tests {
             TrialOutcome::HarnessError
         );
         assert_eq!(judged(json!({})).0, TrialOutcome::HarnessError);
+    }
+
+    /// The job directory came from elsewhere: a link in it (to a key) is
+    /// not followed into the imported trace, nor a FIFO waited on.
+    #[test]
+    fn a_jobs_files_are_read_only_as_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("id_rsa");
+        std::fs::write(&secret, "PRIVATE KEY").unwrap();
+        let trial = dir.path().join("t1");
+        std::fs::create_dir_all(trial.join("verifier")).unwrap();
+        std::os::unix::fs::symlink(&secret, trial.join("verifier/test-stdout.txt")).unwrap();
+        assert_eq!(verifier_output(&trial, "reward", 1.0), "reward = 1\n");
+        std::os::unix::fs::symlink(&secret, trial.join("result.json")).unwrap();
+        let error = read_json(&trial.join("result.json")).unwrap_err();
+        assert!(error.contains("is a link"), "{error}");
+        std::fs::write(trial.join("big.txt"), "x".repeat(2048)).unwrap();
+        let error = read_job_file(&trial.join("big.txt"), 1024).unwrap_err();
+        assert!(error.contains("larger than"), "{error}");
     }
 }

@@ -13,6 +13,10 @@ use zip::result::ZipError;
 use super::SampleError;
 use crate::ImportError;
 
+/// Bytes one entry of an `.eval` archive may inflate to: a sample of a
+/// long agent run is tens of MiB.
+const ENTRY_LIMIT: u64 = 512 * 1024 * 1024;
+
 /// An opened log: its header (`eval`, `plan`, `results`, `stats`) and a way
 /// to its samples.
 pub struct LogFile {
@@ -62,6 +66,11 @@ pub enum LogError {
         name: String,
         source: std::io::Error,
     },
+    #[error(
+        "{name} inflates to more than {limit_mib} MiB, more than Inspect writes for one entry; \
+         the archive may be crafted to exhaust memory"
+    )]
+    EntryTooLarge { name: String, limit_mib: u64 },
     #[error("{name} is not JSON: {source}")]
     EntryNotJson {
         name: String,
@@ -200,7 +209,15 @@ fn read_entry(
     archive: &mut zip::ZipArchive<BufReader<File>>,
     name: &str,
 ) -> Result<Option<Value>, LogError> {
-    let mut entry = match archive.by_name(name) {
+    read_entry_within(archive, name, ENTRY_LIMIT)
+}
+
+fn read_entry_within(
+    archive: &mut zip::ZipArchive<BufReader<File>>,
+    name: &str,
+    limit: u64,
+) -> Result<Option<Value>, LogError> {
+    let entry = match archive.by_name(name) {
         Ok(entry) => entry,
         Err(ZipError::FileNotFound) => return Ok(None),
         Err(source) => {
@@ -210,17 +227,57 @@ fn read_entry(
             });
         }
     };
+    // The archive came from elsewhere: a few MiB can inflate to gigabytes.
     let mut text = String::new();
     entry
+        .take(limit + 1)
         .read_to_string(&mut text)
         .map_err(|source| LogError::ReadEntry {
             name: name.to_string(),
             source,
         })?;
+    if text.len() as u64 > limit {
+        return Err(LogError::EntryTooLarge {
+            name: name.to_string(),
+            limit_mib: limit / (1024 * 1024),
+        });
+    }
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|source| LogError::EntryNotJson {
             name: name.to_string(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::io::Write;
+
+    /// A small archive whose entry inflates past the limit is refused by
+    /// name, without reading it whole.
+    #[test]
+    fn an_entry_that_inflates_past_the_limit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bomb.eval");
+        let mut writer = zip::ZipWriter::new(File::create(&path).unwrap());
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        writer.start_file("header.json", options).unwrap();
+        let padding = vec![b' '; 3 * 1024 * 1024];
+        writer.write_all(&padding).unwrap();
+        writer.write_all(b"{}").unwrap();
+        writer.finish().unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() < 64 * 1024);
+        let mut archive = zip::ZipArchive::new(BufReader::new(File::open(&path).unwrap())).unwrap();
+        let refused = read_entry_within(&mut archive, "header.json", 1024 * 1024).unwrap_err();
+        assert!(
+            refused.to_string().contains("inflates to more than 1 MiB"),
+            "{refused}"
+        );
+        let read = read_entry_within(&mut archive, "header.json", 8 * 1024 * 1024).unwrap();
+        assert_eq!(read, Some(serde_json::json!({})));
+    }
 }
