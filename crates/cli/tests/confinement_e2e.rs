@@ -418,6 +418,43 @@ fn an_agent_cannot_read_another_trials_workspace() {
     assert_eq!(trial["outcome"], "passed", "{trial}");
 }
 
+/// A check runs the agent's code: it reads its own copy of the hidden
+/// checks, never another trial's (verifying beside it in the checks root).
+#[test]
+fn a_check_cannot_read_another_trials_hidden_checks() {
+    if !sandbox_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("tack-checks/victim-trial/checks");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("expected.txt"), "the hidden answer").unwrap();
+    let check = format!(
+        "import os\nassert open(os.path.join(os.environ['TACK_CHECKS'], 'check.py')).read()\n\
+         try:\n    open('{}').read()\nexcept PermissionError:\n    pass\n\
+         else:\n    raise SystemExit('read another trial\\'s hidden check')\n",
+        other.join("expected.txt").display()
+    );
+    let case = Case::new(&check, "script = \"true\"\n");
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "run",
+            "suite",
+            "--json",
+            "--no-report",
+            "--traces",
+            "traces",
+        ])
+        .env("TMPDIR", tmp.path())
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr)));
+    let trial = &json["run"]["trials"][0];
+    assert_eq!(trial["outcome"], "passed", "{trial}");
+}
+
 /// A run killed with `kill -9` (tack and its sandbox spawner) leaves no
 /// process, but its trial directories, private tmps and copies of the
 /// checks; the next run on the machine sweeps them, and leaves none of its

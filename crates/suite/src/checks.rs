@@ -123,7 +123,11 @@ async fn run_one(
         }
         None => None,
     };
-    let confinement = walls.apply(scene.sandbox.confinement(scene.workspace, check.network));
+    let mut confinement = walls.apply(scene.sandbox.confinement(scene.workspace, check.network));
+    if let (None, Some(copy)) = (&check.checks_at, scene.checks_copy) {
+        // Read where it is ($TACK_CHECKS), inside the sealed checks root.
+        confinement = confinement.exposing_read_only(copy);
+    }
     let mut env = scene.env.to_vec();
     // Where the check is shown its files, $TACK_CHECKS names them there.
     if let (Some(at), Some(_)) = (&check.checks_at, scene.checks_copy) {

@@ -25,7 +25,10 @@ impl CommandSandbox {
     /// task declares for a step that needs it (`network = true` on a check,
     /// `setup_network = true` in `[environment]`): under `strict` that step
     /// alone gets the `workspace_write` profile, which differs only by the
-    /// network; every other wall stays.
+    /// network; every other wall stays. The checks root is sealed as the
+    /// workspaces are: a check runs the agent's code, and other trials'
+    /// hidden checks are verifying there (a check is shown its own copy by
+    /// [`Confinement::exposing_read_only`] or a placement).
     pub fn confinement(&self, workspace: &Path, network: bool) -> Confinement {
         let profile = match self.profile {
             SandboxProfile::Strict if network => SandboxProfile::WorkspaceWrite,
@@ -33,7 +36,7 @@ impl CommandSandbox {
         };
         Confinement::for_profile(profile, workspace)
             .hiding(self.hidden.iter().cloned())
-            .sealing([workspaces_root()])
+            .sealing([workspaces_root(), checks_root()])
     }
 
     /// How an agent's commands are confined in `workspace`: the profile,
