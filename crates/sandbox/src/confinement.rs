@@ -366,18 +366,65 @@ impl Confinement {
 /// `workspace-write`, whose network a task may use with the user's own
 /// keys (`git push` over ssh), only tack's (`~/.config/tack`, its
 /// providers' API keys), which no command needs.
+///
+/// Both homes count: `$HOME` and the account's (from the user database),
+/// when they differ (`HOME` pointed elsewhere must not uncover `/root`).
 fn default_hidden(profile: SandboxProfile, workspace: &Path) -> Vec<PathBuf> {
     let writable = [workspace.to_path_buf()];
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    match profile {
-        SandboxProfile::Off => Vec::new(),
-        SandboxProfile::Strict => {
-            let mut hidden = daemon_socket_dirs(&writable);
-            hidden.extend(home_dirs(home.as_deref(), CREDENTIAL_DIRS, &writable));
-            hidden
-        }
-        SandboxProfile::WorkspaceWrite => home_dirs(home.as_deref(), &[TACK_CONFIG], &writable),
+    let names = match profile {
+        SandboxProfile::Off => return Vec::new(),
+        SandboxProfile::Strict => CREDENTIAL_DIRS,
+        SandboxProfile::WorkspaceWrite => &[TACK_CONFIG][..],
+    };
+    let mut hidden = match profile {
+        SandboxProfile::Strict => daemon_socket_dirs(&writable),
+        _ => Vec::new(),
+    };
+    for home in homes() {
+        hidden.extend(home_dirs(Some(&home), names, &writable));
     }
+    hidden
+}
+
+/// `$HOME`, and the account's home directory when it is another.
+fn homes() -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Some(account) = account_home()
+        && !homes.contains(&account)
+    {
+        homes.push(account);
+    }
+    homes
+}
+
+/// The home directory the user database gives this process's user.
+#[allow(unsafe_code)] // getpwuid_r: the user database has no safe binding here
+fn account_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: every pointer is to memory owned here and live for the call;
+    // the buffer's length is passed with it. `found` is null or `&entry`.
+    let status = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut entry,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            &mut found,
+        )
+    };
+    if status != 0 || found.is_null() || entry.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into `buffer`, NUL-terminated by getpwuid_r.
+    let dir = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) };
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes()));
+    path.is_absolute().then_some(path)
 }
 
 /// tack's own configuration: the providers' API keys (`env`).
@@ -395,6 +442,16 @@ const CREDENTIAL_DIRS: &[&str] = &[
     ".config/gcloud",
     ".config/gh",
     ".password-store",
+    // Coding agents' and model tools' logins.
+    ".codex",
+    ".claude",
+    ".gemini",
+    ".huggingface",
+    ".config/huggingface",
+    // Registry logins (podman's auth.json) and cloud CLIs.
+    ".config/containers",
+    ".oci",
+    ".terraform.d",
 ];
 
 /// The directories `names` under `home` that exist and hold none of the
@@ -443,6 +500,16 @@ mod tests {
         assert_eq!(tack_only, [home.path().join(".config/tack")]);
         assert!(home_dirs(Some(Path::new("relative")), CREDENTIAL_DIRS, &workspace).is_empty());
         assert!(home_dirs(None, CREDENTIAL_DIRS, &workspace).is_empty());
+    }
+
+    #[test]
+    fn the_accounts_home_is_known_and_counted_with_home() {
+        let account = account_home();
+        assert!(
+            account.as_ref().is_some_and(|home| home.is_absolute()),
+            "{account:?}"
+        );
+        assert!(homes().contains(&account.unwrap_or_default()));
     }
 
     #[test]
