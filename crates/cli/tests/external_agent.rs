@@ -52,7 +52,7 @@ fn suite(dir: &Path, base_url: &str, python: &str, profile: &str) -> PathBuf {
          [variants.harness]\ntools = [\"bash\"]\nsandbox = \"{profile}\"\n{provider}\n\
          [[variants]]\nname = \"sdk-agent\"\nmodel = \"openai:gpt-4o-mini\"\n\
          [variants.harness]\nsandbox = \"{profile}\"\nmax_wall_secs = 120\n{provider}\
-         [variants.agent]\ncommand = '\"{python}\" \"{}\"'\nsetup = 'test -n \"$TACK_INSTRUCTION\"'\n\
+         [variants.agent]\ncommand = 'echo \"the agent holds $OPENAI_API_KEY\"; \"{python}\" \"{}\"'\nsetup = 'test -n \"$TACK_INSTRUCTION\"'\n\
          env = {{ AGENT_STREAM = \"1\", DIRECT_PORT = \"{port}\" }}\n",
         agent.display()
     );
@@ -154,6 +154,12 @@ fn an_external_agent_runs_as_a_variant_beside_a_native_one() {
             calls.len()
         );
         assert!(stdout.contains("file.txt is fixed"), "{stdout}");
+        // An agent that prints its environment prints the proxy's stand-in
+        // for the key (the files below are searched for the real one).
+        assert!(
+            stdout.contains("the agent holds tack-stand-in-"),
+            "{stdout}"
+        );
         if profile == "strict" {
             assert!(
                 stdout.contains("direct connection: refused"),
@@ -162,7 +168,7 @@ fn an_external_agent_runs_as_a_variant_beside_a_native_one() {
         }
         assert!(of_trial.iter().any(|s| s.1 == "check"), "{of_trial:#?}");
     }
-    // The server saw the external agent's key, sent on through the proxy.
+    // The server saw the real key, put in place of the stand-in by the proxy.
     assert!(server.requests().iter().all(|r| r.auth_matches));
 
     // The report lists the external variant; compare sets it beside the

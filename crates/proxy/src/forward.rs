@@ -34,6 +34,7 @@ pub(crate) struct Shared<S> {
     /// The origin, without a trailing slash.
     pub upstream: String,
     pub client: reqwest::Client,
+    pub key: Option<crate::KeyStandIn>,
     pub recording: Mutex<Recording<S>>,
 }
 
@@ -70,6 +71,30 @@ fn forwarded(headers: &HeaderMap, request: bool) -> HeaderMap {
             NOT_FORWARDED.contains(&name_str) || (request && name_str == "accept-encoding");
         if !dropped {
             kept.append(name.clone(), value.clone());
+        }
+    }
+    kept
+}
+
+/// A request's headers for the upstream, with the real key wherever the
+/// client sent the stand-in (the whole value, or after a scheme: `Bearer`).
+fn request_headers(headers: &HeaderMap, key: Option<&crate::KeyStandIn>) -> HeaderMap {
+    let mut kept = forwarded(headers, true);
+    let Some(key) = key else {
+        return kept;
+    };
+    for value in kept.values_mut() {
+        let Ok(text) = value.to_str() else { continue };
+        let swapped = match text.split_once(' ') {
+            Some((scheme, token)) if token.trim() == key.stand_in => {
+                format!("{scheme} {}", key.key.expose())
+            }
+            _ if text.trim() == key.stand_in => key.key.expose().to_string(),
+            _ => continue,
+        };
+        if let Ok(mut real) = HeaderValue::from_str(&swapped) {
+            real.set_sensitive(true);
+            *value = real;
         }
     }
     kept
@@ -264,7 +289,7 @@ pub(crate) async fn handle<S: EventSink + 'static>(
     let sent = shared
         .client
         .request(parts.method.clone(), &url)
-        .headers(forwarded(&parts.headers, true))
+        .headers(request_headers(&parts.headers, shared.key.as_ref()))
         .body(body)
         .send()
         .await;
@@ -454,6 +479,26 @@ mod tests {
         assert_eq!(
             secrets.scrub(text),
             "Incorrect API key [redacted]; also [redacted] as json"
+        );
+    }
+
+    #[test]
+    fn the_stand_in_key_is_swapped_for_the_real_one_and_nothing_else() {
+        let key = crate::KeyStandIn::new(tack_providers::ApiKey::new("sk-real-key-123"));
+        assert!(key.stand_in.starts_with("tack-stand-in-") && key.stand_in.len() == 46);
+        let mut headers = HeaderMap::new();
+        let bearer = format!("Bearer {}", key.stand_in);
+        headers.insert("authorization", HeaderValue::from_str(&bearer).unwrap());
+        headers.insert("x-api-key", HeaderValue::from_str(&key.stand_in).unwrap());
+        headers.insert("x-other", HeaderValue::from_static("sk-its-own-key"));
+        let sent = request_headers(&headers, Some(&key));
+        assert_eq!(sent["authorization"], "Bearer sk-real-key-123");
+        assert_eq!(sent["x-api-key"], "sk-real-key-123");
+        assert_eq!(sent["x-other"], "sk-its-own-key");
+        assert!(sent["authorization"].is_sensitive());
+        assert_eq!(
+            request_headers(&headers, None)["x-api-key"],
+            key.stand_in.as_str()
         );
     }
 

@@ -74,6 +74,38 @@ pub struct ProxyConfig {
     /// How long the upstream may stay silent (before answering, or between
     /// two chunks of a stream) before the call fails.
     pub read_timeout: Duration,
+    /// A stand-in key given to the client, and the real key the proxy puts
+    /// in its place on the way up: a client whose output is recorded (an
+    /// external agent echoing its environment) never holds the real one.
+    pub key: Option<KeyStandIn>,
+}
+
+/// The stand-in a client sends (`Authorization: Bearer <stand-in>` or
+/// `x-api-key: <stand-in>`) and the key sent upstream instead.
+#[derive(Debug, Clone)]
+pub struct KeyStandIn {
+    pub stand_in: String,
+    pub key: tack_providers::ApiKey,
+}
+
+impl KeyStandIn {
+    /// A fresh random stand-in for `key`, shaped like a key
+    /// (`tack-stand-in-<32 hex>`), so clients that check the form accept it.
+    pub fn new(key: tack_providers::ApiKey) -> KeyStandIn {
+        KeyStandIn {
+            stand_in: format!("tack-stand-in-{:016x}{:016x}", os_random(), os_random()),
+            key,
+        }
+    }
+}
+
+/// 64 bits from the OS's randomness: std seeds every `RandomState` from it
+/// (and steps it for each new one in a thread), no other crate needed.
+fn os_random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0);
+    hasher.finish()
 }
 
 impl ProxyConfig {
@@ -84,6 +116,7 @@ impl ProxyConfig {
             upstream,
             prices: PriceTable::builtin().clone(),
             read_timeout: Duration::from_secs(600),
+            key: None,
         }
     }
 }
@@ -133,6 +166,7 @@ impl Proxy {
         let shared = Arc::new(forward::Shared {
             upstream,
             client,
+            key: config.key,
             recording: Mutex::new(Recording::new(sink, config.prices)),
         });
         let (stop, stopped) = watch::channel(false);

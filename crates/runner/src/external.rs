@@ -135,6 +135,10 @@ async fn run_agent(
         upstream_origin(&upstream.base_url)?,
     );
     proxy_config.prices = run.models.prices().clone();
+    // The agent gets a stand-in for the key: its output is recorded, and
+    // an agent that prints its environment must not put the key there.
+    proxy_config.key = upstream.key.clone().map(tack_proxy::KeyStandIn::new);
+    let stand_in = proxy_config.key.as_ref().map(|key| key.stand_in.clone());
     let proxy = Proxy::start(proxy_config, VecSink::default())
         .await
         .map_err(AgentError::StartProxy)?;
@@ -150,7 +154,14 @@ async fn run_agent(
         port,
     ));
     let mut env = task.env_pairs();
-    env.extend(agent_env(agent, task, upstream, port, home.path()));
+    env.extend(agent_env(
+        agent,
+        task,
+        upstream,
+        stand_in.as_deref(),
+        port,
+        home.path(),
+    ));
     let wall = Duration::from_secs(config.max_wall_secs.unwrap_or(DEFAULT_AGENT_WALL_SECS));
     let command = |script, timeout| CommandSpec {
         script,
@@ -226,11 +237,13 @@ fn confinement(
 }
 
 /// What the agent is told: the task, the model, where the API is (the
-/// proxy) and the key to send it; then the variant's own variables.
+/// proxy) and the key to send it (the proxy's stand-in for the real one);
+/// then the variant's own variables.
 fn agent_env(
     agent: &ExternalAgent,
     task: &Task,
     upstream: &Upstream,
+    stand_in: Option<&str>,
     port: u16,
     home: &Path,
 ) -> Vec<(String, String)> {
@@ -242,9 +255,9 @@ fn agent_env(
         ("ANTHROPIC_BASE_URL".to_string(), proxy),
         ("HOME".to_string(), home.to_string_lossy().into_owned()),
     ];
-    if let Some(key) = &upstream.key {
+    if let Some(stand_in) = stand_in {
         let variable = Provider::key_var(upstream.provider);
-        env.push((variable.to_string(), key.expose().to_string()));
+        env.push((variable.to_string(), stand_in.to_string()));
     }
     env.extend(agent.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
