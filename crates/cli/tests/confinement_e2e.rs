@@ -296,7 +296,18 @@ fn a_fixture_symlink_pointing_outside_is_not_written_through() {
     let case = Case::new("raise SystemExit(1)\n", edit);
     let outside = case.outside().join("notes.txt");
     std::fs::write(&outside, "original\n").unwrap();
-    std::os::unix::fs::symlink(&outside, case.fixture().join("notes.txt")).unwrap();
+    // The fixture's file, swapped for a link by a setup command: a suite
+    // whose own link leads out of its task is refused when it loads.
+    std::fs::write(case.fixture().join("notes.txt"), "original\n").unwrap();
+    let task = case.dir.path().join("suite/tasks/escape/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap().replace(
+        "[environment]\n",
+        &format!(
+            "[environment]\nsetup = ['ln -sf \"{}\" notes.txt']\n",
+            outside.display()
+        ),
+    );
+    std::fs::write(&task, text).unwrap();
     let (run_dir, trial) = case.run();
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original\n");
     let denied = sandbox_denied_results(&run_dir);

@@ -643,7 +643,7 @@ fn a_staged_run_resumed_without_traces_is_uploaded_where_it_was_bound() {
 fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("demo");
-    tack_suite::copy_tree(&demo(), &suite).unwrap();
+    tack_suite::copy_tree(&demo(), &suite, &demo()).unwrap();
     let task = suite.join("tasks/median-even/task.toml");
     let text = std::fs::read_to_string(&task).unwrap();
     let slow = text.replace(

@@ -34,7 +34,7 @@ pub async fn run_checks(
 ) -> Result<Vec<CheckRecord>, SuiteError> {
     let hidden = scratch_dir(&task.id)?;
     if task.checks_dir().is_dir() {
-        copy_tree(&task.checks_dir(), hidden.path())
+        copy_tree(&task.checks_dir(), hidden.path(), &task.dir)
             .map_err(|e| SuiteError::io(&task.checks_dir(), e))?;
     }
     let walls = task.walls(workspace, Viewer::Checks);

@@ -2,8 +2,19 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Copies a directory tree, keeping file modes and symlinks as they are.
-pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies a directory tree of a task whose directory is `task`, keeping
+/// file modes. A link that stays inside the tree copied stays a link (a
+/// fixture may be about links); one that leads elsewhere in the task (a
+/// check's `expected.txt -> ../expected.txt`) would point at nothing in the
+/// copy, so the file it names is copied instead; one that leads out of the
+/// task is refused, never followed (loading a suite refuses it first).
+pub fn copy_tree(from: &Path, to: &Path, task: &Path) -> std::io::Result<()> {
+    let task = task.canonicalize()?;
+    let root = from.canonicalize()?;
+    copy_below(from, to, &root, &task)
+}
+
+fn copy_below(from: &Path, to: &Path, root: &Path, task: &Path) -> std::io::Result<()> {
     fs::create_dir_all(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;
@@ -11,9 +22,23 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         let target = to.join(entry.file_name());
         let kind = entry.file_type()?;
         if kind.is_dir() {
-            copy_tree(&source, &target)?;
+            copy_below(&source, &target, root, task)?;
         } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(&source)?, &target)?;
+            let real = source.canonicalize()?;
+            if real.starts_with(root) {
+                std::os::unix::fs::symlink(fs::read_link(&source)?, &target)?;
+            } else if real.starts_with(task) && real.is_file() {
+                fs::copy(&real, &target)?;
+            } else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is a symbolic link to {}, outside its task; copy the file in instead",
+                        source.display(),
+                        real.display()
+                    ),
+                ));
+            }
         } else {
             fs::copy(&source, &target)?;
         }

@@ -53,11 +53,12 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
         .iter()
         .map(|dir| load_task(dir))
         .collect::<Result<Vec<_>, _>>()?;
-    files::check_tree(if root.as_os_str().is_empty() {
+    let top = if root.as_os_str().is_empty() {
         Path::new(".")
     } else {
         &root
-    })?;
+    };
+    files::check_tree(top, top, TASK_FILE)?;
     Ok(Suite {
         name: section.name,
         description: section.description,

@@ -35,7 +35,7 @@ impl TrialWorkspace {
             .map_err(|e| SuiteError::io(&root, e))?;
         let path = dir.path().join("workspace");
         match &task.image {
-            None => copy_tree(&task.fixture_dir(), &path)
+            None => copy_tree(&task.fixture_dir(), &path, &task.dir)
                 .map_err(|e| SuiteError::io(&task.fixture_dir(), e))?,
             Some(ImageState::Ready(image)) => image_workspace(task, image, &path)?,
             Some(ImageState::Failed(message)) => {

@@ -254,6 +254,8 @@ fn the_suites_files_are_checked_before_anything_reads_them() {
         ("the fixture is missing", |root| fs::remove_dir_all(root.join("tasks/one/fixture")).unwrap(), &["fixture", "task.toml", "files the agent starts from"]),
         ("the fixture holds a loop", |root| symlink("loop", root.join("tasks/one/fixture/loop")).unwrap(), &["fixture/loop", "cannot be followed"]),
         ("the fixture links to a directory", |root| symlink("..", root.join("tasks/one/fixture/up")).unwrap(), &["fixture/up", "symbolic link to a directory"]),
+        ("the fixture links out of the suite", |root| symlink("/etc/hostname", root.join("tasks/one/fixture/host")).unwrap(), &["fixture/host", "outside", "copy the file in"]),
+        ("the checks link out of their task", |root| symlink("../../../rules.toml", root.join("tasks/one/checks/rules.toml")).unwrap(), &["checks/rules.toml", "outside", "tasks/one"]),
         ("the checks directory is a file", |root| { fs::remove_dir_all(root.join("tasks/one/checks")).unwrap(); fs::write(root.join("tasks/one/checks"), "x").unwrap() }, &["checks", "not a directory"]),
     ];
     for (name, mutate, words) in cases {
@@ -264,6 +266,38 @@ fn the_suites_files_are_checked_before_anything_reads_them() {
             assert!(message.contains(word), "{name}: `{message}` lacks `{word}`");
         }
     }
+}
+
+/// A link inside its task loads; the copies a trial gets keep a link that
+/// stays inside the copied tree and hold the file itself for one that
+/// leads elsewhere in the task (it would point at nothing in the copy).
+#[test]
+fn links_inside_a_task_load_and_arrive_whole() {
+    let dir = suite("", TASK);
+    let task = dir.path().join("tasks/one");
+    fs::write(task.join("expected.txt"), "fixed\n").unwrap();
+    symlink("../expected.txt", task.join("checks/expected.txt")).unwrap();
+    symlink("file.txt", task.join("fixture/alias.txt")).unwrap();
+    tack_suite::load_suite(dir.path()).unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let (checks, fixture) = (copies.path().join("checks"), copies.path().join("fixture"));
+    tack_suite::copy_tree(&task.join("checks"), &checks, &task).unwrap();
+    tack_suite::copy_tree(&task.join("fixture"), &fixture, &task).unwrap();
+    let copied = checks.join("expected.txt");
+    assert!(!copied.is_symlink());
+    assert_eq!(fs::read_to_string(copied).unwrap(), "fixed\n");
+    let alias = fixture.join("alias.txt");
+    assert_eq!(fs::read_link(&alias).unwrap(), Path::new("file.txt"));
+    assert_eq!(fs::read_to_string(alias).unwrap(), "broken\n");
+    // A link out of the task is refused, not followed.
+    symlink("/etc/hostname", task.join("fixture/host")).unwrap();
+    let refused = tack_suite::copy_tree(&task.join("fixture"), &copies.path().join("again"), &task);
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("outside its task")
+    );
 }
 
 #[test]

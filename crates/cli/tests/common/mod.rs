@@ -201,7 +201,7 @@ pub fn free_port() -> u16 {
 /// Copies a directory tree (a task, say) into `to`: the suite crate's
 /// copy, modes and links kept.
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    tack_suite::copy_tree(from, to).unwrap();
+    tack_suite::copy_tree(from, to, from).unwrap();
 }
 
 /// The Python named by the variable `var` if it can run `imports` (an

@@ -134,11 +134,15 @@ pub(super) fn write_image_task(
         services.push((service, build));
     }
     for path in mounted_paths(task) {
-        write::copy(&task_dir.join(path), &root.join(MOUNTS).join(path))?;
+        write::copy(
+            &task_dir.join(path),
+            &root.join(MOUNTS).join(path),
+            &task_dir,
+        )?;
     }
-    write::copy(&task.tests.dir, &root.join("checks"))?;
+    write::copy(&task.tests.dir, &root.join("checks"), &task.dir)?;
     if let Some(solution) = &task.solution {
-        write::copy(&solution.dir, &root.join("solution"))?;
+        write::copy(&solution.dir, &root.join("solution"), &task.dir)?;
     }
     let engine = engine_reason(task);
     let notes = notes(task, engine.is_some());
@@ -324,7 +328,7 @@ fn service_table(out: &mut String, service: &ComposeService, build: Option<&(Pat
 /// without the task's tests and solution, which the image must not hold.
 fn copy_context(context: &Path, to: &Path, task_dir: &Path) -> Result<(), WriteError> {
     if context != task_dir {
-        return write::copy(context, to);
+        return write::copy(context, to, task_dir);
     }
     std::fs::create_dir_all(to).map_err(io(to))?;
     for entry in std::fs::read_dir(context).map_err(io(context))? {
@@ -333,7 +337,7 @@ fn copy_context(context: &Path, to: &Path, task_dir: &Path) -> Result<(), WriteE
         if name == "tests" || name == "solution" {
             continue;
         }
-        write::copy(&entry.path(), &to.join(name))?;
+        write::copy(&entry.path(), &to.join(name), task_dir)?;
     }
     Ok(())
 }

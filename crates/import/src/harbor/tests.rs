@@ -284,7 +284,7 @@ fn scratch() -> tempfile::TempDir {
 }
 
 fn copy_tree(from: &Path, to: &Path) {
-    if let Err(e) = tack_suite::copy_tree(from, to) {
+    if let Err(e) = tack_suite::copy_tree(from, to, from) {
         panic!("could not copy {}: {e}", from.display());
     }
 }

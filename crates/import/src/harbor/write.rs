@@ -288,15 +288,15 @@ fn write_host_task(
     let fixture = root.join("fixture");
     std::fs::create_dir_all(&fixture).map_err(io(&fixture))?;
     for (source, to) in &files.files {
-        copy(source, &root.join(to))?;
+        copy(source, &root.join(to), &task.dir)?;
     }
     for (dir, _) in &files.places {
         let path = root.join(dir);
         std::fs::create_dir_all(&path).map_err(io(&path))?;
     }
-    copy(&task.tests.dir, &root.join("checks"))?;
+    copy(&task.tests.dir, &root.join("checks"), &task.dir)?;
     if let Some(solution) = &task.solution {
-        copy(&solution.dir, &root.join("solution"))?;
+        copy(&solution.dir, &root.join("solution"), &task.dir)?;
     }
     let task_file = root.join("task.toml");
     let text = plan.task_toml(task, workdir, &files);
@@ -329,9 +329,11 @@ pub fn unknown_key_line(key: &str) -> String {
     format!("task.toml: {key} (Harbor ignores it, and so did the import)")
 }
 
-pub(super) fn copy(source: &Path, to: &Path) -> Result<(), WriteError> {
+/// Copies a file or directory of the task at `task` (links as
+/// [`tack_suite::copy_tree`] takes them).
+pub(super) fn copy(source: &Path, to: &Path, task: &Path) -> Result<(), WriteError> {
     if source.is_dir() {
-        return tack_suite::copy_tree(source, to).map_err(io(source));
+        return tack_suite::copy_tree(source, to, task).map_err(io(source));
     }
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;

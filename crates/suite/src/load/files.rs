@@ -142,7 +142,11 @@ fn is_link(path: &Path) -> bool {
 /// in a circle, links to directories (the suite's content hash reads every
 /// entry as a file), and pipes, sockets and devices (reading or copying one
 /// blocks). Caches such as `__pycache__` are skipped, as the hash skips them.
-pub(super) fn check_tree(dir: &Path) -> Result<(), SuiteError> {
+/// A link must stay inside its task (a directory holding `task_file`), or
+/// inside the suite (`boundary`) for the suite's other files: a task is
+/// copied, imported and shared whole, and one that read a file of the host
+/// through a link would pass on this machine only.
+pub(super) fn check_tree(dir: &Path, boundary: &Path, task_file: &str) -> Result<(), SuiteError> {
     let entries =
         fs::read_dir(dir).map_err(|e| SuiteError::file(dir, format!("cannot be listed: {e}")))?;
     for entry in entries {
@@ -155,9 +159,14 @@ pub(super) fn check_tree(dir: &Path) -> Result<(), SuiteError> {
             .file_type()
             .map_err(|e| SuiteError::file(&path, format!("cannot be read: {e}")))?;
         if kind.is_dir() {
-            check_tree(&path)?;
+            let inner = if path.join(task_file).is_file() {
+                &path
+            } else {
+                boundary
+            };
+            check_tree(&path, inner, task_file)?;
         } else if kind.is_symlink() {
-            check_link(&path)?;
+            check_link(&path, boundary)?;
         } else if !kind.is_file() {
             let meta = fs::symlink_metadata(&path)
                 .map_err(|e| SuiteError::file(&path, format!("cannot be read: {e}")))?;
@@ -173,7 +182,7 @@ pub(super) fn check_tree(dir: &Path) -> Result<(), SuiteError> {
     Ok(())
 }
 
-fn check_link(path: &Path) -> Result<(), SuiteError> {
+fn check_link(path: &Path, boundary: &Path) -> Result<(), SuiteError> {
     let meta = fs::metadata(path).map_err(|e| {
         SuiteError::file(
             path,
@@ -182,6 +191,21 @@ fn check_link(path: &Path) -> Result<(), SuiteError> {
             ),
         )
     })?;
+    let real = path.canonicalize().map_err(|e| SuiteError::io(path, e))?;
+    let within = boundary
+        .canonicalize()
+        .map_err(|e| SuiteError::io(boundary, e))?;
+    if !real.starts_with(&within) {
+        return Err(SuiteError::file(
+            path,
+            format!(
+                "is a symbolic link to {}, outside {}: a task carries its own files (it is \
+                 copied, hashed and shared whole); copy the file in instead",
+                real.display(),
+                within.display()
+            ),
+        ));
+    }
     if meta.is_file() {
         return Ok(());
     }
