@@ -2,12 +2,13 @@
 //! and what did it cost? Also the loading that `tack gate` shares.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use tack_analysis::compare::{CompareOptions, Comparison, Side, compare, pairing};
 use tack_analysis::{Manifest, RunTables};
+use tack_trace::RunStatus;
 
 use crate::count_arg::at_least;
 use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
@@ -88,6 +89,9 @@ pub struct Loaded {
     pub drift: Vec<String>,
     /// Every task either run planned.
     pub tasks: BTreeSet<String>,
+    /// What is missing from either side: a run that did not finish, a task
+    /// with no scored trial on one side. `tack gate` refuses to judge it.
+    pub incomplete: Vec<String>,
 }
 
 pub async fn run(args: CompareArgs) -> CommandResult {
@@ -117,6 +121,7 @@ pub async fn run(args: CompareArgs) -> CommandResult {
         let json = serde_json::json!({
             "comparison": loaded.comparison,
             "drift": loaded.drift,
+            "incomplete": loaded.incomplete,
             "report": report,
         });
         outln!(
@@ -128,6 +133,9 @@ pub async fn run(args: CompareArgs) -> CommandResult {
             "{}",
             tack_report::text::comparison(&loaded.comparison, &loaded.drift)
         )?;
+        for missing in &loaded.incomplete {
+            outln!("incomplete: {}", tack_protocol::printable(missing))?;
+        }
         if let Some(report) = report {
             outln!("report: {}", report.display())?;
         }
@@ -166,6 +174,8 @@ pub async fn load(
         &other
     };
     let (base_variant, candidate_variant) = variants(sides, base.manifest(), candidate.manifest())?;
+    let ended = [base.manifest(), candidate.manifest()]
+        .map(|manifest| (manifest.status, !manifest.merged_from.is_empty()));
     let tasks = [base.manifest(), candidate.manifest()]
         .iter()
         .flat_map(|manifest| manifest.tasks.iter().cloned())
@@ -188,13 +198,60 @@ pub async fn load(
     let base = Side::load(&base, &base_variant).map_err(crate::exit::comparing)?;
     let candidate = Side::load(candidate, &candidate_variant).map_err(crate::exit::comparing)?;
     let comparison = compare(&base, &candidate, &options).map_err(crate::exit::comparing)?;
+    let incomplete = incomplete(&base_dir, &candidate_dir, &ended, &comparison);
     Ok(Loaded {
         base_dir,
         candidate_dir,
         comparison,
         drift: pairing.drift,
         tasks,
+        incomplete,
     })
+}
+
+/// What either side lacks: its run did not finish (interrupted, a partial
+/// merge, or still running), or a task has no scored trial on it.
+fn incomplete(
+    base_dir: &Path,
+    candidate_dir: &Path,
+    ended: &[(RunStatus, bool); 2],
+    comparison: &Comparison,
+) -> Vec<String> {
+    let mut said = Vec::new();
+    let sides = [
+        ("base", base_dir, &comparison.base, ended[0]),
+        ("candidate", candidate_dir, &comparison.candidate, ended[1]),
+    ];
+    for (side, dir, info, (status, merged)) in sides {
+        if side == "candidate" && dir == base_dir {
+            break;
+        }
+        let run = &info.run_id;
+        let what = match (status, merged) {
+            (RunStatus::Finished, _) => continue,
+            (RunStatus::Interrupted, true) => "was merged without all its shards: merge every \
+                                               shard (tack merge) to judge all its trials"
+                .to_string(),
+            (RunStatus::Interrupted, false) => format!(
+                "was interrupted: resume it (tack run --resume {}) to judge all its trials",
+                dir.display()
+            ),
+            (RunStatus::Running, _) => format!(
+                "is still running, or was killed: let it end, or resume it (tack run --resume {})",
+                dir.display()
+            ),
+        };
+        said.push(format!("the {side} run {run} {what}"));
+    }
+    for task in &comparison.unpaired {
+        if let Some(side) = task.missing_on {
+            said.push(format!(
+                "task {} has no scored trial on the {side} side",
+                task.task
+            ));
+        }
+    }
+    said
 }
 
 fn variants(

@@ -20,7 +20,9 @@ asks whether the candidate does worse on this suite's tasks. With several trials
 whether it would do worse on tasks like these; with few tasks it needs a large drop. A budget that
 cannot be measured (an unpriced model) is a usage error, never a silent pass. Tasks that changed
 between the runs, or that only one run ran, make it exit 2 unless --allow-drift: a candidate that
-skipped tasks does not pass on the rest.
+skipped tasks does not pass on the rest. So does a run that did not finish (interrupted, a merge
+with --allow-partial, still running) or a task with no scored trial on one side, unless
+--allow-partial: resume the run and gate again.
 
 --quarantine FILE leaves out the tasks it lists, one name a line (`#` starts a comment): flaky tasks
 whose identical configurations disagree, as `tack view`'s Tasks page exports them. The verdict
@@ -57,6 +59,10 @@ pub struct GateArgs {
     /// Leave out the tasks this file lists (one a line; `#` comments): a quarantine list.
     #[arg(long, value_name = "FILE")]
     pub quarantine: Option<PathBuf>,
+    /// Judge what the runs have even when one did not finish or a task has no scored trial on one
+    /// side (each is listed), instead of exiting 2.
+    #[arg(long)]
+    pub allow_partial: bool,
     /// Print the verdict and the comparison as JSON.
     #[arg(long)]
     pub json: bool,
@@ -137,6 +143,16 @@ pub async fn run(args: GateArgs) -> CommandResult {
         None => BTreeMap::new(),
     };
     let loaded = load(&args.sides, None, left_out.clone()).await?;
+    if !loaded.incomplete.is_empty() && !args.allow_partial {
+        let listed: Vec<String> = (loaded.incomplete.iter())
+            .map(|line| format!("  {}", tack_protocol::printable(line)))
+            .collect();
+        return Err(usage(format!(
+            "the runs are not complete, so a pass would judge only part of the suite:\n{}\n\
+             resume the run and gate again, or pass --allow-partial to judge what there is",
+            listed.join("\n")
+        )));
+    }
     let options = GateOptions {
         max_drop: args.max_drop,
         alpha: args.alpha,
@@ -150,6 +166,7 @@ pub async fn run(args: GateArgs) -> CommandResult {
             "verdict": verdict,
             "comparison": loaded.comparison,
             "drift": loaded.drift,
+            "incomplete": loaded.incomplete,
         });
         outln!(
             "{}",
@@ -164,8 +181,15 @@ pub async fn run(args: GateArgs) -> CommandResult {
         for drift in &loaded.drift {
             outln!("drift: {}", tack_protocol::printable(drift))?;
         }
+        for missing in &loaded.incomplete {
+            outln!("incomplete: {}", tack_protocol::printable(missing))?;
+        }
         if let Some(file) = &args.quarantine {
-            let names: Vec<&str> = left_out.keys().map(String::as_str).collect();
+            // The names neither run has are a warning below, not left out.
+            let names: Vec<&str> = (left_out.keys())
+                .filter(|name| loaded.tasks.contains(*name))
+                .map(String::as_str)
+                .collect();
             outln!(
                 "quarantined: {} left out ({}): {}",
                 tack_protocol::count(names.len(), "task"),

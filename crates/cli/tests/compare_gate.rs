@@ -229,6 +229,78 @@ fn a_candidate_that_skipped_tasks_does_not_pass_the_gate() {
     );
 }
 
+/// A candidate that did not finish (here a merge of one shard of two, with
+/// --allow-partial: one task never ran) does not pass on what it has: the
+/// gate exits 2 naming what is missing, unless --allow-partial.
+#[test]
+fn an_unfinished_candidate_does_not_pass_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = repo().join("suites/demo");
+    let tasks = [
+        "-v",
+        "oracle",
+        "-t",
+        "median-even,leap-year-400",
+        "--trials",
+        "1",
+    ];
+    let base = run(dir.path(), &suite, &tasks);
+    let mut sharded = tasks.to_vec();
+    sharded.extend(["--shard", "1/2"]);
+    let shard = run(dir.path(), &suite, &sharded);
+    let merged = dir.path().join("traces/partial");
+    let output = tack(
+        dir.path(),
+        &[
+            "merge",
+            path(&shard),
+            "--out",
+            path(&merged),
+            "--allow-partial",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let output = tack(
+        dir.path(),
+        &["gate", path(&base), path(&merged), "--variants", "oracle"],
+    );
+    let error = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{error}");
+    assert!(
+        error.contains("the candidate run partial was merged without all its shards"),
+        "{error}"
+    );
+    assert!(
+        error.contains("has no scored trial on the candidate side"),
+        "{error}"
+    );
+    assert!(error.contains("--allow-partial"), "{error}");
+
+    let (code, json) = gate(
+        dir.path(),
+        &[
+            path(&base),
+            path(&merged),
+            "--variants",
+            "oracle",
+            "--allow-partial",
+        ],
+    );
+    assert_eq!(code, Some(0), "{json:#}");
+    assert_eq!(
+        json["incomplete"].as_array().map(Vec::len),
+        Some(2),
+        "{json:#}"
+    );
+    let missing: Vec<&Value> = json["comparison"]["unpaired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["missing_on"] == "candidate")
+        .collect();
+    assert_eq!(missing.len(), 1, "{json:#}");
+}
+
 /// A quick suite for many repetitions: `tasks` one-line shell fixes, each
 /// with a plausible wrong fix, and sim variants whose one fix attempt is
 /// right with probability `skill`.

@@ -152,6 +152,10 @@ pub struct TaskComparison {
 pub struct UnpairedTask {
     pub task: String,
     pub reason: String,
+    /// `base` or `candidate` when that side has no scored trial of the task
+    /// (it was not left out): a run interrupted before it, or whose every
+    /// trial of it was an infrastructure error.
+    pub missing_on: Option<&'static str>,
 }
 
 /// The paired difference in success rate.
@@ -308,18 +312,22 @@ fn pair<'a>(
         .map(String::as_str)
         .collect();
     for task in tasks {
-        let reason = match (base.get(task), candidate.get(task), excluded.get(task)) {
-            (_, _, Some(why)) => why.clone(),
+        let (reason, missing_on) = match (base.get(task), candidate.get(task), excluded.get(task)) {
+            (_, _, Some(why)) => (why.clone(), None),
             (Some(b), Some(c), None) => {
                 paired.push((task, b.as_slice(), c.as_slice()));
                 continue;
             }
-            (None, _, None) => "no trials on the base side".to_string(),
-            (_, None, None) => "no trials on the candidate side".to_string(),
+            (None, _, None) => ("no trials on the base side".to_string(), Some("base")),
+            (_, None, None) => (
+                "no trials on the candidate side".to_string(),
+                Some("candidate"),
+            ),
         };
         unpaired.push(UnpairedTask {
             task: task.to_string(),
             reason,
+            missing_on,
         });
     }
     (paired, unpaired)

@@ -251,6 +251,7 @@ mod tests {
             unpaired: vec![UnpairedTask {
                 task: "t2".into(),
                 reason: "changed".into(),
+                missing_on: None,
             }],
             success: SuccessDelta {
                 delta: 0.3,
