@@ -27,7 +27,9 @@ Exit codes:
   3    tack failed: a trial ended in harness_error (stderr lists each one:
        variant, task, trial and the error), or the traces or the report could
        not be written
-  130  interrupted (Ctrl-C): the trials that ran are recorded and reported
+  130  interrupted (Ctrl-C, or SIGTERM from a CI runner or Kubernetes): the
+       trials that ran are recorded and reported; a second signal stops at
+       once (the trials cut off run again on --resume)
 
 A run that stopped (Ctrl-C, kill -9, a machine restart) continues with `tack run --resume
 traces/<run-id>`: finished trials are kept, trials that were cut off are kept as `cancelled`
@@ -45,7 +47,8 @@ with harness errors), the manifest last; credentials and endpoint come from the 
 AZURE_STORAGE_*). A run killed before its upload stays in staging: `tack run --resume
 <staging dir>` finishes it and uploads it where its --traces said.
 
-With --json, stdout carries the run's JSON object whenever trials ran, with exit 3 or 130 too.";
+With --json, stdout carries the run's JSON object whenever trials ran, with exit 3 or 130 too
+(not after a second signal, which stops at once).";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -318,7 +321,7 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     let progress = progress_reporter(args.json);
     let cancel = CancelFlag::default();
     let run_dir: Arc<OnceLock<PathBuf>> = Arc::default();
-    stop_on_ctrl_c(cancel.clone(), run_dir.clone());
+    stop_on_signal(cancel.clone(), run_dir.clone());
     let streamer = args
         .otlp
         .as_ref()
@@ -498,30 +501,30 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
     Ok(())
 }
 
-/// First Ctrl-C: let running trials finish and record them, start no more.
-/// Second: stop at once (journals of running trials stay for `tack report`).
-/// The first Ctrl-C lets the running trials finish; a second stops now,
-/// saying how to carry the run on (its stored trials are kept; those cut
-/// off run again on `--resume`).
-fn stop_on_ctrl_c(cancel: CancelFlag, run_dir: Arc<OnceLock<PathBuf>>) {
+/// The first Ctrl-C or SIGTERM (what a cancelled CI job or an evicted pod
+/// gets before SIGKILL) lets the running trials finish and records them,
+/// starting no more; a second stops now, saying how to carry the run on
+/// (its stored trials are kept; those cut off run again on `--resume`, and
+/// `tack report` recovers the finished ones from their journals).
+fn stop_on_signal(cancel: CancelFlag, run_dir: Arc<OnceLock<PathBuf>>) {
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        errln!("\ninterrupting: finishing the trials that are running (Ctrl-C again to stop now)");
+        crate::stop::stop_signal().await;
+        errln!(
+            "\ninterrupting: finishing the trials that are running (Ctrl-C or SIGTERM again to \
+             stop now)"
+        );
         cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_ok() {
-            match run_dir.get() {
-                Some(dir) => errln!(
-                    "stopped: the trials cut off run again with `tack run --resume {}`; \
-                     the finished ones are recorded (`tack report {}` reports them)",
-                    dir.display(),
-                    dir.display()
-                ),
-                None => errln!("stopped before the run started"),
-            }
-            std::process::exit(130);
+        crate::stop::stop_signal().await;
+        match run_dir.get() {
+            Some(dir) => errln!(
+                "stopped: the trials cut off run again with `tack run --resume {}`; \
+                 the finished ones are recorded (`tack report {}` reports them)",
+                dir.display(),
+                dir.display()
+            ),
+            None => errln!("stopped before the run started"),
         }
+        std::process::exit(130);
     });
 }
 

@@ -1,4 +1,5 @@
-//! How a long-running command (`tack proxy`, `tack view`) is told to stop.
+//! How a long-running command (`tack proxy`, `tack view`, `tack run`) is told
+//! to stop.
 
 /// Resolves on Ctrl-C or SIGTERM (how scripts and supervisors stop it).
 pub async fn stop_signal() {

@@ -696,3 +696,54 @@ fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
         "{stderr}"
     );
 }
+
+/// SIGTERM (a cancelled CI job, an evicted pod) stops a run as a first
+/// Ctrl-C does: the running trial finishes and is stored, no other starts,
+/// and the run is recorded as interrupted, ready for `--resume`.
+#[test]
+fn sigterm_lets_the_running_trials_finish_and_records_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("demo");
+    tack_suite::copy_tree(&demo(), &suite, &demo()).unwrap();
+    let task = suite.join("tasks/median-even/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap();
+    let slow = text.replace(
+        "run = \"python3 \\\"$TACK_CHECKS/check_stats.py\\\"\"",
+        "run = \"sleep 3\"",
+    );
+    assert_ne!(slow, text, "the check to slow down is in the task");
+    std::fs::write(&task, slow).unwrap();
+    let child = tack(dir.path())
+        .args(["run", suite.to_str().unwrap(), "-v", "oracle"])
+        .args([
+            "-t",
+            "median-even",
+            "--trials",
+            "2",
+            "-j",
+            "1",
+            "--no-report",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let traces = dir.path().join("traces");
+    wait_for("the run to start", || {
+        std::fs::read_dir(&traces).is_ok_and(|mut runs| runs.next().is_some())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupting"), "{stderr}");
+    let run_dir = run_dir_of(&traces);
+    assert_eq!(manifest(&run_dir)["status"], "interrupted", "{stderr}");
+    assert_eq!(rows(&run_dir, "trials").len(), 1, "{stderr}");
+    assert!(journals(&run_dir).is_empty(), "{stderr}");
+}
