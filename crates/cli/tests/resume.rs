@@ -747,3 +747,31 @@ fn sigterm_lets_the_running_trials_finish_and_records_the_run() {
     assert_eq!(rows(&run_dir, "trials").len(), 1, "{stderr}");
     assert!(journals(&run_dir).is_empty(), "{stderr}");
 }
+
+/// A misspelt --rerun-variant or --rerun-task is refused as a misspelt -v
+/// or -t is (exit 2, naming the suite's own), not taken to mean "nothing
+/// to run again".
+#[test]
+fn a_misspelt_rerun_selection_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = tack(dir.path())
+        .args(["run", demo().to_str().unwrap(), "-v", "oracle"])
+        .args(["-t", "median-even", "--trials", "1", "--no-report"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let run_dir = run_dir_of(&dir.path().join("traces"));
+    for (flag, name, said) in [
+        ("--rerun-variant", "oracel", "no variant named `oracel`"),
+        ("--rerun-task", "median-evn", "no task named `median-evn`"),
+    ] {
+        let output = tack(dir.path())
+            .args(["run", "--resume", run_dir.to_str().unwrap(), flag, name])
+            .arg("--no-report")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+    }
+}

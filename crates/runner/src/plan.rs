@@ -166,6 +166,10 @@ impl RunPlan {
     /// every variant can run here.
     pub fn validate(&self) -> Result<(), crate::RunError> {
         self.trials(&Models::new()?)?;
+        // --rerun-variant and --rerun-task name the suite's own, as -v and
+        // -t do: a misspelt one would rerun nothing and say all is done.
+        self.variants_named(&self.rerun.variants)?;
+        self.tasks_named(&self.rerun.tasks)?;
         if let Some(shard) = self.shard
             && (shard.index == 0 || shard.index > shard.count)
         {
@@ -193,7 +197,12 @@ impl RunPlan {
     }
 
     pub fn selected_variants(&self) -> Result<Vec<&Variant>, PlanError> {
-        select(&self.suite.variants, &self.variants, |v| &v.name).map_err(|name| {
+        self.variants_named(&self.variants)
+    }
+
+    /// The suite's variants `wanted` names (all when it names none).
+    fn variants_named(&self, wanted: &[String]) -> Result<Vec<&Variant>, PlanError> {
+        select(&self.suite.variants, wanted, |v| &v.name).map_err(|name| {
             PlanError::UnknownVariant {
                 name: name.clone(),
                 suite: self.suite.name.clone(),
@@ -202,18 +211,21 @@ impl RunPlan {
         })
     }
 
+    /// The suite's tasks `wanted` names (all when it names none).
+    fn tasks_named(&self, wanted: &[String]) -> Result<Vec<&Task>, PlanError> {
+        select(&self.suite.tasks, wanted, |t| &t.id).map_err(|name| PlanError::UnknownTask {
+            name: name.clone(),
+            suite: self.suite.name.clone(),
+            known: names(self.suite.tasks.iter().map(|t| t.id.as_str())),
+        })
+    }
+
     /// The tasks named with `--task`, else every task this machine can
     /// run: a task that requires its container image is left out (and
     /// said so, [`left_out_for_container`](Self::left_out_for_container))
     /// unless named.
     pub fn selected_tasks(&self) -> Result<Vec<&Task>, PlanError> {
-        let mut tasks = select(&self.suite.tasks, &self.tasks, |t| &t.id).map_err(|name| {
-            PlanError::UnknownTask {
-                name: name.clone(),
-                suite: self.suite.name.clone(),
-                known: names(self.suite.tasks.iter().map(|t| t.id.as_str())),
-            }
-        })?;
+        let mut tasks = self.tasks_named(&self.tasks)?;
         if self.tasks.is_empty() && tasks.iter().any(|t| !t.requires_container()) {
             tasks.retain(|t| !t.requires_container());
         }
