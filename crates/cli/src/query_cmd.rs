@@ -76,6 +76,7 @@ pub async fn run(args: QueryArgs) -> CommandResult {
         }
         dirs
     };
+    let run_dirs = distinct_runs(run_dirs)?;
     for run in &run_dirs {
         crate::run_arg::recover_run(run)?;
     }
@@ -98,6 +99,34 @@ pub async fn run(args: QueryArgs) -> CommandResult {
     };
     out!("{text}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each run once: a directory named twice is queried once, and two copies
+/// of one run (the same run id) are refused, since every row would count
+/// twice.
+fn distinct_runs(dirs: Vec<PathBuf>) -> Result<Vec<PathBuf>, CommandError> {
+    // (the directory, its real path, its run id), in the order named.
+    let mut kept: Vec<(PathBuf, PathBuf, Option<String>)> = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        if kept.iter().any(|(_, other, _)| *other == real) {
+            continue;
+        }
+        let id = tack_trace::Manifest::read(&dir).ok().map(|m| m.run_id);
+        if let Some((first, _, Some(id))) = kept
+            .iter()
+            .find(|(_, _, other)| id.is_some() && *other == id)
+        {
+            return Err(usage(format!(
+                "{} and {} are copies of one run ({id}): every row would count twice; name one \
+                 of them",
+                first.display(),
+                dir.display()
+            )));
+        }
+        kept.push((dir, real, id));
+    }
+    Ok(kept.into_iter().map(|(dir, _, _)| dir).collect())
 }
 
 fn query_failure(kind: Failure, error: QueryError) -> CommandError {

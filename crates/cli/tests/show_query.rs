@@ -250,6 +250,35 @@ fn query_groups_trials_as_the_run_recorded_them() {
     assert_eq!(counts, expected);
 }
 
+/// A run named twice is queried once; two copies of one run (the same
+/// run id) are refused: every row would count twice.
+#[test]
+fn a_run_named_twice_counts_once_and_a_copy_is_refused() {
+    let run = shared_run();
+    let dir = run.run_dir.to_str().unwrap();
+    let sql = "select variant, count(*) as n from trials group by 1";
+    let traces = run.traces.to_str().unwrap();
+    let named = [
+        "query",
+        sql,
+        dir,
+        dir,
+        &run.run_id,
+        "--traces",
+        traces,
+        "--json",
+    ];
+    let json = stdout(&tack(&named));
+    assert!(variant_counts(&json).values().all(|n| *n == 4), "{json}");
+    let copy = tempfile::tempdir().unwrap();
+    let copied = copy.path().join(&run.run_id);
+    tack_suite::copy_tree(&run.run_dir, &copied, &run.run_dir).unwrap();
+    let output = tack(&["query", sql, dir, copied.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("are copies of one run"), "{stderr}");
+}
+
 /// DuckDB reading the same files with a plain glob must agree with `tack
 /// query`. CI installs DuckDB (.ci/run) and sets TACK_REQUIRE_PYTHON_READERS;
 /// elsewhere the test says it skipped when DuckDB is missing.
