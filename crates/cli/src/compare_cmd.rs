@@ -66,7 +66,7 @@ pub struct SidesArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub sides: SidesArgs,
-    /// A difference in success rate (e.g. 0.05) to size the trials for.
+    /// A difference in success rate (e.g. 0.05), up or down, to size the trials for.
     #[arg(long)]
     pub effect: Option<f64>,
     /// Print the comparison as JSON.

@@ -476,13 +476,43 @@ fn power(
         effect: options.effect,
         trials_needed: options
             .effect
-            .and_then(|effect| stats::trials_needed(effect, task_count, base_rate, 0.05, 0.8)),
+            .and_then(|effect| trials_for_either_way(effect, task_count, base_rate)),
+    }
+}
+
+/// Trials per task to detect a change of `size` from `base_rate` in
+/// either direction: the more the two need (near 0 or 1 a rise and a drop
+/// of one size differ), or the one a rate in [0, 1] allows. `--effect` is
+/// a size, as the detectable difference is; a gate cares about drops.
+fn trials_for_either_way(size: f64, tasks: u64, base_rate: f64) -> Option<u64> {
+    let need = |effect: f64| stats::trials_needed(effect, tasks, base_rate, 0.05, 0.8);
+    match (need(size.abs()), need(-size.abs())) {
+        (Some(up), Some(down)) => Some(up.max(down)),
+        (one, other) => one.or(other),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// From 95% a rise of 5 points ends at 100% (cheap to tell on the
+    /// arcsine scale) while a drop of 5 is what a gate must see: the size
+    /// asked for is sized for the harder direction; beyond 100% only the
+    /// drop counts, and a size no rate allows has no answer.
+    #[test]
+    fn an_effect_is_sized_for_the_harder_direction() {
+        let drop = stats::trials_needed(-0.05, 10, 0.95, 0.05, 0.8);
+        let rise = stats::trials_needed(0.05, 10, 0.95, 0.05, 0.8);
+        assert!(drop > rise, "{drop:?} {rise:?}");
+        assert_eq!(trials_for_either_way(0.05, 10, 0.95), drop);
+        assert_eq!(
+            trials_for_either_way(0.2, 10, 0.95),
+            stats::trials_needed(-0.2, 10, 0.95, 0.05, 0.8)
+        );
+        assert!(trials_for_either_way(0.2, 10, 0.95).is_some());
+        assert_eq!(trials_for_either_way(0.6, 10, 0.5), None);
+    }
 
     #[test]
     fn flips_are_classified_from_both_sides_counts() {

@@ -172,12 +172,23 @@ fn power(out: &mut String, c: &Comparison) {
             "\npower: {plan} cannot detect any difference with 80% power"
         ),
     };
-    if let (Some(effect), Some(needed)) = (p.effect, p.trials_needed) {
-        let _ = writeln!(
-            out,
-            "       {:.1} points would need {needed} trials per task",
-            effect * 100.0
-        );
+    match (p.effect, p.trials_needed) {
+        (Some(effect), Some(needed)) => {
+            let _ = writeln!(
+                out,
+                "       {:.1} points, up or down, would need {needed} trials per task",
+                effect * 100.0
+            );
+        }
+        (Some(effect), None) => {
+            let _ = writeln!(
+                out,
+                "       {:.1} points: no success rate is that far from the base's {:.1}% either way",
+                effect * 100.0,
+                c.base.success_rate * 100.0
+            );
+        }
+        _ => {}
     }
 }
 
