@@ -466,6 +466,44 @@ fn a_check_cannot_read_another_trials_hidden_checks() {
     assert_eq!(trial["outcome"], "passed", "{trial}");
 }
 
+/// A hidden check has the network only when the task says so, whatever
+/// the variant gives its agent: its verdict must not depend on the agent's
+/// sandbox. Under a `workspace_write` variant (the host's network), a check
+/// without `network = true` cannot reach a port this test listens on; one
+/// with it can.
+#[test]
+fn a_checks_network_is_the_tasks_not_the_variants() {
+    if !sandbox_available() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reach = format!(
+        "import socket, sys\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n\
+         except OSError:\n    sys.exit(0 if sys.argv[1] == 'no' else 1)\n\
+         sys.exit(0 if sys.argv[1] == 'yes' else 1)\n"
+    );
+    let case = Case::new(&reach, "script = \"true\"\n");
+    let suite = case.dir.path().join("suite/suite.toml");
+    let text = std::fs::read_to_string(&suite).unwrap();
+    std::fs::write(
+        &suite,
+        format!("{text}[variants.harness]\nsandbox = \"workspace_write\"\n"),
+    )
+    .unwrap();
+    let task = case.dir.path().join("suite/tasks/escape/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap().replace(
+        "run = 'python3 \"$TACK_CHECKS/check.py\"'\n",
+        "run = 'python3 \"$TACK_CHECKS/check.py\" no'\n\n\
+         [[checks]]\nname = \"online\"\nnetwork = true\n\
+         run = 'python3 \"$TACK_CHECKS/check.py\" yes'\n",
+    );
+    assert!(text.contains("online"), "{text}");
+    std::fs::write(&task, text).unwrap();
+    let (_, trial) = case.run();
+    assert_eq!(trial["outcome"], "passed", "{trial}");
+}
+
 /// A run killed with `kill -9` (tack and its sandbox spawner) leaves no
 /// process, but its trial directories, private tmps and copies of the
 /// checks; the next run on the machine sweeps them, and leaves none of its

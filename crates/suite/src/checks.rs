@@ -123,7 +123,13 @@ async fn run_one(
         }
         None => None,
     };
-    let mut confinement = walls.apply(scene.sandbox.confinement(scene.workspace, check.network));
+    // A task's check has what it declares; `tack exec --check` commands
+    // are the session's own and share its walls.
+    let base = match scene.checks_copy {
+        Some(_) => scene.sandbox.declared(scene.workspace, check.network),
+        None => scene.sandbox.confinement(scene.workspace, check.network),
+    };
+    let mut confinement = walls.apply(base);
     if let (None, Some(copy)) = (&check.checks_at, scene.checks_copy) {
         // Read where it is ($TACK_CHECKS), inside the sealed checks root.
         confinement = confinement.exposing_read_only(copy);

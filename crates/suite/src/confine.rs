@@ -39,6 +39,22 @@ impl CommandSandbox {
             .sealing([workspaces_root(), checks_root()])
     }
 
+    /// The confinement for a step whose needs the task declares (a setup
+    /// command, a check): the network only when it says `network`, whatever
+    /// the variant's profile gives the agent, so a hidden check's verdict
+    /// does not depend on the agent's sandbox. `off` stays off: the walls
+    /// are the machine's to turn off, not the task's.
+    pub fn declared(&self, workspace: &Path, network: bool) -> Confinement {
+        let sandbox = match self.profile {
+            SandboxProfile::Off => self.clone(),
+            _ => CommandSandbox {
+                profile: SandboxProfile::Strict,
+                hidden: self.hidden.clone(),
+            },
+        };
+        sandbox.confinement(workspace, network)
+    }
+
     /// How an agent's commands are confined in `workspace`: the profile,
     /// with the hidden paths (the suite's tasks, the traces) and the checks
     /// root covered, since other trials verify there while this agent
@@ -70,6 +86,22 @@ pub fn checks_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declared_step_has_the_network_only_when_it_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let online = CommandSandbox::new(SandboxProfile::WorkspaceWrite, vec![]);
+        assert_eq!(
+            online.declared(dir.path(), false).profile,
+            SandboxProfile::Strict
+        );
+        assert_eq!(
+            online.declared(dir.path(), true).profile,
+            SandboxProfile::WorkspaceWrite
+        );
+        let off = CommandSandbox::new(SandboxProfile::Off, vec![]);
+        assert_eq!(off.declared(dir.path(), false).profile, SandboxProfile::Off);
+    }
 
     #[test]
     fn network_relaxes_only_strict_and_keeps_the_hidden_paths() {

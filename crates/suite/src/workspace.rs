@@ -70,7 +70,7 @@ impl TrialWorkspace {
         let env = task.env_pairs();
         let confinement = task
             .walls(&path, Viewer::Agent)
-            .apply(sandbox.confinement(&path, task.environment.setup_network));
+            .apply(sandbox.declared(&path, task.environment.setup_network));
         for command in &task.environment.setup {
             let output = run_step(task, command, &path, &env, &confinement).await?;
             if !output.success() {
