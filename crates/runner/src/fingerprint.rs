@@ -33,7 +33,7 @@ pub(crate) async fn take(
         .iter()
         .map(|info| {
             let print = VariantFingerprint {
-                config_hash: config_hash(info),
+                config_hash: config_hash(info, &plan.suite.root),
                 models_answered: Vec::new(),
             };
             (info.name.clone(), print)
@@ -69,16 +69,57 @@ fn task_fingerprint(task: &Task) -> Result<TaskFingerprint, RunError> {
 }
 
 /// Over the variant's recorded configuration, less its name and
-/// description: two variants configured alike hash alike, so a comparison
-/// of differently named variants can tell whether anything but the name
-/// differs.
-fn config_hash(info: &VariantInfo) -> String {
+/// description, and the content of the suite's files it names: two
+/// variants configured alike hash alike, so a comparison of differently
+/// named variants can tell whether anything but the name differs, and an
+/// edited rules file or reviewer script is a changed configuration.
+fn config_hash(info: &VariantInfo, suite_root: &Path) -> String {
     let mut config = info.config.clone();
+    let files = named_files(&config, suite_root);
     if let Some(object) = config.as_object_mut() {
         object.remove("name");
         object.remove("description");
+        if !files.is_empty() {
+            object.insert("named_files".to_string(), serde_json::json!(files));
+        }
     }
     tack_suite::json_hash(&config)
+}
+
+/// The suite's files a variant's harness names, by name, with the hash of
+/// each: its permission rules, the words of its reviewer script and of its
+/// MCP servers' commands that are files of the suite.
+fn named_files(config: &serde_json::Value, suite_root: &Path) -> BTreeMap<String, String> {
+    let harness = &config["harness"];
+    let mut names: Vec<&str> = Vec::new();
+    names.extend(harness["permissions"].as_str().filter(|p| *p != "default"));
+    names.extend(
+        harness["approver"]["script"]
+            .as_str()
+            .map(str::split_whitespace)
+            .into_iter()
+            .flatten(),
+    );
+    for server in harness["mcp_servers"].as_array().into_iter().flatten() {
+        names.extend(server["command"].as_str());
+        names.extend(
+            server["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str()),
+        );
+    }
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let path = suite_root.join(name);
+            let hash = path
+                .is_file()
+                .then(|| tack_suite::content_hash(&path).ok())??;
+            Some((name.to_string(), hash))
+        })
+        .collect()
 }
 
 async fn environment(plan: &RunPlan) -> EnvironmentFingerprint {
@@ -185,5 +226,50 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn info(config: serde_json::Value) -> VariantInfo {
+        VariantInfo {
+            name: "v".to_string(),
+            model: "sim".to_string(),
+            simulated: true,
+            description: String::new(),
+            config,
+        }
+    }
+
+    /// Editing the rules file or the reviewer script a variant names is a
+    /// change of the variant, as editing its table is.
+    #[test]
+    fn the_files_a_variant_names_are_part_of_its_configuration() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("rules.toml"), "fallback = \"ask\"\n").unwrap();
+        std::fs::write(root.path().join("review.py"), "print('yes')\n").unwrap();
+        let variant = info(serde_json::json!({
+            "name": "v",
+            "harness": {
+                "permissions": "rules.toml",
+                "approver": {"script": "python3 review.py --strict"},
+            },
+        }));
+        let before = config_hash(&variant, root.path());
+        assert_eq!(config_hash(&variant, root.path()), before);
+        std::fs::write(root.path().join("rules.toml"), "fallback = \"deny\"\n").unwrap();
+        let after_rules = config_hash(&variant, root.path());
+        assert_ne!(after_rules, before);
+        std::fs::write(root.path().join("review.py"), "print('no')\n").unwrap();
+        assert_ne!(config_hash(&variant, root.path()), after_rules);
+        // Nothing named, nothing added: the hash of older runs stands.
+        let plain = info(serde_json::json!({"name": "v", "harness": {"permissions": "default"}}));
+        assert_eq!(
+            config_hash(&plain, root.path()),
+            tack_suite::json_hash(&serde_json::json!({"harness": {"permissions": "default"}}))
+        );
     }
 }
