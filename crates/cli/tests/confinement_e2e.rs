@@ -504,6 +504,36 @@ fn a_checks_network_is_the_tasks_not_the_variants() {
     assert_eq!(trial["outcome"], "passed", "{trial}");
 }
 
+/// A check whose reward directory is where the workspace is shown would
+/// judge an empty directory: refused, naming both.
+#[test]
+fn a_reward_dir_over_the_workspace_is_refused() {
+    if !sandbox_available() {
+        return;
+    }
+    let case = Case::new("raise SystemExit(0)\n", "script = \"true\"\n");
+    let task = case.dir.path().join("suite/tasks/escape/task.toml");
+    let text = std::fs::read_to_string(&task)
+        .unwrap()
+        .replace("[environment]\n", "[environment]\nworkdir = \"/app\"\n")
+        .replace(
+            "name = \"hidden\"\n",
+            "name = \"hidden\"\nreward_dir = \"/app\"\nchecks_at = \"/tests\"\n",
+        );
+    std::fs::write(&task, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["suite", "check", "suite"])
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("reward_dir /app is where the workspace is shown (/app)"),
+        "{said}"
+    );
+}
+
 /// A run killed with `kill -9` (tack and its sandbox spawner) leaves no
 /// process, but its trial directories, private tmps and copies of the
 /// checks; the next run on the machine sweeps them, and leaves none of its

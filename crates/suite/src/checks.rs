@@ -39,6 +39,7 @@ pub async fn run_checks(
     }
     let walls = task.walls(workspace, Viewer::Checks);
     let shown = walls.apply(sandbox.confinement(workspace, false));
+    refuse_over_workspace(task, &shown.guest_path(workspace))?;
     let mut env = task.env_pairs();
     env.push((
         "TACK_CHECKS".to_string(),
@@ -56,6 +57,36 @@ pub async fn run_checks(
         checks_copy: Some(hidden.path()),
     };
     run_in_scene(&task.checks, &scene, &task.id).await
+}
+
+/// A check's `checks_at` or `reward_dir` where the workspace is shown
+/// (`/app`, or above or below it) would cover the agent's work with an
+/// empty directory, and the check would judge that: refused, naming both.
+fn refuse_over_workspace(task: &Task, workspace: &Path) -> Result<(), SuiteError> {
+    let workspace: std::path::PathBuf = workspace.components().collect();
+    for check in &task.checks {
+        let places = [
+            ("checks_at", &check.checks_at),
+            ("reward_dir", &check.reward_dir),
+        ];
+        for (field, at) in places {
+            let Some(at) = at else { continue };
+            let at = Path::new(at);
+            if at.starts_with(&workspace) || workspace.starts_with(at) {
+                return Err(SuiteError::Environment {
+                    task: task.id.clone(),
+                    message: format!(
+                        "check `{}`: {field} {} is where the workspace is shown ({}), which it \
+                         would cover; give it a path of its own (e.g. /logs/verifier, /tests)",
+                        check.name,
+                        at.display(),
+                        workspace.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs check commands in `workspace` with `env`, in order, each to its

@@ -31,6 +31,26 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
         (root, path.to_path_buf())
     };
     if fs::symlink_metadata(&file).is_err() {
+        // A task directory given for its suite: say where the suite is.
+        if root.join(TASK_FILE).is_file()
+            && let Some(suite) = root.parent().and_then(Path::parent)
+        {
+            return Err(SuiteError::file(
+                &file,
+                format!(
+                    "does not exist: {} is a task, not a suite; its suite is {} (name the task \
+                     with -t {})",
+                    root.display(),
+                    if suite.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        suite
+                    }
+                    .display(),
+                    root.file_name().unwrap_or_default().to_string_lossy()
+                ),
+            ));
+        }
         return Err(SuiteError::file(
             &file,
             "does not exist: no suite here; a suite is a directory with a suite.toml and a tasks/ directory (see suites/README.md)",

@@ -80,7 +80,9 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
         out,
         "\n{} of {} sound in suite `{suite}`{skipped}{failed}",
         tally.checked - tally.unsound,
-        tack_protocol::count(tally.checked, "task")
+        // Those that could not be checked were meant to be: "0 of 0 sound"
+        // said nothing of them.
+        tack_protocol::count(tally.checked + tally.failed, "task")
     );
     // Check output and errors quote the task's own commands: shown, not
     // obeyed by the terminal.
@@ -232,7 +234,7 @@ mod tests {
         assert_eq!(
             lines.last().copied(),
             Some(
-                "1 of 1 task sound in suite `s`; 1 could not be checked (ERR: the error is above)"
+                "1 of 2 tasks sound in suite `s`; 1 could not be checked (ERR: the error is above)"
             )
         );
         let tally = SoundnessTally::of(&[broken_again()]);

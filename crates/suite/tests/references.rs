@@ -301,6 +301,13 @@ fn links_inside_a_task_load_and_arrive_whole() {
 }
 
 #[test]
+fn a_task_given_for_its_suite_says_where_the_suite_is() {
+    let dir = suite("", TASK);
+    let message = error_of(&dir.path().join("tasks/one"));
+    assert_mentions(&message, &["is a task, not a suite", "-t one"]);
+}
+
+#[test]
 fn hidden_entries_in_tasks_are_not_tasks() {
     let dir = suite("", TASK);
     fs::write(dir.path().join("tasks/.DS_Store"), "x").unwrap();

@@ -127,7 +127,7 @@ pub(super) fn task_dirs(root: &Path, task_file: &str) -> Result<Vec<PathBuf>, Su
         return Err(SuiteError::invalid(
             &tasks_dir,
             "tasks",
-            "no tasks: each task is a directory tasks/<id>/ with a task.toml",
+            "holds no task: each task is a directory tasks/<id>/ with a task.toml",
         ));
     }
     Ok(dirs)
