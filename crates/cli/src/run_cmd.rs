@@ -404,6 +404,9 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     if let Some(errors) = &harness_errors {
         err!("{errors}");
     }
+    if let Some(errors) = text::infra_errors(&trials, &traces) {
+        err!("{errors}");
+    }
     if result.interrupted {
         let covered = if report.is_some() {
             "the report covers those".to_string()

@@ -534,6 +534,32 @@ fn a_reward_dir_over_the_workspace_is_refused() {
     );
 }
 
+/// A trial whose environment failed (here its setup command) is not
+/// scored, and `tack run` says why on stderr, not only a count.
+#[test]
+fn tack_run_says_why_a_trial_ended_in_infra_error() {
+    let case = Case::new("raise SystemExit(0)\n", "script = \"true\"\n");
+    let task = case.dir.path().join("suite/tasks/escape/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap().replace(
+        "[environment]\n",
+        "[environment]\nsetup = ['echo the fixture server is down >&2; exit 3']\n",
+    );
+    std::fs::write(&task, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["run", "suite", "--no-report", "--traces", "traces"])
+        .current_dir(case.dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: 1 of 1 trial ended in infra_error"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the fixture server is down"), "{stderr}");
+    assert!(stderr.contains("--rerun infra_error"), "{stderr}");
+}
+
 /// A run killed with `kill -9` (tack and its sandbox spawner) leaves no
 /// process, but its trial directories, private tmps and copies of the
 /// checks; the next run on the machine sweeps them, and leaves none of its

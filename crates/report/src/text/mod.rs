@@ -15,7 +15,7 @@ pub use compare::comparison;
 pub use cost::cost;
 pub use events::{chat_event, exec_event, exec_outcome};
 pub use query::{query_csv, query_json, query_table};
-pub use summary::{SummaryTrial, harness_errors, run_summary};
+pub use summary::{SummaryTrial, harness_errors, infra_errors, run_summary};
 pub use trial::{TrialStyle, trial, trial_json};
 
 /// Columns padded to their widest value, a rule under the headers; `right`

@@ -111,19 +111,52 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
 /// model (tack could not set up or drive the agent), so a run with one is
 /// not a success, whatever the other trials scored.
 pub fn harness_errors(trials: &[SummaryTrial<'_>]) -> Option<String> {
-    let failed: Vec<_> = trials
-        .iter()
-        .filter(|t| t.outcome == TrialOutcome::HarnessError)
-        .collect();
-    if failed.is_empty() {
+    let (listed, count) = listing(trials, TrialOutcome::HarnessError, usize::MAX)?;
+    Some(format!(
+        "error: {count} of {} ended in harness_error (tack could not set up or drive the agent; \
+         this says nothing about the model):\n{listed}they are in the traces and the report; fix \
+         what the errors name and run again (a suite that loads cleanly should not cause this: \
+         please report it)\n",
+        tack_protocol::count(trials.len(), "trial")
+    ))
+}
+
+/// Trials listed by [`infra_errors`] before the rest are counted.
+const INFRA_LISTED: usize = 10;
+
+/// The trials that ended in `infra_error` (their environment failed: a
+/// setup command, an image build, the provider through every retry), each
+/// with its error, and how to run them again; `None` when there are none.
+/// They are not scored, so the run's figures stand without them, but a
+/// user must see why, not only a count.
+pub fn infra_errors(trials: &[SummaryTrial<'_>], run_dir: &str) -> Option<String> {
+    let (listed, count) = listing(trials, TrialOutcome::InfraError, INFRA_LISTED)?;
+    let more = count.saturating_sub(INFRA_LISTED);
+    let more = match more {
+        0 => String::new(),
+        n => format!("  and {n} more (tack show {run_dir} lists every trial)\n"),
+    };
+    Some(format!(
+        "warning: {count} of {} ended in infra_error (the environment failed, not the agent; \
+         not scored):\n{listed}{more}once the cause is fixed: tack run --resume {run_dir} \
+         --rerun infra_error\n",
+        tack_protocol::count(trials.len(), "trial")
+    ))
+}
+
+/// The trials that ended in `outcome`, at most `most` of them one a line
+/// with its error, and how many there are; `None` when there are none.
+fn listing(
+    trials: &[SummaryTrial<'_>],
+    outcome: TrialOutcome,
+    most: usize,
+) -> Option<(String, usize)> {
+    let ended: Vec<_> = trials.iter().filter(|t| t.outcome == outcome).collect();
+    if ended.is_empty() {
         return None;
     }
-    let mut out = format!(
-        "error: {} of {} ended in harness_error (tack could not set up or drive the agent; this says nothing about the model):\n",
-        failed.len(),
-        tack_protocol::count(trials.len(), "trial")
-    );
-    for trial in failed {
+    let mut out = String::new();
+    for trial in ended.iter().take(most) {
         let error = trial.error.unwrap_or("no error was recorded");
         out.push_str(&format!(
             "  variant {}, task {}, trial {}: {}\n",
@@ -133,8 +166,7 @@ pub fn harness_errors(trials: &[SummaryTrial<'_>]) -> Option<String> {
             printable(error).replace('\n', "\n    ")
         ));
     }
-    out.push_str("they are in the traces and the report; fix what the errors name and run again (a suite that loads cleanly should not cause this: please report it)\n");
-    Some(out)
+    Some((out, ended.len()))
 }
 
 #[cfg(test)]
