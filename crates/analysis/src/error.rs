@@ -4,7 +4,10 @@ use std::path::PathBuf;
 /// the file, table or column involved and, where there is one, what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
-    #[error("no finished trials in {dir}; did the run start?")]
+    #[error(
+        "no finished trials in {dir}; did the run start? (a run still going stores its finished \
+         trials every two minutes, a thousand at a time, and when it ends)"
+    )]
     NoTrials { dir: PathBuf },
 
     #[error(

@@ -125,6 +125,15 @@ pub async fn run(args: ViewArgs) -> CommandResult {
              the address (and its token) can read these traces"
         );
     }
+    for (hidden, shown) in tack_view::hidden_duplicates(&roots) {
+        errln!(
+            "tack view: warning: {} has the run id of {}, which is shown; view it on its own \
+             (tack view {})",
+            hidden.display(),
+            shown.display(),
+            hidden.display()
+        );
+    }
     errln!("tack view: open {url}");
     errln!("tack view: {} (Ctrl-C to stop)", describe(&roots));
     if args.json {

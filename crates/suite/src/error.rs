@@ -143,11 +143,13 @@ impl SuiteError {
 fn plain_words(message: &str) -> String {
     let mut text = message.replace("unknown variant `", "unknown value `");
     for (rust, plain) in [
-        ("expected u8", "expected a whole number"),
-        ("expected u16", "expected a whole number"),
-        ("expected u32", "expected a whole number"),
-        ("expected u64", "expected a whole number"),
-        ("expected usize", "expected a whole number"),
+        // Unsigned: -1 is a whole number, and the message must not say
+        // it was expected.
+        ("expected u8", "expected a non-negative whole number"),
+        ("expected u16", "expected a non-negative whole number"),
+        ("expected u32", "expected a non-negative whole number"),
+        ("expected u64", "expected a non-negative whole number"),
+        ("expected usize", "expected a non-negative whole number"),
         ("expected i64", "expected a whole number"),
         ("expected f64", "expected a number"),
     ] {
@@ -168,8 +170,15 @@ mod plain_words_tests {
         );
         assert_eq!(
             plain_words("invalid type: string \"3\", expected u32"),
-            "invalid type: string \"3\", expected a whole number"
+            "invalid type: string \"3\", expected a non-negative whole number"
         );
-        assert_eq!(plain_words("expected u64 or"), "expected a whole number or");
+        assert_eq!(
+            plain_words("invalid value: integer `-1`, expected u32"),
+            "invalid value: integer `-1`, expected a non-negative whole number"
+        );
+        assert_eq!(
+            plain_words("expected u64 or"),
+            "expected a non-negative whole number or"
+        );
     }
 }

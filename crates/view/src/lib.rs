@@ -25,6 +25,6 @@ mod tasks;
 
 pub use auth::access_token;
 pub use error::ViewError;
-pub use runs::{FoundRun, LiveVariant, RunLine, find};
+pub use runs::{FoundRun, LiveVariant, RunLine, find, hidden_duplicates};
 pub use server::serve;
 pub use state::{Viewer, ViewerOptions};

@@ -47,6 +47,31 @@ pub struct LiveVariant {
 /// Every run under `roots`, newest first. A root that is itself a run
 /// directory is that run; a root that cannot be read holds none.
 pub fn find(roots: &[PathBuf]) -> Vec<FoundRun> {
+    let mut found = all_runs(roots);
+    found.dedup_by(|a, b| a.manifest.run_id == b.manifest.run_id);
+    found
+}
+
+/// Runs under `roots` that another run of the same id hides (a copy of a
+/// run, a baseline copied from `traces/`): each with the one shown. The
+/// viewer names runs by id, so only the first found is shown.
+pub fn hidden_duplicates(roots: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    let found = all_runs(roots);
+    let mut hidden = Vec::new();
+    for (i, run) in found.iter().enumerate() {
+        let first = found[..i]
+            .iter()
+            .find(|other| other.manifest.run_id == run.manifest.run_id);
+        if let Some(first) = first {
+            hidden.push((run.dir.clone(), first.dir.clone()));
+        }
+    }
+    hidden
+}
+
+/// Every run under `roots`, newest first, copies of one run included (in
+/// the order of the roots).
+fn all_runs(roots: &[PathBuf]) -> Vec<FoundRun> {
     let mut found = Vec::new();
     for root in roots {
         if let Ok(manifest) = Manifest::read(root) {
@@ -67,7 +92,6 @@ pub fn find(roots: &[PathBuf]) -> Vec<FoundRun> {
         (&b.manifest.started_at, &b.manifest.run_id)
             .cmp(&(&a.manifest.started_at, &a.manifest.run_id))
     });
-    found.dedup_by(|a, b| a.manifest.run_id == b.manifest.run_id);
     found
 }
 
@@ -133,4 +157,37 @@ fn finished_trials(dir: &Path, recorded: u64) -> (u64, Vec<LiveVariant>) {
     live.sort_by(|a, b| a.variant.cmp(&b.variant));
     let journaled: u64 = live.iter().map(|v| v.finished).sum();
     (recorded + journaled, live)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn write_run(root: &Path, id: &str) -> PathBuf {
+        let dir = root.join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let suite = tack_trace::SuiteInfo {
+            name: "s".to_string(),
+            path: "s".to_string(),
+            content_hash: "0".repeat(64),
+        };
+        Manifest::start(id.to_string(), suite, Vec::new(), Vec::new())
+            .write(&dir)
+            .unwrap();
+        dir
+    }
+
+    /// Two copies of one run (a baseline copied from traces/) are one id
+    /// to the viewer: the first root's is shown, the other is named.
+    #[test]
+    fn a_copy_of_a_run_is_named_not_silently_hidden() {
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let shown = write_run(one.path(), "20261207-000000-s-aaaa");
+        let hidden = write_run(two.path(), "20261207-000000-s-aaaa");
+        write_run(two.path(), "20261207-000001-s-bbbb");
+        let roots = [one.path().to_path_buf(), two.path().to_path_buf()];
+        assert_eq!(find(&roots).len(), 2);
+        assert_eq!(hidden_duplicates(&roots), [(hidden, shown)]);
+    }
 }

@@ -109,10 +109,18 @@ pub fn gate(comparison: &Comparison, options: &GateOptions) -> Result<GateVerdic
     );
     let line = if passed && success.delta < -options.max_drop {
         // A pass on noise alone says so: the drop is there, the trials too
-        // few to call it one.
+        // few to call it one. An interval that excludes no change reads as
+        // the opposite, so it is said which of the two decides.
+        let interval_note = match success.ci_high {
+            Some(high) if high < 0.0 => {
+                "; the bracketed 95% interval, a bootstrap over tasks, runs narrow with few tasks \
+                 and trials: the verdict is the test's"
+            }
+            _ => "",
+        };
         format!(
             "PASS {summary}: a drop beyond the {:.1} points allowed, but not significant at alpha {} \
-             (more trials per task would tell; see `tack compare`'s power line)",
+             (more trials per task would tell; see `tack compare`'s power line){interval_note}",
             options.max_drop * 100.0,
             options.alpha
         )

@@ -156,16 +156,17 @@ impl QueryTables {
         let mut lazy = (self.ctx)
             .execute(named.as_deref().unwrap_or(sql))
             .map_err(|e| self.sql_error(e, sql))?;
-        // Resolving the schema reports unknown columns and type errors before
-        // any file is read.
-        lazy.collect_schema().map_err(|e| self.sql_error(e, sql))?;
-        let df = lazy.collect().map_err(|e| {
+        let failed = |e: PolarsError| {
             if is_io_error(&e) {
                 QueryError::Scan(e)
             } else {
                 self.sql_error(e, sql)
             }
-        })?;
+        };
+        // Resolving the schema reports unknown columns and type errors before
+        // any file is read.
+        lazy.collect_schema().map_err(failed)?;
+        let df = lazy.collect().map_err(failed)?;
         result_rows(&df).map_err(|e| self.sql_error(e, sql))
     }
 
@@ -232,9 +233,14 @@ fn common_dir(run_dirs: &[PathBuf], table: &str) -> PathBuf {
     }
 }
 
+/// An error reading the files, not the query's: I/O, or a Parquet file
+/// that does not decode (Polars reports those as compute errors whose
+/// message starts `parquet:`), so exit 3 and a hint about the files, not
+/// the column list.
 fn is_io_error(error: &PolarsError) -> bool {
     match error {
         PolarsError::IO { .. } => true,
+        PolarsError::ComputeError(message) => message.starts_with("parquet:"),
         PolarsError::Context { error, .. } | PolarsError::ExprContext { error, .. } => {
             is_io_error(error)
         }
@@ -452,6 +458,31 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let error = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap_err();
         assert!(matches!(error, QueryError::NoTables), "{error}");
+    }
+
+    /// A part whose pages do not decode is the files' fault, not the
+    /// query's: exit 3 with a word on the files, not the column list.
+    #[test]
+    fn a_corrupt_part_is_a_read_error_not_a_bad_query() {
+        let tmp = tempfile::tempdir().unwrap();
+        fixture::write_run(tmp.path());
+        let dir = tmp.path().join(SPANS_DIR);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            // The pages only: the footer (its length in the 4 bytes before
+            // the closing `PAR1`) stays whole, so the table opens.
+            let n = bytes.len();
+            let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+            for byte in &mut bytes[4..n - 8 - footer] {
+                *byte = b'A';
+            }
+            std::fs::write(&path, bytes).unwrap();
+        }
+        let mut tables = QueryTables::open(&[tmp.path().to_path_buf()]).unwrap();
+        let error = tables.run("select * from spans").unwrap_err();
+        assert!(!error.is_user_error(), "{error}");
+        assert!(matches!(error, QueryError::Scan(_)), "{error}");
     }
 
     #[test]
