@@ -58,8 +58,15 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
             entry.passed += 1;
         }
     }
+    // As wide as the longest name, so a long one does not push the
+    // columns out of line.
+    let width = (per_variant.iter())
+        .map(|(variant, _)| printable(variant).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     let mut out = format!(
-        "\n{:<16} {:>8} {:>7} {:>15} {:>15}\n",
+        "\n{:<width$} {:>8} {:>7} {:>15} {:>15}\n",
         "variant", "passed", "rate", "95% CI", "tokens/success"
     );
     for (variant, tally) in per_variant {
@@ -97,7 +104,7 @@ pub fn run_summary<'a>(trials: impl IntoIterator<Item = SummaryTrial<'a>>) -> St
             false => format!("  +{}, not scored", apart.join(", ")),
         };
         out.push_str(&format!(
-            "{:<16} {:>8} {rate:>7} {interval:>15} {per_success:>15}{apart}\n",
+            "{:<width$} {:>8} {rate:>7} {interval:>15} {per_success:>15}{apart}\n",
             printable(variant),
             format!("{passed}/{total}")
         ));
@@ -200,6 +207,41 @@ mod tests {
             text.contains("\n  variant w, task t, trial 0: could not start\n    the sandbox\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_long_variant_name_keeps_the_columns_in_line() {
+        let long = "a-variant-with-a-long-name";
+        let text = run_summary([
+            trial("sim", TrialOutcome::Passed, 100),
+            trial(long, TrialOutcome::Passed, 100),
+        ]);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+        let rate_at = |line: &str| line.find("100.0%").or_else(|| line.find("rate"));
+        assert_eq!(rate_at(lines[1]), rate_at(lines[2]), "{text}");
+        assert!(
+            lines[0].starts_with(&format!("{:<26} ", "variant")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn infra_errors_are_listed_up_to_ten_then_counted() {
+        let many: Vec<SummaryTrial> = (0..12)
+            .map(|_| trial("v", TrialOutcome::InfraError, 0))
+            .collect();
+        let text = infra_errors(&many, "traces/r").unwrap_or_default();
+        assert!(
+            text.starts_with("warning: 12 of 12 trials ended in infra_error"),
+            "{text}"
+        );
+        assert_eq!(text.matches("  variant v, task t").count(), 10, "{text}");
+        assert!(text.contains("and 2 more (tack show traces/r"), "{text}");
+        assert!(
+            text.contains("tack run --resume traces/r --rerun infra_error"),
+            "{text}"
+        );
+        assert_eq!(infra_errors(&many[..0], "traces/r"), None);
     }
 
     #[test]
