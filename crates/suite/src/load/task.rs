@@ -96,13 +96,20 @@ pub(super) fn check_checks(file: &Path, task: &Task) -> Result<(), SuiteError> {
                 "must be at least 1, got 0: the check would time out at once; leave it out for 60",
             ));
         }
-        for name in checks_files(&check.run) {
+        // Where the check is shown its files (`/tests`), they are named
+        // there too (`bash /tests/test.sh`): an image task's check must not
+        // wait for its first trial to find one missing.
+        let shown = check
+            .checks_at
+            .as_deref()
+            .map(|at| format!("{}/", at.trim_end_matches('/')));
+        for (prefix, name) in checks_files(&check.run, shown.as_deref()) {
             if !checks_dir.join(name).exists() {
                 return Err(SuiteError::invalid(
                     file,
                     field("run"),
                     format!(
-                        "runs `$TACK_CHECKS/{name}`, but {} does not exist: add it to the task's checks/ directory",
+                        "runs `{prefix}{name}`, but {} does not exist: add it to the task's checks/ directory",
                         checks_dir.join(name).display()
                     ),
                 ));
@@ -112,19 +119,32 @@ pub(super) fn check_checks(file: &Path, task: &Task) -> Result<(), SuiteError> {
     Ok(())
 }
 
-/// The files a command names under `$TACK_CHECKS/`, where the name is
-/// literal (no globs or variables, which only the shell can resolve).
-fn checks_files(command: &str) -> Vec<&str> {
+/// The files a command names under `$TACK_CHECKS/` (or `shown`, where the
+/// check is shown them: `/tests/`), each with the prefix it was named by,
+/// where the name is literal (no globs or variables, which only the shell
+/// can resolve).
+fn checks_files<'c>(command: &'c str, shown: Option<&'c str>) -> Vec<(&'c str, &'c str)> {
     let mut found = Vec::new();
-    for prefix in ["$TACK_CHECKS/", "${TACK_CHECKS}/"] {
+    let prefixes = ["$TACK_CHECKS/", "${TACK_CHECKS}/"]
+        .into_iter()
+        .chain(shown);
+    for prefix in prefixes {
         for (at, _) in command.match_indices(prefix) {
+            // `/tests/` inside a longer path (`/app/tests/x`) is not it.
+            let inside_a_word = command[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| !(c.is_whitespace() || "\"'=(".contains(c)));
+            if shown == Some(prefix) && inside_a_word {
+                continue;
+            }
             let rest = &command[at + prefix.len()..];
             let end = rest
                 .find(|c: char| c.is_whitespace() || "\"';|&)<>".contains(c))
                 .unwrap_or(rest.len());
             let name = &rest[..end];
             if !name.is_empty() && !name.contains(['$', '*', '?', '[', '{', '`', '\\']) {
-                found.push(name);
+                found.push((prefix, name));
             }
         }
     }
@@ -237,13 +257,35 @@ pub(super) fn check_edit_path(file: &Path, field: &str, edit: &Edit) -> Result<(
 mod tests {
     use super::checks_files;
 
+    fn names<'c>(command: &'c str, shown: Option<&'c str>) -> Vec<&'c str> {
+        checks_files(command, shown)
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect()
+    }
+
     #[test]
     fn finds_literal_files_under_tack_checks() {
         assert_eq!(
-            checks_files("python3 \"$TACK_CHECKS/check.py\" && sh ${TACK_CHECKS}/run.sh"),
+            names(
+                "python3 \"$TACK_CHECKS/check.py\" && sh ${TACK_CHECKS}/run.sh",
+                None
+            ),
             ["check.py", "run.sh"]
         );
-        assert!(checks_files("cp -r $TACK_CHECKS/* . && ./x").is_empty());
-        assert!(checks_files("ls $TACK_CHECKS").is_empty());
+        assert!(names("cp -r $TACK_CHECKS/* . && ./x", None).is_empty());
+        assert!(names("ls $TACK_CHECKS", None).is_empty());
+    }
+
+    #[test]
+    fn finds_literal_files_where_the_checks_are_shown() {
+        let shown = Some("/tests/");
+        assert_eq!(names("bash /tests/test.sh", shown), ["test.sh"]);
+        assert_eq!(
+            names("pytest '/tests/test_outputs.py' -rA", shown),
+            ["test_outputs.py"]
+        );
+        assert!(names("ls /app/tests/x.py && cat /tests/*.txt", shown).is_empty());
+        assert!(names("bash /tests/test.sh", None).is_empty());
     }
 }
