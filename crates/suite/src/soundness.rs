@@ -30,6 +30,9 @@ pub struct TaskSoundness {
     /// wrong fix the checks would score as right.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub passing_decoys: Vec<usize>,
+    /// The decoys tried (each must fail a check); 0 when the task has none
+    /// or was not checked.
+    pub decoys: usize,
 }
 
 impl TaskSoundness {
@@ -68,6 +71,7 @@ fn unchecked(task: &Task, detail: String) -> TaskSoundness {
         solution_failed: None,
         requires_container: false,
         passing_decoys: Vec::new(),
+        decoys: 0,
     }
 }
 
@@ -125,6 +129,7 @@ async fn try_check_task(
         solution_failed,
         requires_container: false,
         passing_decoys,
+        decoys: task.solution.decoys.len(),
     })
 }
 

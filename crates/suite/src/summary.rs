@@ -53,13 +53,22 @@ pub fn soundness_text(suite: &str, results: &[TaskSoundness]) -> String {
         } else if !result.checked {
             let _ = writeln!(out, "{mark} {:<28} could not be checked", result.task);
         } else {
-            let _ = writeln!(
-                out,
-                "{mark} {:<28} fails untouched: {:<3}  passes with solution: {}",
+            // Decoys that fail a check are what a sound task's are: said,
+            // so that `suite check` shows it tried them.
+            let decoys = match result.decoys {
+                0 => String::new(),
+                n => format!(
+                    "  decoys fail: {} of {n}",
+                    n.saturating_sub(result.passing_decoys.len())
+                ),
+            };
+            let line = format!(
+                "{mark} {:<28} fails untouched: {:<3}  passes with solution: {:<3}{decoys}",
                 result.task,
                 yes(result.fails_untouched),
                 yes(result.passes_with_solution)
             );
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         let notes = result.detail.iter().chain(&result.solution_failed);
         for line in notes.flat_map(|d| d.lines()) {
@@ -176,7 +185,28 @@ mod tests {
             solution_failed: None,
             requires_container: container,
             passing_decoys: Vec::new(),
+            decoys: 0,
         }
+    }
+
+    #[test]
+    fn the_decoys_tried_are_said() {
+        let tried = TaskSoundness {
+            decoys: 2,
+            ..task("a", true, false)
+        };
+        let caught = TaskSoundness {
+            decoys: 2,
+            passing_decoys: vec![1],
+            ..task("b", true, false)
+        };
+        let text = soundness_text("s", &[tried, caught]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with("solution: yes  decoys fail: 2 of 2"),
+            "{text}"
+        );
+        assert!(lines[1].ends_with("decoys fail: 1 of 2"), "{text}");
     }
 
     #[test]
