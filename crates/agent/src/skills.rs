@@ -67,7 +67,7 @@ pub fn load_skills(dirs: &[PathBuf]) -> Result<Vec<Skill>, SkillError> {
             .collect();
         files.sort();
         for file in files {
-            let skill = parse_skill(&file)?;
+            let skill = parse_skill(&file, read_skill_file(dir, &file)?)?;
             if let Some(other) = skills.iter().find(|s| s.name == skill.name) {
                 return Err(SkillError {
                     path: file,
@@ -86,16 +86,33 @@ pub fn load_skills(dirs: &[PathBuf]) -> Result<Vec<Skill>, SkillError> {
     Ok(skills)
 }
 
-fn parse_skill(path: &Path) -> Result<Skill, SkillError> {
+/// `file`, a SKILL.md in `dir`, read as the file tools read it beneath the
+/// directory that holds `dir` (the workspace, the suite): tack reads it
+/// outside the sandbox, and a workspace's skills are the agent's or the
+/// task's to write. A link within is followed, one out of it refused.
+fn read_skill_file(dir: &Path, file: &Path) -> Result<String, SkillError> {
+    let error = |message: String| SkillError {
+        path: file.to_path_buf(),
+        line: None,
+        message,
+    };
+    let root = dir.parent().unwrap_or(dir);
+    let relative = file
+        .strip_prefix(root)
+        .map_err(|_| error("is not below its skills directory".to_string()))?
+        .to_string_lossy();
+    match tack_sandbox::read_beneath(root, &relative, SKILL_LIMIT) {
+        Ok(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Ok(None) => Err(error("no such file".to_string())),
+        Err(refused) => Err(error(refused.to_string())),
+    }
+}
+
+fn parse_skill(path: &Path, text: String) -> Result<Skill, SkillError> {
     let error = |line: Option<usize>, message: String| SkillError {
         path: path.to_path_buf(),
         line,
         message,
-    };
-    let text = match tack_sandbox::read_left_file(path, SKILL_LIMIT) {
-        Ok(Some(text)) => text,
-        Ok(None) => return Err(error(None, "no such file".to_string())),
-        Err(reason) => return Err(error(None, format!("it {reason}; make it a regular file"))),
     };
     let rest = text
         .strip_prefix("---\n")
@@ -180,11 +197,12 @@ mod tests {
 
     /// Skills are read by tack itself, outside the sandbox: a skill that is
     /// a link to a directory elsewhere is not one, and a SKILL.md that is a
-    /// link (to a key, say) is refused, not read.
+    /// link out (to a key, say) is refused, not read; one within is read.
     #[test]
     fn links_are_not_followed_out_of_the_skills_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let elsewhere = dir.path().join("elsewhere");
+        let outside = tempfile::tempdir().unwrap();
+        let elsewhere = outside.path().join("elsewhere");
         write(
             &elsewhere,
             "keys",
@@ -202,8 +220,25 @@ mod tests {
         )
         .unwrap();
         let error = load_skills(std::slice::from_ref(&root)).unwrap_err();
-        assert!(error.to_string().contains("is a link"), "{error}");
+        assert!(
+            error.to_string().contains("outside the workspace"),
+            "{error}"
+        );
         assert!(!error.to_string().contains("KEY"), "{error}");
+
+        // A link that stays beneath the directory holding skills/ is read.
+        std::fs::remove_dir_all(root.join("linked")).unwrap();
+        std::fs::write(
+            dir.path().join("shared.md"),
+            "---\nname: shared\ndescription: kept elsewhere\n---\nbody\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("shared")).unwrap();
+        std::os::unix::fs::symlink("../../shared.md", root.join("shared").join(SKILL_FILE))
+            .unwrap();
+        let skills = load_skills(std::slice::from_ref(&root)).unwrap();
+        assert_eq!(skills.len(), 1);
+        assert_eq!(skills[0].name, "shared");
     }
 
     #[test]

@@ -466,27 +466,24 @@ const AGENTS_MD_LIMIT: usize = 32 * 1024;
 /// The workspace's `AGENTS.md`, as the message that carries it; `None` when
 /// there is none. A file that cannot be read is said so to the model (it
 /// would find the file anyway) rather than passed over in silence. tack
-/// reads it itself, outside the sandbox, so only as a regular file: a link
-/// (to `~/.ssh/id_rsa`, tack's own key file) is not followed, nor a FIFO
-/// waited on.
+/// reads it itself, outside the sandbox, so as the file tools read: beneath
+/// the workspace (a link to CLAUDE.md is followed, one to `~/.ssh/id_rsa`
+/// is not), a regular file only (a FIFO is not waited on).
 fn project_instructions(workspace: &Path) -> Option<String> {
-    let path = workspace.join("AGENTS.md");
     let limit = AGENTS_MD_LIMIT as u64 + 1;
-    let mut text = match tack_sandbox::read_left_file(&path, limit) {
-        Ok(Some(text)) => text,
+    let mut bytes = match tack_sandbox::read_beneath(workspace, "AGENTS.md", limit) {
+        Ok(Some(bytes)) => bytes,
         Ok(None) => return None,
-        Err(reason) => {
+        Err(error) => {
             return Some(format!(
-                "This project has an AGENTS.md at the workspace root, but the harness did not read it: it {reason}"
+                "This project has an AGENTS.md at the workspace root, but the harness did not read it: {error}"
             ));
         }
     };
-    if text.len() > AGENTS_MD_LIMIT {
-        let mut cut = AGENTS_MD_LIMIT;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
+    let cut = bytes.len() > AGENTS_MD_LIMIT;
+    bytes.truncate(AGENTS_MD_LIMIT);
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if cut {
         text.push_str(&format!(
             "\n[AGENTS.md cut at {AGENTS_MD_LIMIT} bytes; read the file for the rest]"
         ));

@@ -219,9 +219,9 @@ async fn agents_md_goes_into_the_context_before_the_task_unless_turned_off() {
     );
 }
 
-/// tack reads AGENTS.md itself, outside the sandbox: a link to a file the
-/// agent may not read (a key) is not followed, and a FIFO is not waited on;
-/// the model is told the file was not read.
+/// tack reads AGENTS.md itself, outside the sandbox: a link out of the
+/// workspace (to a key) is not followed, and a FIFO is not waited on; the
+/// model is told the file was not read. A link within is followed.
 #[tokio::test]
 async fn agents_md_that_is_a_link_or_a_fifo_is_not_read() {
     let secret_dir = tempfile::tempdir().unwrap();
@@ -236,8 +236,8 @@ async fn agents_md_that_is_a_link_or_a_fifo_is_not_read() {
         .unwrap();
     assert!(made.success());
     for (dir, reason) in [
-        (linked.path(), "it is a link, which is not followed"),
-        (fifo.path(), "it is not a regular file"),
+        (linked.path(), "outside the workspace"),
+        (fifo.path(), "not a regular file"),
     ] {
         let sent = first_call_messages(dir, unconfined()).await;
         let all = format!("{sent:?}");
@@ -245,4 +245,10 @@ async fn agents_md_that_is_a_link_or_a_fifo_is_not_read() {
         assert!(all.contains("the harness did not read it"), "{all}");
         assert!(all.contains(reason), "{all}");
     }
+    // A link that stays in the workspace (AGENTS.md -> CLAUDE.md) is read.
+    let within = tempfile::tempdir().unwrap();
+    std::fs::write(within.path().join("CLAUDE.md"), "Use tabs.\n").unwrap();
+    std::os::unix::fs::symlink("CLAUDE.md", within.path().join("AGENTS.md")).unwrap();
+    let sent = first_call_messages(within.path(), unconfined()).await;
+    assert!(sent[1].1.ends_with("Use tabs.\n"), "{sent:?}");
 }

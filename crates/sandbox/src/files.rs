@@ -85,6 +85,32 @@ pub fn read_left_file(path: &Path, limit: u64) -> Result<Option<String>, String>
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
+/// Reads at most `limit` bytes of `relative`, a file beneath `root` that a
+/// task or an agent controls (a workspace's `AGENTS.md`, a skill), as the
+/// file tools read: a link that stays beneath `root` is followed (AGENTS.md
+/// pointing at CLAUDE.md), one that leads out is refused, and only a
+/// regular file is read (a FIFO would block). `Ok(None)` when there is no
+/// such file; the bytes are cut at `limit`.
+pub fn read_beneath(
+    root: &Path,
+    relative: &str,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, FileAccessError> {
+    let files = WorkspaceFiles::new(root, &Confinement::off())?;
+    let file = match files.open(relative) {
+        Ok(file) => file,
+        Err(FileAccessError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(error) => return Err(error),
+    };
+    let mut bytes = Vec::new();
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|source| io_error(relative, source))?;
+    Ok(Some(bytes))
+}
+
 /// The workspace as the file tools may touch it: exactly what the sandbox
 /// lets `bash` touch. Paths are relative to the workspace, or absolute and
 /// inside it (or inside where the confinement places it: `/app/x`).

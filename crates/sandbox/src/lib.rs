@@ -66,7 +66,7 @@ pub use confinement::{
 };
 pub use denials::{MAX_DENIALS, Walls, extract_denials};
 pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
-pub use files::{FileAccessError, HeldWorkspace, WorkspaceFiles, read_left_file};
+pub use files::{FileAccessError, HeldWorkspace, WorkspaceFiles, read_beneath, read_left_file};
 pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
 pub use landlock::{CROWDED_TMP, LandlockError, MIN_ABI as MIN_LANDLOCK_ABI, SystemTmp};
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
