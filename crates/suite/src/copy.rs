@@ -3,18 +3,25 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// Copies a directory tree of a task whose directory is `task`, keeping
-/// file modes. A link that stays inside the tree copied stays a link (a
-/// fixture may be about links); one that leads elsewhere in the task (a
-/// check's `expected.txt -> ../expected.txt`) would point at nothing in the
-/// copy, so the file it names is copied instead; one that leads out of the
-/// task is refused, never followed (loading a suite refuses it first).
+/// file modes. A link whose text is relative and stays inside the tree
+/// copied stays a link (a fixture may be about links); any other that leads
+/// to a file of the task (a check's `expected.txt -> ../expected.txt`, an
+/// absolute link, which would name the suite's own file from the trial) is
+/// copied as that file; one that leads out of the task, or to a directory,
+/// is refused, never followed (loading a suite refuses both first).
 pub fn copy_tree(from: &Path, to: &Path, task: &Path) -> std::io::Result<()> {
     let task = task.canonicalize()?;
     let root = from.canonicalize()?;
-    copy_below(from, to, &root, &task)
+    copy_below(from, to, &Tree { root, task }, 0)
 }
 
-fn copy_below(from: &Path, to: &Path, root: &Path, task: &Path) -> std::io::Result<()> {
+/// The tree being copied and the task it is in, both real paths.
+struct Tree {
+    root: std::path::PathBuf,
+    task: std::path::PathBuf,
+}
+
+fn copy_below(from: &Path, to: &Path, tree: &Tree, depth: usize) -> std::io::Result<()> {
     fs::create_dir_all(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;
@@ -22,28 +29,61 @@ fn copy_below(from: &Path, to: &Path, root: &Path, task: &Path) -> std::io::Resu
         let target = to.join(entry.file_name());
         let kind = entry.file_type()?;
         if kind.is_dir() {
-            copy_below(&source, &target, root, task)?;
+            copy_below(&source, &target, tree, depth + 1)?;
         } else if kind.is_symlink() {
-            let real = source.canonicalize()?;
-            if real.starts_with(root) {
-                std::os::unix::fs::symlink(fs::read_link(&source)?, &target)?;
-            } else if real.starts_with(task) && real.is_file() {
-                fs::copy(&real, &target)?;
-            } else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} is a symbolic link to {}, outside its task; copy the file in instead",
-                        source.display(),
-                        real.display()
-                    ),
-                ));
-            }
+            copy_link(&source, &target, tree, depth)?;
         } else {
             fs::copy(&source, &target)?;
         }
     }
     Ok(())
+}
+
+/// A link `depth` directories below the tree's root (see [`copy_tree`]).
+fn copy_link(source: &Path, target: &Path, tree: &Tree, depth: usize) -> std::io::Result<()> {
+    let text = fs::read_link(source)?;
+    let real = source.canonicalize()?;
+    if stays_below(&text, depth) && real.starts_with(&tree.root) {
+        return std::os::unix::fs::symlink(text, target);
+    }
+    if real.starts_with(&tree.task) && real.is_file() {
+        fs::copy(&real, target)?;
+        return Ok(());
+    }
+    let what = if real.starts_with(&tree.task) {
+        "a directory; a task's links name files"
+    } else {
+        "outside its task; copy the file in instead"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is a symbolic link to {}, {what}",
+            source.display(),
+            real.display()
+        ),
+    ))
+}
+
+/// Whether a link's text, read `depth` directories below a tree's root,
+/// names a place in the tree by its own components: relative, and never
+/// climbing above the root. Only such a link means the same in a copy.
+fn stays_below(text: &Path, depth: usize) -> bool {
+    let mut depth = depth as i64;
+    for component in text.components() {
+        match component {
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            std::path::Component::RootDir | std::path::Component::Prefix(_) => return false,
+        }
+    }
+    true
 }
 
 /// Who owns what [`copy_tree_owned`] makes.

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use sha2::{Digest, Sha256};
+use tack_sandbox::{Confinement, WorkspaceFiles};
 
 /// The protected globs of a task, compiled.
 #[derive(Debug, Clone)]
@@ -47,12 +48,17 @@ impl Protected {
 
     /// Hashes every protected file below `workspace`. Unreadable entries are
     /// skipped: a file the agent made unreadable shows up as changed. What
-    /// the agent left there is read by tack itself, outside the sandbox: a
-    /// link is fingerprinted by its target's name, never followed (to
-    /// `/dev/zero`, it would fill tack's memory), and a FIFO or device by
-    /// its kind, never opened (a FIFO would hang the trial).
+    /// the agent left there is read by tack itself, outside the sandbox, so
+    /// as the file tools read: a link within the workspace is followed (an
+    /// edit through it is an edit), one out of it is fingerprinted by its
+    /// target's name, never followed (to `/dev/zero`, it would fill tack's
+    /// memory), and a FIFO or device by its kind, never opened (a FIFO
+    /// would hang the trial).
     pub fn fingerprint(&self, workspace: &Path) -> Fingerprint {
         let mut files = BTreeMap::new();
+        let Ok(reader) = WorkspaceFiles::new(workspace, &Confinement::off()) else {
+            return Fingerprint(files);
+        };
         let mut pending = vec![workspace.to_path_buf()];
         while let Some(dir) = pending.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -71,7 +77,7 @@ impl Protected {
                 }
                 let relative = path.strip_prefix(workspace).unwrap_or(&path).to_path_buf();
                 if self.globs.is_match(&relative)
-                    && let Some(hash) = entry_hash(&path, kind)
+                    && let Some(hash) = entry_hash(&reader, &relative, kind)
                 {
                     files.insert(relative, hash);
                 }
@@ -85,42 +91,41 @@ impl Protected {
 /// test file, and a bound on what a planted giant costs.
 const HASHED_BYTES: u64 = 64 * 1024 * 1024;
 
-/// A protected entry's hash: a regular file's length and content (opened
-/// without following a link or waiting on a FIFO swapped in since it was
-/// listed), a link's target, another kind's name.
-fn entry_hash(path: &Path, kind: std::fs::FileType) -> Option<Vec<u8>> {
+/// A protected entry's hash: a regular file's (or a link's within the
+/// workspace) length and content, opened as the file tools open (no FIFO
+/// waited on, nothing outside followed); a link out of the workspace's
+/// target name; another kind's name.
+fn entry_hash(
+    reader: &WorkspaceFiles,
+    relative: &Path,
+    kind: std::fs::FileType,
+) -> Option<Vec<u8>> {
     use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::os::unix::fs::FileTypeExt;
     let mut hasher = Sha256::new();
-    if kind.is_symlink() {
-        hasher.update(b"link\0");
-        hasher.update(
-            std::fs::read_link(path)
-                .ok()?
-                .as_os_str()
-                .as_encoded_bytes(),
-        );
-    } else if kind.is_file() {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-            .ok()?;
-        let meta = file.metadata().ok()?;
-        if !meta.is_file() {
-            return None;
-        }
-        hasher.update(b"file\0");
-        hasher.update(meta.len().to_le_bytes());
-        let mut reader = file.take(HASHED_BYTES);
-        let mut buffer = vec![0u8; 64 * 1024];
-        loop {
-            match reader.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(n) => hasher.update(&buffer[..n]),
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
+    if kind.is_file() || kind.is_symlink() {
+        match reader.open(&relative.to_string_lossy()) {
+            Ok(file) => {
+                let length = file.metadata().ok()?.len();
+                hasher.update(b"file\0");
+                hasher.update(length.to_le_bytes());
+                let mut reader = file.take(HASHED_BYTES);
+                let mut buffer = vec![0u8; 64 * 1024];
+                loop {
+                    match reader.read(&mut buffer) {
+                        Ok(0) => break,
+                        Ok(n) => hasher.update(&buffer[..n]),
+                        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => return None,
+                    }
+                }
             }
+            Err(_) if kind.is_symlink() => {
+                let target = std::fs::read_link(reader.root().join(relative)).ok()?;
+                hasher.update(b"link\0");
+                hasher.update(target.as_os_str().as_encoded_bytes());
+            }
+            Err(_) => return None,
         }
     } else {
         let name = if kind.is_fifo() {
@@ -302,6 +307,25 @@ mod tests {
                 PathBuf::from("test_fifo.py"),
                 PathBuf::from("test_zero.py"),
             ]
+        );
+    }
+
+    /// A protected file that is a link within the workspace is its
+    /// target's content: an edit made through the target is an edit.
+    #[test]
+    fn an_edit_through_a_link_within_the_workspace_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("lib")).unwrap();
+        std::fs::write(ws.join("lib/cases.py"), "CASES = [1, 2]").unwrap();
+        std::os::unix::fs::symlink("lib/cases.py", ws.join("test_cases.py")).unwrap();
+        let defaults: Vec<String> = crate::DEFAULT_PROTECTED.map(String::from).to_vec();
+        let protected = Protected::new(&defaults).unwrap();
+        let before = protected.fingerprint(ws);
+        std::fs::write(ws.join("lib/cases.py"), "CASES = []").unwrap();
+        assert_eq!(
+            protected.fingerprint(ws).changed_since(&before),
+            [PathBuf::from("test_cases.py")]
         );
     }
 }

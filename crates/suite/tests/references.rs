@@ -278,6 +278,19 @@ fn links_inside_a_task_load_and_arrive_whole() {
     fs::write(task.join("expected.txt"), "fixed\n").unwrap();
     symlink("../expected.txt", task.join("checks/expected.txt")).unwrap();
     symlink("file.txt", task.join("fixture/alias.txt")).unwrap();
+    // Absolute, or climbing out of the tree and back: the same file, but
+    // the text would not mean it in the copy.
+    symlink(
+        task.join("fixture/file.txt"),
+        task.join("fixture/absolute.txt"),
+    )
+    .unwrap();
+    fs::create_dir_all(task.join("fixture/sub")).unwrap();
+    symlink(
+        "../../fixture/file.txt",
+        task.join("fixture/sub/climbs.txt"),
+    )
+    .unwrap();
     tack_suite::load_suite(dir.path()).unwrap();
     let copies = tempfile::tempdir().unwrap();
     let (checks, fixture) = (copies.path().join("checks"), copies.path().join("fixture"));
@@ -289,6 +302,10 @@ fn links_inside_a_task_load_and_arrive_whole() {
     let alias = fixture.join("alias.txt");
     assert_eq!(fs::read_link(&alias).unwrap(), Path::new("file.txt"));
     assert_eq!(fs::read_to_string(alias).unwrap(), "broken\n");
+    for copied in [fixture.join("absolute.txt"), fixture.join("sub/climbs.txt")] {
+        assert!(!copied.is_symlink(), "{}", copied.display());
+        assert_eq!(fs::read_to_string(copied).unwrap(), "broken\n");
+    }
     // A link out of the task is refused, not followed.
     symlink("/etc/hostname", task.join("fixture/host")).unwrap();
     let refused = tack_suite::copy_tree(&task.join("fixture"), &copies.path().join("again"), &task);
