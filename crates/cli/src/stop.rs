@@ -12,8 +12,15 @@ pub async fn stop_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
+    let interrupt = async {
+        // Without the handler only SIGTERM stops it: a failed registration
+        // is no signal (`tack run` would cancel itself at once).
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = interrupt => {}
         _ = terminate => {}
     }
 }

@@ -65,7 +65,9 @@ impl Drop for Asking {
         if !self.answered {
             self.cancelled.store(true, Ordering::Release);
             // The question's line ends here, not under the next output.
-            eprintln!();
+            // Never eprintln! in a drop: it panics on a closed stderr, and a
+            // panic while unwinding aborts.
+            let _ = writeln!(std::io::stderr());
         }
     }
 }

@@ -523,6 +523,11 @@ mod tests {
             result.columns,
             ["variant", "count(*)", "sum(steps)", "max(steps)"]
         );
+        // COLUMNS() stands for several columns and keeps their names.
+        let several = tables
+            .run("select COLUMNS('^trial_i.*$'), steps + 1 from trials limit 1")
+            .unwrap();
+        assert_eq!(several.columns, ["trial_id", "trial_index", "steps + 1"]);
         let counts: Vec<u64> = result
             .rows
             .iter()

@@ -102,9 +102,15 @@ impl Namer {
     }
 }
 
-/// A column (`steps`, `t.steps`): Polars names it as SQL does.
+/// A column (`steps`, `t.steps`), which Polars names as SQL does, or
+/// Polars' `COLUMNS('regex')`, which stands for several columns and keeps
+/// their names.
 fn is_column(expr: &Expr) -> bool {
-    matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+    match expr {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
+        Expr::Function(function) => function.name.to_string().eq_ignore_ascii_case("columns"),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -130,6 +136,7 @@ mod tests {
             None
         );
         assert_eq!(named("select * from trials"), None);
+        assert_eq!(named("select COLUMNS('^gen_ai_.*$') from trials"), None);
     }
 
     #[test]
