@@ -62,7 +62,7 @@ pub enum AnalysisError {
     )]
     TrialNotFound { dir: PathBuf, trial_id: String },
 
-    #[error("`{trial_id}` is not a trial id: ids never contain path separators or `..`")]
+    #[error("`{trial_id}` is not a trial id: ids are never `.` or `..` and hold no path separator")]
     InvalidTrialId { trial_id: String },
 }
 

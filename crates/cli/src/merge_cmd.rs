@@ -93,7 +93,9 @@ impl Out {
                 .map(str::to_string),
             tack_store::Location::Remote(url) => url.name(),
         };
+        // The run id, which readers check is a plain name (Manifest::read).
         let run_id = name
+            .filter(|name| tack_protocol::is_plain_name(name))
             .ok_or_else(|| {
                 anyhow!("--out {location}: name the run directory, e.g. traces/<run-id>")
             })
