@@ -240,8 +240,16 @@ fn run_files(dir: &Path) -> Result<Vec<String>, StoreError> {
                 .map_err(|e| StoreError::io(&entry.path(), e))?;
             if kind.is_dir() {
                 pending.push((entry.path(), child));
-            } else {
+            } else if kind.is_file() {
                 files.push(child);
+            } else {
+                // Uploading a link would upload what it points at (a key).
+                return Err(StoreError::LocalRun {
+                    path: entry.path(),
+                    reason: "is not a regular file (a link is not followed); a run holds only \
+                             the files tack wrote"
+                        .to_string(),
+                });
             }
         }
     }
@@ -392,6 +400,19 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Uploading a link would upload what it points at: refused.
+    #[test]
+    fn a_link_in_a_run_is_not_uploaded() {
+        let temp = tempfile::tempdir().unwrap();
+        let run = temp.path().join("run-1");
+        fake_run(&run);
+        let secret = temp.path().join("id_rsa");
+        fs::write(&secret, "PRIVATE KEY").unwrap();
+        std::os::unix::fs::symlink(&secret, run.join("spans/part-000-00009.parquet")).unwrap();
+        let error = run_files(&run).unwrap_err().to_string();
+        assert!(error.contains("not a regular file"), "{error}");
+    }
 
     /// A run directory as a writer leaves it, with a part bigger than the
     /// test's single-put limit.

@@ -508,6 +508,19 @@ pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
                         .to_string(),
                 });
             }
+            // A run is read from wherever it came from: a link in it (to
+            // ~/.ssh/id_rsa) is not a part, and is not copied through.
+            let kind = entry
+                .file_type()
+                .map_err(|e| TraceError::io(&entry.path(), e))?;
+            if !kind.is_file() {
+                return Err(TraceError::Format {
+                    path: entry.path(),
+                    message: "is not a regular file (a link is not followed); a run's parts \
+                              are files tack wrote"
+                        .to_string(),
+                });
+            }
             let linked = link && fs::hard_link(entry.path(), &to).is_ok();
             if !linked {
                 fs::copy(entry.path(), &to).map_err(|e| TraceError::io(&to, e))?;
@@ -515,4 +528,26 @@ pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A shard came from elsewhere: a part that is a link (to a key) is not
+    /// copied through into the merged run.
+    #[test]
+    fn a_linked_part_is_refused_not_copied() {
+        let (from, into) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let secret = from.path().join("id_rsa");
+        fs::write(&secret, "PRIVATE KEY").unwrap();
+        fs::create_dir_all(from.path().join(TRIALS_DIR)).unwrap();
+        std::os::unix::fs::symlink(&secret, from.path().join(TRIALS_DIR).join(part_name(0, 0)))
+            .unwrap();
+        let error = adopt_parts(from.path(), into.path()).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        let copied = fs::read_dir(into.path().join(TRIALS_DIR)).unwrap().count();
+        assert_eq!(copied, 0);
+    }
 }
