@@ -313,6 +313,20 @@ fn check_variant(variant: &Variant, models: &Models) -> Result<(), PlanError> {
             message: e.to_string(),
         }
     })?;
+    // The tasks' checks and setup commands run under `strict` whatever the
+    // agent's profile (their network is theirs to declare): a machine that
+    // can give the agent `workspace_write` but not `strict` stops here, not
+    // after every trial's agent has run.
+    if variant.harness.sandbox == tack_protocol::SandboxProfile::WorkspaceWrite {
+        tack_sandbox::check_profile(tack_protocol::SandboxProfile::Strict, tack_sandbox::probe())
+            .map_err(|e| PlanError::Variant {
+            variant: variant.name.clone(),
+            message: format!(
+                "the tasks' checks and setup commands run under strict (the network only \
+                     where a task declares it): {e}"
+            ),
+        })?;
+    }
     // An external agent is confined to its proxy's port: a machine that
     // cannot narrow the network that way stops the run here.
     if variant.agent.is_some() && variant.harness.sandbox != tack_protocol::SandboxProfile::Off {
