@@ -174,8 +174,7 @@ pub async fn load(
         &other
     };
     let (base_variant, candidate_variant) = variants(sides, base.manifest(), candidate.manifest())?;
-    let ended = [base.manifest(), candidate.manifest()]
-        .map(|manifest| (manifest.status, !manifest.merged_from.is_empty()));
+    let ended = [base.manifest(), candidate.manifest()].map(RunOrigin::of);
     let tasks = [base.manifest(), candidate.manifest()]
         .iter()
         .flat_map(|manifest| manifest.tasks.iter().cloned())
@@ -209,12 +208,37 @@ pub async fn load(
     })
 }
 
+/// How a run came to be, as far as what completing it takes.
+#[derive(Debug, Clone, Copy)]
+enum RunOrigin {
+    Finished,
+    /// A `tack merge` of shards, not all finished or not all there.
+    Merged,
+    /// An import of another tool's log that did not finish.
+    Imported,
+    Interrupted,
+    Running,
+}
+
+impl RunOrigin {
+    fn of(manifest: &Manifest) -> RunOrigin {
+        let imported = manifest.command_line.get(1).is_some_and(|c| c == "import");
+        match manifest.status {
+            RunStatus::Finished => RunOrigin::Finished,
+            RunStatus::Running => RunOrigin::Running,
+            RunStatus::Interrupted if !manifest.merged_from.is_empty() => RunOrigin::Merged,
+            RunStatus::Interrupted if imported => RunOrigin::Imported,
+            RunStatus::Interrupted => RunOrigin::Interrupted,
+        }
+    }
+}
+
 /// What either side lacks: its run did not finish (interrupted, a partial
 /// merge, or still running), or a task has no scored trial on it.
 fn incomplete(
     base_dir: &Path,
     candidate_dir: &Path,
-    ended: &[(RunStatus, bool); 2],
+    ended: &[RunOrigin; 2],
     comparison: &Comparison,
 ) -> Vec<String> {
     let mut said = Vec::new();
@@ -222,24 +246,27 @@ fn incomplete(
         ("base", base_dir, &comparison.base, ended[0]),
         ("candidate", candidate_dir, &comparison.candidate, ended[1]),
     ];
-    for (side, dir, info, (status, merged)) in sides {
+    for (side, dir, info, origin) in sides {
         if side == "candidate" && dir == base_dir {
             break;
         }
         let run = &info.run_id;
-        let what = match (status, merged) {
-            (RunStatus::Finished, _) => continue,
-            (RunStatus::Interrupted, true) => "was merged without all its shards: merge every \
-                                               shard (tack merge) to judge all its trials"
+        let resume = format!("tack run --resume {}", dir.display());
+        let what = match origin {
+            RunOrigin::Finished => continue,
+            RunOrigin::Merged => "was merged from shards that did not all finish, or not from \
+                                  all of them: complete the shards (resume, or run the missing \
+                                  ones) and merge again"
                 .to_string(),
-            (RunStatus::Interrupted, false) => format!(
-                "was interrupted: resume it (tack run --resume {}) to judge all its trials",
-                dir.display()
-            ),
-            (RunStatus::Running, _) => format!(
-                "is still running, or was killed: let it end, or resume it (tack run --resume {})",
-                dir.display()
-            ),
+            RunOrigin::Imported => {
+                "was imported from a log that did not finish: import a finished one".to_string()
+            }
+            RunOrigin::Interrupted => {
+                format!("was interrupted: resume it ({resume}) to judge all its trials")
+            }
+            RunOrigin::Running => {
+                format!("is still running, or was killed: let it end, or resume it ({resume})")
+            }
         };
         said.push(format!("the {side} run {run} {what}"));
     }

@@ -118,8 +118,8 @@ fn distinct_runs(dirs: Vec<PathBuf>) -> Result<Vec<PathBuf>, CommandError> {
             .find(|(_, _, other)| id.is_some() && *other == id)
         {
             return Err(usage(format!(
-                "{} and {} are copies of one run ({id}): every row would count twice; name one \
-                 of them",
+                "{} and {} are copies of one run ({id}): every row would count twice; name the \
+                 runs to query, one copy of each",
                 first.display(),
                 dir.display()
             )));

@@ -126,12 +126,13 @@ pub async fn run(args: ViewArgs) -> CommandResult {
         );
     }
     for (hidden, shown) in tack_view::hidden_duplicates(&roots) {
+        let (hidden, shown) = (hidden.display().to_string(), shown.display().to_string());
         errln!(
             "tack view: warning: {} has the run id of {}, which is shown; view it on its own \
              (tack view {})",
-            hidden.display(),
-            shown.display(),
-            hidden.display()
+            tack_protocol::printable(&hidden),
+            tack_protocol::printable(&shown),
+            tack_protocol::printable(&hidden)
         );
     }
     errln!("tack view: open {url}");

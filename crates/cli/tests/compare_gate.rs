@@ -267,7 +267,7 @@ fn an_unfinished_candidate_does_not_pass_the_gate() {
     let error = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{error}");
     assert!(
-        error.contains("the candidate run partial was merged without all its shards"),
+        error.contains("the candidate run partial was merged from shards that did not all finish"),
         "{error}"
     );
     assert!(

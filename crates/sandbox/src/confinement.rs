@@ -370,6 +370,11 @@ impl Confinement {
 /// Both homes count: `$HOME` and the account's (from the user database),
 /// when they differ (`HOME` pointed elsewhere must not uncover `/root`).
 fn default_hidden(profile: SandboxProfile, workspace: &Path) -> Vec<PathBuf> {
+    hidden_in(profile, workspace, &homes())
+}
+
+/// [`default_hidden`] with `homes` the home directories to look in.
+fn hidden_in(profile: SandboxProfile, workspace: &Path, homes: &[PathBuf]) -> Vec<PathBuf> {
     let writable = [workspace.to_path_buf()];
     let names = match profile {
         SandboxProfile::Off => return Vec::new(),
@@ -380,22 +385,24 @@ fn default_hidden(profile: SandboxProfile, workspace: &Path) -> Vec<PathBuf> {
         SandboxProfile::Strict => daemon_socket_dirs(&writable),
         _ => Vec::new(),
     };
-    for home in homes() {
-        hidden.extend(home_dirs(Some(&home), names, &writable));
+    for home in homes {
+        hidden.extend(home_dirs(Some(home), names, &writable));
     }
     hidden
 }
 
 /// `$HOME`, and the account's home directory when it is another.
 fn homes() -> Vec<PathBuf> {
+    // Asked once: every confined command's walls are made with it.
+    static ACCOUNT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
         .map(PathBuf::from)
         .into_iter()
         .collect();
-    if let Some(account) = account_home()
-        && !homes.contains(&account)
+    if let Some(account) = ACCOUNT.get_or_init(account_home)
+        && !homes.contains(account)
     {
-        homes.push(account);
+        homes.push(account.clone());
     }
     homes
 }
@@ -503,13 +510,21 @@ mod tests {
     }
 
     #[test]
-    fn the_accounts_home_is_known_and_counted_with_home() {
-        let account = account_home();
+    fn every_home_given_has_its_credentials_covered() {
+        // $HOME pointed elsewhere must not uncover the account's home.
+        let (elsewhere, account) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::create_dir_all(account.path().join(".ssh")).unwrap();
+        std::fs::create_dir_all(elsewhere.path().join(".config/tack")).unwrap();
+        let workspace = Path::new("/nonexistent-workspace");
+        let homes = [elsewhere.path().to_path_buf(), account.path().to_path_buf()];
+        let hidden = hidden_in(SandboxProfile::Strict, workspace, &homes);
+        assert!(hidden.contains(&account.path().join(".ssh")), "{hidden:?}");
         assert!(
-            account.as_ref().is_some_and(|home| home.is_absolute()),
-            "{account:?}"
+            hidden.contains(&elsewhere.path().join(".config/tack")),
+            "{hidden:?}"
         );
-        assert!(homes().contains(&account.unwrap_or_default()));
+        let only_tack = hidden_in(SandboxProfile::WorkspaceWrite, workspace, &homes);
+        assert_eq!(only_tack, [elsewhere.path().join(".config/tack")]);
     }
 
     #[test]

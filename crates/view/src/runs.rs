@@ -57,11 +57,13 @@ pub fn find(roots: &[PathBuf]) -> Vec<FoundRun> {
 /// viewer names runs by id, so only the first found is shown.
 pub fn hidden_duplicates(roots: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
     let found = all_runs(roots);
+    let real = |run: &FoundRun| run.dir.canonicalize().unwrap_or_else(|_| run.dir.clone());
     let mut hidden = Vec::new();
     for (i, run) in found.iter().enumerate() {
+        // The same directory reached from two roots is one run, not a copy.
         let first = found[..i]
             .iter()
-            .find(|other| other.manifest.run_id == run.manifest.run_id);
+            .find(|other| other.manifest.run_id == run.manifest.run_id && real(other) != real(run));
         if let Some(first) = first {
             hidden.push((run.dir.clone(), first.dir.clone()));
         }
@@ -188,6 +190,8 @@ mod tests {
         write_run(two.path(), "20261207-000001-s-bbbb");
         let roots = [one.path().to_path_buf(), two.path().to_path_buf()];
         assert_eq!(find(&roots).len(), 2);
-        assert_eq!(hidden_duplicates(&roots), [(hidden, shown)]);
+        assert_eq!(hidden_duplicates(&roots), [(hidden, shown.clone())]);
+        // A run named as well as its directory of runs is no copy.
+        assert!(hidden_duplicates(&[one.path().to_path_buf(), shown]).is_empty());
     }
 }
