@@ -505,7 +505,7 @@ fn a_checks_network_is_the_tasks_not_the_variants() {
 }
 
 /// A check whose reward directory is where the workspace is shown would
-/// judge an empty directory: refused, naming both.
+/// judge an empty directory: refused when the suite loads, naming both.
 #[test]
 fn a_reward_dir_over_the_workspace_is_refused() {
     if !sandbox_available() {
@@ -526,10 +526,10 @@ fn a_reward_dir_over_the_workspace_is_refused() {
         .current_dir(case.dir.path())
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{said}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
     assert!(
-        said.contains("reward_dir /app is where the workspace is shown (/app)"),
+        said.contains("checks[0].reward_dir: `/app` is where the workspace is shown"),
         "{said}"
     );
 }

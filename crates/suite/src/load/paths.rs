@@ -62,6 +62,21 @@ fn check_check_paths(file: &Path, task: &Task) -> Result<(), SuiteError> {
         ] {
             if let Some(at) = at {
                 check_guest_path(file, &format!("checks[{i}].{name}"), at)?;
+                // Over the workspace it would cover the agent's work (an
+                // image's own WORKDIR is checked when the checks run).
+                if let Some(workdir) = &task.environment.workdir
+                    && (Path::new(at).starts_with(workdir) || Path::new(workdir).starts_with(at))
+                {
+                    return Err(SuiteError::invalid(
+                        file,
+                        format!("checks[{i}].{name}"),
+                        format!(
+                            "`{at}` is where the workspace is shown (environment.workdir \
+                             `{workdir}`), which it would cover; give it a path of its own \
+                             (e.g. /logs/verifier, /tests)"
+                        ),
+                    ));
+                }
             }
         }
         // The checks' copy lives under the host's temporary directory,
