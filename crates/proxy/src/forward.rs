@@ -76,14 +76,22 @@ fn forwarded(headers: &HeaderMap, request: bool) -> HeaderMap {
     kept
 }
 
-/// A request's headers for the upstream, with the real key wherever the
-/// client sent the stand-in (the whole value, or after a scheme: `Bearer`).
-fn request_headers(headers: &HeaderMap, key: Option<&crate::KeyStandIn>) -> HeaderMap {
+/// The headers a provider reads its key from.
+const KEY_HEADERS: [&str; 3] = ["authorization", "x-api-key", "api-key"];
+
+/// A request's headers for the upstream, with the real key where the client
+/// sent the stand-in in a key header (the whole value, or after a scheme:
+/// `Bearer`), and only on a model call (`swap`): the agent must not be able
+/// to have the key put into a header or a path the upstream echoes back.
+fn request_headers(headers: &HeaderMap, key: Option<&crate::KeyStandIn>, swap: bool) -> HeaderMap {
     let mut kept = forwarded(headers, true);
-    let Some(key) = key else {
+    let Some(key) = key.filter(|_| swap) else {
         return kept;
     };
-    for value in kept.values_mut() {
+    for (name, value) in kept.iter_mut() {
+        if !KEY_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
         let Ok(text) = value.to_str() else { continue };
         let swapped = match text.split_once(' ') {
             Some((scheme, token)) if token.trim() == key.stand_in => {
@@ -189,6 +197,15 @@ impl Secrets {
         Secrets(values)
     }
 
+    /// These secrets and `key`.
+    fn and(mut self, key: Option<&str>) -> Secrets {
+        if let Some(key) = key.filter(|key| !key.is_empty()) {
+            self.0.push(key.to_string());
+            self.0.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        }
+        self
+    }
+
     pub(crate) fn scrub(&self, text: &str) -> String {
         let mut text = text.to_string();
         for secret in &self.0 {
@@ -196,6 +213,23 @@ impl Secrets {
         }
         text
     }
+}
+
+/// `body` with every occurrence of `secret` replaced by `[redacted]`.
+fn without(body: Bytes, secret: &str) -> Bytes {
+    let needle = secret.as_bytes();
+    if needle.is_empty() || !body.windows(needle.len()).any(|w| w == needle) {
+        return body;
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut rest = &body[..];
+    while let Some(at) = rest.windows(needle.len()).position(|w| w == needle) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(b"[redacted]");
+        rest = &rest[at + needle.len()..];
+    }
+    out.extend_from_slice(rest);
+    Bytes::from(out)
 }
 
 /// A recorded call in progress: what is known before the answer.
@@ -283,13 +317,19 @@ pub(crate) async fn handle<S: EventSink + 'static>(
             fingerprint: hasher.finish(),
             started_at_ms: now_ms(),
             started: Instant::now(),
-            secrets: Secrets::of(&parts.headers),
+            // The real key too: an upstream's error may quote it.
+            secrets: Secrets::of(&parts.headers)
+                .and(shared.key.as_ref().map(|key| key.key.expose())),
         }
     });
     let sent = shared
         .client
         .request(parts.method.clone(), &url)
-        .headers(request_headers(&parts.headers, shared.key.as_ref()))
+        .headers(request_headers(
+            &parts.headers,
+            shared.key.as_ref(),
+            api.is_some(),
+        ))
         .body(body)
         .send()
         .await;
@@ -371,6 +411,12 @@ async fn whole<S: EventSink>(
             lock(&shared.recording).record(call);
             return proxy_error(StatusCode::BAD_GATEWAY, "upstream_broke_off", &message);
         }
+    };
+    // An upstream that echoes the request's key (an error quoting the
+    // header) must not hand the agent the real one for its stand-in.
+    let body = match &shared.key {
+        Some(key) => without(body, key.key.expose()),
+        None => body,
     };
     let result = if status.is_success() {
         let requested = pending.request.model.clone();
@@ -491,14 +537,24 @@ mod tests {
         headers.insert("authorization", HeaderValue::from_str(&bearer).unwrap());
         headers.insert("x-api-key", HeaderValue::from_str(&key.stand_in).unwrap());
         headers.insert("x-other", HeaderValue::from_static("sk-its-own-key"));
-        let sent = request_headers(&headers, Some(&key));
+        headers.insert("x-echo", HeaderValue::from_str(&key.stand_in).unwrap());
+        let sent = request_headers(&headers, Some(&key), true);
         assert_eq!(sent["authorization"], "Bearer sk-real-key-123");
         assert_eq!(sent["x-api-key"], "sk-real-key-123");
         assert_eq!(sent["x-other"], "sk-its-own-key");
+        // Not in a header the upstream might echo, nor off a model call.
+        assert_eq!(sent["x-echo"], key.stand_in.as_str());
         assert!(sent["authorization"].is_sensitive());
+        let stand_in = key.stand_in.as_str();
+        assert_eq!(request_headers(&headers, None, true)["x-api-key"], stand_in);
         assert_eq!(
-            request_headers(&headers, None)["x-api-key"],
-            key.stand_in.as_str()
+            request_headers(&headers, Some(&key), false)["x-api-key"],
+            stand_in
+        );
+        let echoed = Bytes::from("{\"error\": \"bad key sk-real-key-123 (sk-real-key-123)\"}");
+        assert_eq!(
+            without(echoed, "sk-real-key-123"),
+            Bytes::from("{\"error\": \"bad key [redacted] ([redacted])\"}")
         );
     }
 
