@@ -203,6 +203,18 @@ impl Confinement {
         }
     }
 
+    /// The walls of `strict` with the host's network (a step a task says
+    /// needs the network): `workspace_write`'s network, but every
+    /// credential directory still covered, as `strict` covers them; only
+    /// `/run` is shown again, for resolvers that point there.
+    pub fn strict_with_network(workspace: &Path) -> Self {
+        let mut walls = Self::for_workspace(SandboxProfile::Strict, workspace);
+        let sockets: Vec<PathBuf> = daemon_socket_dirs(&walls.writable);
+        walls.hidden.retain(|dir| !sockets.contains(dir));
+        walls.profile = SandboxProfile::WorkspaceWrite;
+        walls
+    }
+
     /// Runs commands in `image`'s filesystem instead of the host's (builder
     /// style): what is written or hidden of the host no longer applies;
     /// placements are shown in the image, the network is as the profile
@@ -507,6 +519,21 @@ mod tests {
         assert_eq!(tack_only, [home.path().join(".config/tack")]);
         assert!(home_dirs(Some(Path::new("relative")), CREDENTIAL_DIRS, &workspace).is_empty());
         assert!(home_dirs(None, CREDENTIAL_DIRS, &workspace).is_empty());
+    }
+
+    #[test]
+    fn strict_with_network_keeps_strict_covers_but_the_sockets() {
+        let dir = tempfile::tempdir().unwrap();
+        let strict = Confinement::for_profile(SandboxProfile::Strict, dir.path());
+        let online = Confinement::strict_with_network(dir.path());
+        assert_eq!(online.profile, SandboxProfile::WorkspaceWrite);
+        let sockets = daemon_socket_dirs(&[dir.path().to_path_buf()]);
+        let expected: Vec<&PathBuf> = strict
+            .hidden
+            .iter()
+            .filter(|d| !sockets.contains(d))
+            .collect();
+        assert_eq!(online.hidden.iter().collect::<Vec<_>>(), expected);
     }
 
     #[test]

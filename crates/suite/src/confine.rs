@@ -30,11 +30,12 @@ impl CommandSandbox {
     /// hidden checks are verifying there (a check is shown its own copy by
     /// [`Confinement::exposing_read_only`] or a placement).
     pub fn confinement(&self, workspace: &Path, network: bool) -> Confinement {
-        let profile = match self.profile {
-            SandboxProfile::Strict if network => SandboxProfile::WorkspaceWrite,
-            profile => profile,
+        let walls = match self.profile {
+            // Only the network: the credential directories stay covered.
+            SandboxProfile::Strict if network => Confinement::strict_with_network(workspace),
+            profile => Confinement::for_profile(profile, workspace),
         };
-        Confinement::for_profile(profile, workspace)
+        walls
             .hiding(self.hidden.iter().cloned())
             .sealing([workspaces_root(), checks_root()])
     }
