@@ -15,6 +15,27 @@ pub struct ImageUser {
     pub home: PathBuf,
 }
 
+/// Bytes of an image's `/etc/passwd` or `/etc/group` read: far more than
+/// any image's.
+const USERS_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// A file of the extracted image, read by tack on the host: only a regular
+/// file (a link is resolved on the host, where `/etc/passwd -> /dev/zero`
+/// would fill memory), within [`USERS_LIMIT`]; empty otherwise.
+fn image_file(path: &Path) -> String {
+    use std::io::Read;
+    if !std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file()) {
+        return String::new();
+    }
+    let mut text = String::new();
+    let read =
+        std::fs::File::open(path).and_then(|file| file.take(USERS_LIMIT).read_to_string(&mut text));
+    if read.is_err() {
+        text.clear();
+    }
+    text
+}
+
 /// `spec` (the image's `USER`; `None` or empty is root) in `rootfs`.
 pub fn resolve_user(rootfs: &Path, spec: Option<&str>) -> Result<ImageUser, ImageError> {
     let spec = spec.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("0");
@@ -22,7 +43,7 @@ pub fn resolve_user(rootfs: &Path, spec: Option<&str>) -> Result<ImageUser, Imag
         Some((user, group)) => (user, Some(group)),
         None => (spec, None),
     };
-    let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).unwrap_or_default();
+    let passwd = image_file(&rootfs.join("etc/passwd"));
     let missing = || ImageError::NoSuchUser {
         user: spec.to_string(),
     };
@@ -47,7 +68,7 @@ pub fn resolve_user(rootfs: &Path, spec: Option<&str>) -> Result<ImageUser, Imag
         Some(group) => match group.parse::<u32>() {
             Ok(gid) => gid,
             Err(_) => {
-                let groups = std::fs::read_to_string(rootfs.join("etc/group")).unwrap_or_default();
+                let groups = image_file(&rootfs.join("etc/group"));
                 groups
                     .lines()
                     .map(|line| line.split(':').collect::<Vec<_>>())
@@ -99,5 +120,16 @@ mod tests {
         let error = resolve_user(dir.path(), Some("ghost")).unwrap_err();
         assert!(error.to_string().contains("`ghost`"), "{error}");
         assert!(resolve_user(dir.path(), Some("app:nogroup")).is_err());
+    }
+
+    /// The image's files are read on the host: a link there (to
+    /// /dev/zero) is not followed; the image has no users but root then.
+    #[test]
+    fn a_linked_passwd_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("etc/passwd")).unwrap();
+        assert!(resolve_user(dir.path(), Some("nobody")).is_err());
+        assert_eq!(resolve_user(dir.path(), None).unwrap().uid, 0);
     }
 }

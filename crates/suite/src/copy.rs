@@ -32,8 +32,19 @@ fn copy_below(from: &Path, to: &Path, tree: &Tree, depth: usize) -> std::io::Res
             copy_below(&source, &target, tree, depth + 1)?;
         } else if kind.is_symlink() {
             copy_link(&source, &target, tree, depth)?;
-        } else {
+        } else if kind.is_file() {
             fs::copy(&source, &target)?;
+        } else {
+            // Opening a FIFO would block the copy for ever; a device is no
+            // task's file.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a named pipe, socket or device; a task holds only files, directories \
+                     and links",
+                    source.display()
+                ),
+            ));
         }
     }
     Ok(())

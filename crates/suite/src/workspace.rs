@@ -118,9 +118,8 @@ impl TrialWorkspace {
 /// task's `fixture/`, if it has one, on top, owned by the image's root.
 /// The trial's writable layer over the rest of the image is made beside it.
 fn image_workspace(task: &Task, image: &TaskImage, path: &Path) -> Result<(), SuiteError> {
-    let source = image.rootfs.join(image.workdir.trim_start_matches('/'));
     let base = image.id_base(task.in_engine());
-    if source.is_dir() && !source.is_symlink() {
+    if let Some(source) = image_workdir(task, image)? {
         // The extracted image's owners are the sandbox's.
         let owners = Owners::Source {
             less: tack_sandbox::IMAGE_ID_BASE - base,
@@ -139,6 +138,34 @@ fn image_workspace(task: &Task, image: &TaskImage, path: &Path) -> Result<(), Su
         agent_logs(image, &layer)?;
     }
     Ok(())
+}
+
+/// The image's working directory in its extracted root, when it is a
+/// directory there. A link on the way is resolved on the host, where a
+/// relative one can climb out of the extracted image (`/x -> ../../../home`
+/// would copy the host's home into the workspace): refused unless it stays
+/// in the image's root; an absolute one names a host path and is refused.
+fn image_workdir(task: &Task, image: &TaskImage) -> Result<Option<PathBuf>, SuiteError> {
+    let source = image.rootfs.join(image.workdir.trim_start_matches('/'));
+    if std::fs::symlink_metadata(&source).is_err() {
+        return Ok(None);
+    }
+    let root = image
+        .rootfs
+        .canonicalize()
+        .map_err(|e| SuiteError::io(&image.rootfs, e))?;
+    match source.canonicalize() {
+        Ok(real) if real.starts_with(&root) => Ok(real.is_dir().then_some(real)),
+        _ => Err(SuiteError::Environment {
+            task: task.id.clone(),
+            message: format!(
+                "the image's WORKDIR {} is reached through a link that leads out of the image \
+                 (as tack reads it, from the host); make the WORKDIR a real directory of the \
+                 image, or its links relative within it",
+                image.workdir
+            ),
+        }),
+    }
 }
 
 /// `/logs/agent`, writable by the agent's user, as Harbor gives its agents

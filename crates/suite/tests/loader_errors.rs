@@ -170,3 +170,27 @@ async fn suite_check_finds_a_task_that_cannot_fail() {
             .sound()
     );
 }
+
+/// A service's volume is read on the host: a link anywhere on its path (a
+/// directory of the task linked to ~/.config/tack) is refused, not only at
+/// its last part.
+#[test]
+fn a_volume_reached_through_a_link_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("env"), "KEY=secret\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let task = with_services(
+        IMAGE,
+        "name = \"db\"\nimage = \"a\"\nvolumes = [{ path = \"d/env\", at = \"/secret\" }]",
+    );
+    write_suite(dir.path(), SUITE, &task);
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("tasks/one/d")).unwrap();
+    let error = match tack_suite::load_suite(dir.path()) {
+        Ok(_) => panic!("a volume through a link loaded"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("reached through, a symbolic link"),
+        "{error}"
+    );
+}

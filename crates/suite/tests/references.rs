@@ -256,6 +256,7 @@ fn the_suites_files_are_checked_before_anything_reads_them() {
         ("the fixture links to a directory", |root| symlink("..", root.join("tasks/one/fixture/up")).unwrap(), &["fixture/up", "symbolic link to a directory"]),
         ("the fixture links out of the suite", |root| symlink("/etc/hostname", root.join("tasks/one/fixture/host")).unwrap(), &["fixture/host", "outside", "copy the file in"]),
         ("the checks link out of their task", |root| symlink("../../../rules.toml", root.join("tasks/one/checks/rules.toml")).unwrap(), &["checks/rules.toml", "outside", "tasks/one"]),
+        ("a cache holds a named pipe", |root| { fs::create_dir_all(root.join("tasks/one/fixture/__pycache__")).unwrap(); assert!(std::process::Command::new("mkfifo").arg(root.join("tasks/one/fixture/__pycache__/x.pyc")).status().unwrap().success()) }, &["__pycache__/x.pyc", "named pipe"]),
         ("the checks directory is a file", |root| { fs::remove_dir_all(root.join("tasks/one/checks")).unwrap(); fs::write(root.join("tasks/one/checks"), "x").unwrap() }, &["checks", "not a directory"]),
     ];
     for (name, mutate, words) in cases {

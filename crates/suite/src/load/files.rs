@@ -141,7 +141,8 @@ fn is_link(path: &Path) -> bool {
 /// would trip over after the trials are planned: links that lead nowhere or
 /// in a circle, links to directories (the suite's content hash reads every
 /// entry as a file), and pipes, sockets and devices (reading or copying one
-/// blocks). Caches such as `__pycache__` are skipped, as the hash skips them.
+/// blocks). Caches such as `__pycache__` are looked at too: the hash skips
+/// them, but a copy of the task does not.
 /// A link must stay inside its task (a directory holding `task_file`), or
 /// inside the suite (`boundary`) for the suite's other files: a task is
 /// copied, imported and shared whole, and one that read a file of the host
@@ -151,9 +152,6 @@ pub(super) fn check_tree(dir: &Path, boundary: &Path, task_file: &str) -> Result
         fs::read_dir(dir).map_err(|e| SuiteError::file(dir, format!("cannot be listed: {e}")))?;
     for entry in entries {
         let entry = entry.map_err(|e| SuiteError::file(dir, format!("cannot be listed: {e}")))?;
-        if entry.file_name() == "__pycache__" {
-            continue;
-        }
         let path = entry.path();
         let kind = entry
             .file_type()

@@ -180,13 +180,22 @@ fn check_mounted_path(file: &Path, task: &Task, field: &str, path: &str) -> Resu
             ),
         )
     })?;
-    if meta.file_type().is_symlink() {
+    // No link anywhere on the way either: `d/env` with `d` a link to
+    // ~/.config/tack is read through it.
+    let within = full
+        .canonicalize()
+        .ok()
+        .zip(task.dir.canonicalize().ok())
+        .is_some_and(|(real, task_dir)| {
+            real == task_dir.join(Path::new(path).components().collect::<std::path::PathBuf>())
+        });
+    if meta.file_type().is_symlink() || !within {
         return Err(SuiteError::invalid(
             file,
             field,
             format!(
-                "{} is a symbolic link; a mount of the task's files follows none: name the file \
-                 itself",
+                "{} is, or is reached through, a symbolic link; a mount of the task's files \
+                 follows none: name the file itself",
                 full.display()
             ),
         ));
