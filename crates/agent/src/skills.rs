@@ -13,7 +13,11 @@ use serde::Deserialize;
 pub const SKILL_FILE: &str = "SKILL.md";
 
 /// Bytes of a `SKILL.md` read; far more than any skill's instructions.
-const SKILL_LIMIT: u64 = 1024 * 1024;
+const SKILL_LIMIT: u64 = 256 * 1024;
+
+/// Skills one directory may hold: tack reads them all itself, and a
+/// workspace's are the agent's or the task's to write.
+const SKILLS_LIMIT: usize = 256;
 
 /// Bytes of frontmatter read; a skill's header is a few lines.
 const DESCRIPTION_LIMIT: usize = 1024;
@@ -66,6 +70,17 @@ pub fn load_skills(dirs: &[PathBuf]) -> Result<Vec<Skill>, SkillError> {
             .filter(|p| p.symlink_metadata().is_ok())
             .collect();
         files.sort();
+        if files.len() > SKILLS_LIMIT {
+            return Err(SkillError {
+                path: dir.clone(),
+                line: None,
+                message: format!(
+                    "holds {} skills, more than the {SKILLS_LIMIT} tack reads; keep the ones the \
+                     agent needs",
+                    files.len()
+                ),
+            });
+        }
         for file in files {
             let skill = parse_skill(&file, read_skill_file(dir, &file)?)?;
             if let Some(other) = skills.iter().find(|s| s.name == skill.name) {

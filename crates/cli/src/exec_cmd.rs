@@ -195,12 +195,16 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
     let (settings, restored, log) = match &args.resume {
         Some(dir) => {
             let (settings, restored, log) = resumed(dir, &args)?;
+            outside_workspace(dir, &settings.workspace)?;
             (settings, Some(restored), Some(log))
         }
         None => {
             let settings = new_settings(&args)?;
             let log = match &args.session {
-                Some(dir) => Some(SessionLog::create(dir, &settings).or_fail(Failure::Usage)?),
+                Some(dir) => {
+                    outside_workspace(dir, &settings.workspace)?;
+                    Some(SessionLog::create(dir, &settings).or_fail(Failure::Usage)?)
+                }
                 None => None,
             };
             (settings, None, log)
@@ -264,6 +268,26 @@ async fn run_to_end(args: ExecArgs) -> CommandResult {
         return Ok(ExitCode::from(5));
     }
     Ok(exit_code(outcome))
+}
+
+/// A session directory inside the workspace is the agent's to rewrite: its
+/// settings (the sandbox, the checks, the base URL) would be the agent's
+/// on the next --resume. Refused, for a new session and a resumed one.
+fn outside_workspace(dir: &Path, workspace: &Path) -> Result<(), CommandError> {
+    let real = |path: &Path| {
+        path.canonicalize()
+            .or_else(|_| std::path::absolute(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    if real(dir).starts_with(real(workspace)) {
+        return Err(usage(format!(
+            "the session directory {} is inside the workspace {}, where the agent could rewrite \
+             its settings (its sandbox among them); keep sessions outside the workspace",
+            dir.display(),
+            workspace.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The session in `dir`, to carry on: its settings (the approver and the

@@ -528,3 +528,16 @@ fn a_session_ended_by_an_outage_carries_on_where_the_server_now_is() {
     let last = &up_events.last().unwrap()["event"];
     assert_eq!(last["outcome"], "unverified", "{last}");
 }
+
+/// A session kept inside the workspace would be the agent's to rewrite
+/// (its sandbox, its checks) before a --resume: refused.
+#[test]
+fn a_session_inside_the_workspace_is_refused() {
+    let dir = workspace();
+    let log = dir.path().join(".tack/s1");
+    let output = exec(dir.path(), &["--session", log.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is inside the workspace"), "{stderr}");
+    assert!(!log.exists());
+}

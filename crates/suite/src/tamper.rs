@@ -59,6 +59,7 @@ impl Protected {
         let Ok(reader) = WorkspaceFiles::new(workspace, &Confinement::off()) else {
             return Fingerprint(files);
         };
+        let mut budget = HASHED_TOTAL;
         let mut pending = vec![workspace.to_path_buf()];
         while let Some(dir) = pending.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -77,7 +78,7 @@ impl Protected {
                 }
                 let relative = path.strip_prefix(workspace).unwrap_or(&path).to_path_buf();
                 if self.globs.is_match(&relative)
-                    && let Some(hash) = entry_hash(&reader, &relative, kind)
+                    && let Some(hash) = entry_hash(&reader, &relative, kind, &mut budget)
                 {
                     files.insert(relative, hash);
                 }
@@ -87,7 +88,11 @@ impl Protected {
     }
 }
 
-/// Bytes of a protected file hashed, with its length: far more than any
+/// Bytes hashed over one fingerprint: past them, files are told apart by
+/// their length alone.
+const HASHED_TOTAL: u64 = 256 * 1024 * 1024;
+
+/// Bytes of one protected file hashed, with its length: far more than any
 /// test file, and a bound on what a planted giant costs.
 const HASHED_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -99,6 +104,7 @@ fn entry_hash(
     reader: &WorkspaceFiles,
     relative: &Path,
     kind: std::fs::FileType,
+    budget: &mut u64,
 ) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::FileTypeExt;
@@ -109,7 +115,12 @@ fn entry_hash(
                 let length = file.metadata().ok()?.len();
                 hasher.update(b"file\0");
                 hasher.update(length.to_le_bytes());
-                let mut reader = file.take(HASHED_BYTES);
+                // Each file's first bytes, within what is left of the
+                // fingerprint's budget: an agent's thousand giant files
+                // must not cost tack minutes outside every limit.
+                let share = HASHED_BYTES.min(*budget);
+                *budget -= share.min(length);
+                let mut reader = file.take(share);
                 let mut buffer = vec![0u8; 64 * 1024];
                 loop {
                     match reader.read(&mut buffer) {

@@ -14,8 +14,11 @@ use super::SampleError;
 use crate::ImportError;
 
 /// Bytes one entry of an `.eval` archive may inflate to: a sample of a
-/// long agent run is tens of MiB.
-const ENTRY_LIMIT: u64 = 512 * 1024 * 1024;
+/// long agent run is tens of MiB. Parsed whole, JSON takes up to some
+/// twenty times its text in memory (an array of small numbers), so this
+/// bounds an import's memory near two gigabytes, not by the archive's few
+/// kilobytes.
+const ENTRY_LIMIT: u64 = 128 * 1024 * 1024;
 
 /// An opened log: its header (`eval`, `plan`, `results`, `stats`) and a way
 /// to its samples.
