@@ -14,6 +14,27 @@ use tack_testkit::{Dialect, MockServer, ScriptedCall, ScriptedResponse, ServerOp
 /// What the line editor shows when it waits for a line.
 const PROMPT: &str = "› ";
 
+/// `tack chat` on `server`'s model in `workspace`, on a pseudo-terminal.
+fn spawn_chat(
+    server: &MockServer,
+    workspace: &std::path::Path,
+    history: &std::path::Path,
+) -> expectrl::session::OsSession {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
+    command
+        .args(["chat", "--model", "openai:gpt-4o-mini", "--sandbox", "off"])
+        .arg("--base-url")
+        .arg(server.base_url())
+        .arg("--workspace")
+        .arg(workspace)
+        .arg("--history")
+        .arg(history)
+        .env("API_KEY", tack_testkit::TEST_API_KEY);
+    let mut chat = Session::spawn(command).unwrap();
+    chat.set_expect_timeout(Some(Duration::from_secs(60)));
+    chat
+}
+
 #[test]
 fn a_two_turn_chat_with_an_approval_and_todos() {
     let todos = serde_json::json!({
@@ -47,18 +68,7 @@ fn a_two_turn_chat_with_an_approval_and_todos() {
     )
     .unwrap();
 
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
-    command
-        .args(["chat", "--model", "openai:gpt-4o-mini", "--sandbox", "off"])
-        .arg("--base-url")
-        .arg(server.base_url())
-        .arg("--workspace")
-        .arg(&workspace)
-        .arg("--history")
-        .arg(dir.path().join("history"))
-        .env("API_KEY", tack_testkit::TEST_API_KEY);
-    let mut chat = Session::spawn(command).unwrap();
-    chat.set_expect_timeout(Some(Duration::from_secs(60)));
+    let mut chat = spawn_chat(&server, &workspace, &dir.path().join("history"));
     chat.expect("/help for commands").unwrap();
 
     chat.expect(PROMPT).unwrap();
@@ -135,18 +145,7 @@ fn ctrl_c_at_an_approval_question_gives_the_next_line_to_the_prompt() {
     let server =
         MockServer::start_background(Dialect::OpenAi, script, ServerOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tack"));
-    command
-        .args(["chat", "--model", "openai:gpt-4o-mini", "--sandbox", "off"])
-        .arg("--base-url")
-        .arg(server.base_url())
-        .arg("--workspace")
-        .arg(dir.path())
-        .arg("--history")
-        .arg(dir.path().join("history"))
-        .env("API_KEY", tack_testkit::TEST_API_KEY);
-    let mut chat = Session::spawn(command).unwrap();
-    chat.set_expect_timeout(Some(Duration::from_secs(60)));
+    let mut chat = spawn_chat(&server, dir.path(), &dir.path().join("history"));
     chat.expect(PROMPT).unwrap();
     chat.send_line("Write hi.txt.").unwrap();
     chat.expect("Allow? [y/N]").unwrap();

@@ -117,6 +117,15 @@ impl Case {
             .unwrap()
     }
 
+    /// [`run_in_tmp`](Self::run_in_tmp)'s one trial, from its JSON.
+    fn trial_in_tmp(&self, tmp: &Path) -> Value {
+        let output = self.run_in_tmp(tmp);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let json: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {stderr}"));
+        json["run"]["trials"][0].clone()
+    }
+
     fn run(&self) -> (PathBuf, Value) {
         let output = Command::new(env!("CARGO_BIN_EXE_tack"))
             .args(["run", "suite", "--json", "--keep-workspaces"])
@@ -409,23 +418,7 @@ fn an_agent_cannot_read_another_trials_workspace() {
                  assert 'other-trial' in open('listed.txt').read()\n\
                  assert open('denied.txt').read().strip()\n";
     let case = Case::new(check, &script);
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args([
-            "run",
-            "suite",
-            "--json",
-            "--traces",
-            "traces",
-            "--reports",
-            "reports",
-        ])
-        .env("TMPDIR", tmp.path())
-        .current_dir(case.dir.path())
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr)));
-    let trial = &json["run"]["trials"][0];
+    let trial = case.trial_in_tmp(tmp.path());
     assert_eq!(trial["outcome"], "passed", "{trial}");
 }
 
@@ -447,22 +440,7 @@ fn a_check_cannot_read_another_trials_hidden_checks() {
         other.join("expected.txt").display()
     );
     let case = Case::new(&check, "script = \"true\"\n");
-    let output = Command::new(env!("CARGO_BIN_EXE_tack"))
-        .args([
-            "run",
-            "suite",
-            "--json",
-            "--no-report",
-            "--traces",
-            "traces",
-        ])
-        .env("TMPDIR", tmp.path())
-        .current_dir(case.dir.path())
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr)));
-    let trial = &json["run"]["trials"][0];
+    let trial = case.trial_in_tmp(tmp.path());
     assert_eq!(trial["outcome"], "passed", "{trial}");
 }
 

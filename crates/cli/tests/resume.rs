@@ -29,6 +29,31 @@ fn tack(dir: &Path) -> Command {
     command
 }
 
+/// The demo suite copied into `dir`, its median-even task's check a sleep
+/// of `secs` seconds: a trial that is still running when a signal comes.
+fn slow_demo(dir: &Path, secs: u32) -> PathBuf {
+    let suite = dir.join("demo");
+    tack_suite::copy_tree(&demo(), &suite, &demo()).unwrap();
+    let task = suite.join("tasks/median-even/task.toml");
+    let text = std::fs::read_to_string(&task).unwrap();
+    let slow = text.replace(
+        "run = \"python3 \\\"$TACK_CHECKS/check_stats.py\\\"\"",
+        &format!("run = \"sleep {secs}\""),
+    );
+    assert_ne!(slow, text, "the check to slow down is in the task");
+    std::fs::write(&task, slow).unwrap();
+    suite
+}
+
+/// `dir/traces`, once a run has started there.
+fn wait_for_a_run(dir: &Path) -> PathBuf {
+    let traces = dir.join("traces");
+    wait_for("the run to start", || {
+        std::fs::read_dir(&traces).is_ok_and(|mut runs| runs.next().is_some())
+    });
+    traces
+}
+
 fn start_run(dir: &Path) -> Child {
     let demo = demo();
     let trials = TRIALS.to_string();
@@ -642,16 +667,7 @@ fn a_staged_run_resumed_without_traces_is_uploaded_where_it_was_bound() {
 #[test]
 fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("demo");
-    tack_suite::copy_tree(&demo(), &suite, &demo()).unwrap();
-    let task = suite.join("tasks/median-even/task.toml");
-    let text = std::fs::read_to_string(&task).unwrap();
-    let slow = text.replace(
-        "run = \"python3 \\\"$TACK_CHECKS/check_stats.py\\\"\"",
-        "run = \"sleep 30\"",
-    );
-    assert_ne!(slow, text, "the check to slow down is in the task");
-    std::fs::write(&task, slow).unwrap();
+    let suite = slow_demo(dir.path(), 30);
     // What the stopped trial leaves for its resume stays in the test's own
     // temporary directory.
     let tmp = dir.path().join("tmp");
@@ -671,10 +687,7 @@ fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let traces = dir.path().join("traces");
-    wait_for("the run to start", || {
-        std::fs::read_dir(&traces).is_ok_and(|mut runs| runs.next().is_some())
-    });
+    let traces = wait_for_a_run(dir.path());
     std::thread::sleep(Duration::from_secs(2));
     for _ in 0..2 {
         let sent = Command::new("kill")
@@ -703,16 +716,7 @@ fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
 #[test]
 fn sigterm_lets_the_running_trials_finish_and_records_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let suite = dir.path().join("demo");
-    tack_suite::copy_tree(&demo(), &suite, &demo()).unwrap();
-    let task = suite.join("tasks/median-even/task.toml");
-    let text = std::fs::read_to_string(&task).unwrap();
-    let slow = text.replace(
-        "run = \"python3 \\\"$TACK_CHECKS/check_stats.py\\\"\"",
-        "run = \"sleep 3\"",
-    );
-    assert_ne!(slow, text, "the check to slow down is in the task");
-    std::fs::write(&task, slow).unwrap();
+    let suite = slow_demo(dir.path(), 3);
     let child = tack(dir.path())
         .args(["run", suite.to_str().unwrap(), "-v", "oracle"])
         .args([
@@ -728,10 +732,7 @@ fn sigterm_lets_the_running_trials_finish_and_records_the_run() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let traces = dir.path().join("traces");
-    wait_for("the run to start", || {
-        std::fs::read_dir(&traces).is_ok_and(|mut runs| runs.next().is_some())
-    });
+    let traces = wait_for_a_run(dir.path());
     std::thread::sleep(Duration::from_secs(1));
     let sent = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
