@@ -173,34 +173,12 @@ pub async fn run(args: GateArgs) -> CommandResult {
             serde_json::to_string_pretty(&json).or_fail(Failure::Internal)?
         )?;
     } else {
-        // Variant and suite names of imported runs come from elsewhere.
-        outln!("{}", tack_protocol::printable(&verdict.line))?;
-        if loaded.comparison.simulated() {
-            outln!("note: results from a simulated (built-in) model, not an LLM")?;
-        }
-        for drift in &loaded.drift {
-            outln!("drift: {}", tack_protocol::printable(drift))?;
-        }
-        for missing in &loaded.incomplete {
-            outln!("incomplete: {}", tack_protocol::printable(missing))?;
-        }
-        if let Some(file) = &args.quarantine {
-            // The names neither run has are a warning below, not left out.
-            let names: Vec<&str> = (left_out.keys())
-                .filter(|name| loaded.tasks.contains(*name))
-                .map(String::as_str)
-                .collect();
-            outln!(
-                "quarantined: {} left out ({}): {}",
-                tack_protocol::count(names.len(), "task"),
-                file.display(),
-                if names.is_empty() {
-                    "none listed".to_string()
-                } else {
-                    names.join(", ")
-                }
-            )?;
-        }
+        print_verdict(
+            &verdict.line,
+            &loaded,
+            args.quarantine.as_deref(),
+            &left_out,
+        )?;
     }
     if let Some(file) = &args.quarantine {
         let unknown: Vec<&str> = left_out
@@ -222,6 +200,45 @@ pub async fn run(args: GateArgs) -> CommandResult {
     } else {
         Failure::Found.into()
     })
+}
+
+/// The verdict for people: its line, what the runs lack or changed, and
+/// the tasks a quarantine list left out (`left_out`, from `quarantine`).
+fn print_verdict(
+    line: &str,
+    loaded: &crate::compare_cmd::Loaded,
+    quarantine: Option<&Path>,
+    left_out: &BTreeMap<String, String>,
+) -> Result<(), CommandError> {
+    // Variant and suite names of imported runs come from elsewhere.
+    outln!("{}", tack_protocol::printable(line))?;
+    if loaded.comparison.simulated() {
+        outln!("note: results from a simulated (built-in) model, not an LLM")?;
+    }
+    for drift in &loaded.drift {
+        outln!("drift: {}", tack_protocol::printable(drift))?;
+    }
+    for missing in &loaded.incomplete {
+        outln!("incomplete: {}", tack_protocol::printable(missing))?;
+    }
+    if let Some(file) = quarantine {
+        // The names neither run has are a warning, not left out.
+        let names: Vec<&str> = (left_out.keys())
+            .filter(|name| loaded.tasks.contains(*name))
+            .map(String::as_str)
+            .collect();
+        outln!(
+            "quarantined: {} left out ({}): {}",
+            tack_protocol::count(names.len(), "task"),
+            file.display(),
+            if names.is_empty() {
+                "none listed".to_string()
+            } else {
+                names.join(", ")
+            }
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

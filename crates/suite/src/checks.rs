@@ -3,8 +3,8 @@ use std::time::{Duration, Instant};
 
 use tack_protocol::CheckRecord;
 use tack_protocol::time::now_ms;
-use tack_sandbox::CommandSpec;
 use tack_sandbox::held::HeldDir;
+use tack_sandbox::{CommandSpec, Confinement};
 
 use crate::copy::copy_tree;
 use crate::reward::{Reward, read_reward};
@@ -120,24 +120,25 @@ async fn run_in_scene(
     Ok(results)
 }
 
-async fn run_one(
+/// A check's walls: the scene's, its checks shown where it asks, a fresh
+/// reward directory (kept while the check runs and read after it), and
+/// its network as the task declares it.
+fn check_walls(
     check: &Check,
     scene: &CheckScene<'_>,
     label: &str,
-) -> Result<CheckRecord, SuiteError> {
-    let started_at_ms = now_ms();
-    let clock = Instant::now();
-    let could_not_run = |message: String| SuiteError::Environment {
-        task: scene.workspace.display().to_string(),
-        message: format!("check `{}` {message}", check.name),
-    };
+) -> Result<(Confinement, Option<Scratch>), SuiteError> {
     let mut walls = scene.walls.clone();
     if let (Some(at), Some(copy)) = (&check.checks_at, scene.checks_copy) {
         walls = walls.with_read_only(copy, at);
     } else if check.checks_at.is_some() {
-        return Err(could_not_run(
-            "names `checks_at`, but only a task's checks have a checks directory".to_string(),
-        ));
+        return Err(SuiteError::Environment {
+            task: scene.workspace.display().to_string(),
+            message: format!(
+                "check `{}` names `checks_at`, but only a task's checks have a checks directory",
+                check.name
+            ),
+        });
     }
     // Each check gets its reward directory fresh: a reward left by the one
     // before must not decide this one.
@@ -165,6 +166,17 @@ async fn run_one(
         // Read where it is ($TACK_CHECKS), inside the sealed checks root.
         confinement = confinement.exposing_read_only(copy);
     }
+    Ok((confinement, reward_dir))
+}
+
+async fn run_one(
+    check: &Check,
+    scene: &CheckScene<'_>,
+    label: &str,
+) -> Result<CheckRecord, SuiteError> {
+    let started_at_ms = now_ms();
+    let clock = Instant::now();
+    let (confinement, reward_dir) = check_walls(check, scene, label)?;
     let mut env = scene.env.to_vec();
     // Where the check is shown its files, $TACK_CHECKS names them there.
     if let (Some(at), Some(_)) = (&check.checks_at, scene.checks_copy) {
