@@ -208,8 +208,18 @@ fn ctrl_c_cancels_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the agent is done and the (slow) check is running.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Wait until the agent is done (its eight events, the last its final
+    // message, are in the session's log) and the (slow) check is running:
+    // a fixed wait lost the race on a loaded machine.
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(log.join("events.jsonl")).map_or(0, |l| l.lines().count()) < 8 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the agent never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
     let interrupted = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
