@@ -154,7 +154,9 @@ pub async fn run(args: RunArgs) -> CommandResult {
     };
     let suite_dir = match (&args.suite, &resumed) {
         (Some(dir), _) => dir.clone(),
-        (None, Some(resumed)) => PathBuf::from(&resumed.manifest.suite.path),
+        (None, Some(resumed)) => (resumed.manifest)
+            .suite_dir(&resumed.traces_root.join(&resumed.manifest.run_id))
+            .or_fail(Failure::Usage)?,
         (None, None) => unreachable_suite()?,
     };
     let suite = tack_suite::load_suite(&suite_dir).or_fail(Failure::Usage)?;

@@ -19,7 +19,7 @@ pub fn replay_plan(
     let manifest = Manifest::read(run_dir)?;
     let (variant, task) = trial_identity(run_dir, trial_id)?;
     let answers = recorded_answers(run_dir, trial_id)?;
-    let suite_path = PathBuf::from(&manifest.suite.path);
+    let suite_path = manifest.suite_dir(run_dir)?;
     let suite = tack_suite::load_suite(&suite_path)?;
     let hash = tack_suite::content_hash(&suite.root)?;
     let warning = (hash != manifest.suite.content_hash).then(|| {

@@ -1,5 +1,5 @@
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{RunFingerprint, TraceError};
 
@@ -206,6 +206,27 @@ impl Manifest {
         crate::fsutil::write_atomically(&path, text.as_bytes())
     }
 
+    /// The suite directory this run, read from `run_dir`, names, for a
+    /// resume or a replay to load. A run received from elsewhere (a bucket,
+    /// a colleague) must not name a suite it ships itself: that suite's
+    /// settings (`sandbox = "off"`, a reviewer script) would be the
+    /// sender's, so one inside the run's directory is refused.
+    pub fn suite_dir(&self, run_dir: &Path) -> Result<PathBuf, TraceError> {
+        let suite = PathBuf::from(&self.suite.path);
+        let real = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if real(&suite).starts_with(real(run_dir)) {
+            return Err(TraceError::Format {
+                path: run_dir.join(Self::FILE_NAME),
+                message: format!(
+                    "suite.path {} lies inside the run itself; a run never holds its suite: \
+                     name the suite (tack run SUITE --resume DIR)",
+                    suite.display()
+                ),
+            });
+        }
+        Ok(suite)
+    }
+
     /// The first difference between the plans of two runs (`self` recorded,
     /// `other` asked for): the suite's content, the variants and their
     /// configuration, the tasks, the trials per task, the seed, and the
@@ -294,6 +315,19 @@ fn short(hash: &str) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::Manifest;
+
+    #[test]
+    fn a_run_never_names_a_suite_inside_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut manifest = crate::testing::manifest("r");
+        manifest.suite.path = dir.path().join("suite").display().to_string();
+        std::fs::create_dir_all(dir.path().join("suite")).unwrap();
+        let error = manifest.suite_dir(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("lies inside the run itself"), "{error}");
+        let elsewhere = tempfile::tempdir().unwrap();
+        manifest.suite.path = elsewhere.path().display().to_string();
+        assert_eq!(manifest.suite_dir(dir.path()).unwrap(), elsewhere.path());
+    }
 
     #[test]
     fn a_run_id_or_variant_that_would_leave_a_directory_is_refused() {
