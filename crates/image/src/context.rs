@@ -56,8 +56,15 @@ pub fn sources_outside_context(dockerfile: &str) -> Vec<Escape> {
 /// Whether a context-relative path (absolute ones are relative to the
 /// context's root too) goes above that root at some point.
 fn climbs_out(path: &str) -> bool {
-    let mut depth: i64 = 0;
-    for component in Path::new(path).components() {
+    climbs_out_from(Path::new(path), 0)
+}
+
+/// Whether `path`, read `depth` directories below a root (absolute parts
+/// taken as that root's), goes above the root at some point: a build
+/// context's source, a link's text in a copied tree.
+pub fn climbs_out_from(path: &Path, depth: usize) -> bool {
+    let mut depth = depth as i64;
+    for component in path.components() {
         match component {
             Component::ParentDir => {
                 depth -= 1;

@@ -27,7 +27,7 @@ pub use container::{
     Bind, ContainerSpec, ContainerState, KEEP_ALIVE, ServiceSpec, TRIAL_LABEL, VolumeMount,
     container_name, service_container_name, volume_name,
 };
-pub use context::{Escape, links_leaving, sources_outside_context};
+pub use context::{Escape, climbs_out_from, links_leaving, sources_outside_context};
 pub use engine::{ENGINE_VAR, Engine, EngineKind, ImageConfig};
 pub use error::{ImageError, last_lines};
 pub use rootfs::{Rootfs, rootfs};

@@ -72,7 +72,7 @@ fn refuse_over_workspace(task: &Task, workspace: &Path) -> Result<(), SuiteError
         for (field, at) in places {
             let Some(at) = at else { continue };
             let at = Path::new(at);
-            if at.starts_with(&workspace) || workspace.starts_with(at) {
+            if crate::walls::covers_workspace(at, &workspace) {
                 return Err(SuiteError::Environment {
                     task: task.id.clone(),
                     message: format!(

@@ -54,7 +54,10 @@ fn copy_below(from: &Path, to: &Path, tree: &Tree, depth: usize) -> std::io::Res
 fn copy_link(source: &Path, target: &Path, tree: &Tree, depth: usize) -> std::io::Result<()> {
     let text = fs::read_link(source)?;
     let real = source.canonicalize()?;
-    if stays_below(&text, depth) && real.starts_with(&tree.root) {
+    // Only a relative text that never climbs above the tree means the same
+    // in a copy.
+    let stays = text.is_relative() && !tack_image::climbs_out_from(&text, depth);
+    if stays && real.starts_with(&tree.root) {
         return std::os::unix::fs::symlink(text, target);
     }
     if real.starts_with(&tree.task) && real.is_file() {
@@ -74,27 +77,6 @@ fn copy_link(source: &Path, target: &Path, tree: &Tree, depth: usize) -> std::io
             real.display()
         ),
     ))
-}
-
-/// Whether a link's text, read `depth` directories below a tree's root,
-/// names a place in the tree by its own components: relative, and never
-/// climbing above the root. Only such a link means the same in a copy.
-fn stays_below(text: &Path, depth: usize) -> bool {
-    let mut depth = depth as i64;
-    for component in text.components() {
-        match component {
-            std::path::Component::Normal(_) => depth += 1,
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                depth -= 1;
-                if depth < 0 {
-                    return false;
-                }
-            }
-            std::path::Component::RootDir | std::path::Component::Prefix(_) => return false,
-        }
-    }
-    true
 }
 
 /// Who owns what [`copy_tree_owned`] makes.

@@ -140,3 +140,11 @@ fn place(host: PathBuf, at: &str, writable: bool) -> Placement {
         writable,
     }
 }
+
+/// Whether a check's place (`checks_at`, `reward_dir`) is where the
+/// workspace is shown, or above or below it: there it would cover the
+/// agent's work. Asked when the suite loads (a task's `workdir`) and when
+/// the checks run (an image's own WORKDIR).
+pub(crate) fn covers_workspace(at: &Path, workspace: &Path) -> bool {
+    at.starts_with(workspace) || workspace.starts_with(at)
+}

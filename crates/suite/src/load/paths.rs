@@ -65,7 +65,7 @@ fn check_check_paths(file: &Path, task: &Task) -> Result<(), SuiteError> {
                 // Over the workspace it would cover the agent's work (an
                 // image's own WORKDIR is checked when the checks run).
                 if let Some(workdir) = &task.environment.workdir
-                    && (Path::new(at).starts_with(workdir) || Path::new(workdir).starts_with(at))
+                    && crate::walls::covers_workspace(Path::new(at), Path::new(workdir))
                 {
                     return Err(SuiteError::invalid(
                         file,
