@@ -68,8 +68,11 @@ pub(super) struct Compose {
     pub main_volumes: (Vec<ComposeVolume>, Vec<String>),
 }
 
-pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> {
-    let text = read_text(path)?;
+/// Reads the compose file at `path`, in the environment directory of the
+/// task in `task_dir`.
+pub(super) fn load(task_dir: &Path, path: &Path) -> Result<Compose, HarborError> {
+    let env_dir = &task_dir.join("environment");
+    let text = read_text(task_dir, path)?;
     let yaml: Value = serde_norway::from_str(&text).map_err(|source| HarborError::Compose {
         path: path.to_path_buf(),
         source,
@@ -100,7 +103,6 @@ pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> 
         field: format!("services.{name}.{key}"),
         message,
     };
-    let task_dir = env_dir.parent().unwrap_or(env_dir);
     let external = external_volumes(&yaml);
     let mut others = Vec::new();
     let mut depends = BTreeMap::new();
@@ -108,7 +110,7 @@ pub(super) fn load(path: &Path, env_dir: &Path) -> Result<Compose, HarborError> 
         if Some(i) == main {
             continue;
         }
-        let mut service = service(name, body, env_dir, &field)?;
+        let mut service = service(name, body, task_dir, &field)?;
         let (volumes, unreproduced) = volumes_of(body, env_dir, task_dir, &external);
         service.volumes = volumes;
         service.unreproduced.extend(unreproduced);
@@ -161,14 +163,14 @@ fn harbor_variables(path: &str) -> String {
 fn service(
     name: &str,
     body: &Value,
-    env_dir: &Path,
+    task_dir: &Path,
     field: &dyn Fn(&str, &str, String) -> HarborError,
 ) -> Result<ComposeService, HarborError> {
     let image = body
         .get("image")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let build = build_of(body, env_dir);
+    let build = build_of(body, &task_dir.join("environment"));
     if image.is_none() && build.is_none() {
         return Err(field(
             name,
@@ -209,7 +211,7 @@ fn service(
             ));
         }
     }
-    env_files(body, env_dir, &mut env, &mut unreproduced);
+    env_files(body, task_dir, &mut env, &mut unreproduced);
     let words = |key: &str| match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(shell::words(text))),
@@ -274,7 +276,7 @@ fn service(
 /// the task is not read.
 fn env_files(
     body: &Value,
-    env_dir: &Path,
+    task_dir: &Path,
     env: &mut BTreeMap<String, String>,
     unreproduced: &mut Vec<String>,
 ) {
@@ -286,19 +288,11 @@ fn env_files(
             .collect(),
         _ => return,
     };
-    let task_dir = env_dir.parent().and_then(|dir| dir.canonicalize().ok());
+    let env_dir = task_dir.join("environment");
     for file in files {
-        let path = env_dir.join(file);
-        let inside = match (path.canonicalize(), &task_dir) {
-            (Ok(path), Some(task_dir)) => path.starts_with(task_dir),
-            _ => false,
-        };
-        let text = match inside.then(|| std::fs::read_to_string(&path)) {
-            Some(Ok(text)) => text,
-            _ => {
-                unreproduced.push(format!("env_file `{file}` (not a file of the task)"));
-                continue;
-            }
+        let Ok(text) = read_text(task_dir, &env_dir.join(file)) else {
+            unreproduced.push(format!("env_file `{file}` (not a file of the task)"));
+            continue;
         };
         for line in text.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') {
@@ -532,12 +526,11 @@ mod tests {
                     healthcheck:\n      test: [\"CMD\", \"pg_isready\", \"-U\", \"a b\"]\n      interval: 2s\n      retries: 5\n    \
                     volumes: [\"./data:/var/lib/postgresql/data\"]\n    ports: [\"5432:5432\"]\n";
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("docker-compose.yaml");
-        std::fs::write(&path, yaml).unwrap();
-        let compose = load(&path, dir.path()).unwrap();
+        let path = compose_file(dir.path(), yaml);
+        let compose = load(dir.path(), &path).unwrap();
         assert_eq!(
             compose.main_build,
-            (dir.path().join("."), "Dockerfile".into())
+            (dir.path().join("environment/."), "Dockerfile".into())
         );
         let names: Vec<&str> = compose.services.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["db", "api"]);
@@ -565,22 +558,26 @@ mod tests {
     #[test]
     fn env_files_of_the_task_are_read_and_others_are_not() {
         let dir = tempfile::tempdir().unwrap();
-        let env_dir = dir.path().join("task/environment");
-        std::fs::create_dir_all(&env_dir).unwrap();
+        let task = dir.path().join("task");
+        let path = compose_file(
+            &task,
+            "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n    \
+             env_file: [db.env, ../../host.env, /etc/hostname, fifo.env]\n    \
+             environment:\n      MODE: compose\n",
+        );
         std::fs::write(
-            env_dir.join("db.env"),
+            task.join("environment/db.env"),
             "# db\nexport USER=tack\nPASSWORD='s3cret'\nMODE=env-file\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("host.env"), "SECRET=host\n").unwrap();
-        let path = env_dir.join("docker-compose.yaml");
-        std::fs::write(
-            &path,
-            "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n    \
-             env_file: [db.env, ../../host.env]\n    environment:\n      MODE: compose\n",
-        )
-        .unwrap();
-        let compose = load(&path, &env_dir).unwrap();
+        // A FIFO would block a plain read for as long as nobody writes.
+        let made = std::process::Command::new("mkfifo")
+            .arg(task.join("environment/fifo.env"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let compose = load(&task, &path).unwrap();
         let db = &compose.services[0];
         assert_eq!(db.env["USER"], "tack");
         assert_eq!(db.env["PASSWORD"], "s3cret");
@@ -588,7 +585,11 @@ mod tests {
         assert!(!db.env.contains_key("SECRET"));
         assert_eq!(
             db.unreproduced,
-            ["env_file `../../host.env` (not a file of the task)"]
+            [
+                "env_file `../../host.env` (not a file of the task)",
+                "env_file `/etc/hostname` (not a file of the task)",
+                "env_file `fifo.env` (not a file of the task)"
+            ]
         );
     }
 
@@ -598,30 +599,37 @@ mod tests {
         assert_eq!(harbor_variables("$CONTEXT_DIR"), ".");
         assert_eq!(harbor_variables("./db"), "./db");
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("docker-compose.yaml");
-        std::fs::write(
-            &path,
+        let path = compose_file(
+            dir.path(),
             "services:\n  main:\n    build:\n      context: ${CONTEXT_DIR}/..\n      \
              dockerfile: environment/Dockerfile\n",
-        )
-        .unwrap();
-        let compose = load(&path, dir.path()).unwrap();
+        );
+        let compose = load(dir.path(), &path).unwrap();
         assert_eq!(
             compose.main_build,
-            (dir.path().join("./.."), "environment/Dockerfile".into())
+            (
+                dir.path().join("environment/./.."),
+                "environment/Dockerfile".into()
+            )
         );
     }
 
     #[test]
     fn a_service_without_image_or_build_is_named() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("docker-compose.yaml");
-        std::fs::write(
-            &path,
+        let path = compose_file(
+            dir.path(),
             "services:\n  main:\n    build: .\n  cache:\n    command: x\n",
-        )
-        .unwrap();
-        let error = load(&path, dir.path()).unwrap_err().to_string();
+        );
+        let error = load(dir.path(), &path).unwrap_err().to_string();
         assert!(error.contains("services.cache.image is missing"), "{error}");
+    }
+
+    /// `task/environment/docker-compose.yaml` holding `yaml`.
+    fn compose_file(task: &Path, yaml: &str) -> PathBuf {
+        std::fs::create_dir_all(task.join("environment")).unwrap();
+        let path = task.join("environment/docker-compose.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        path
     }
 }

@@ -92,8 +92,8 @@ pub struct Network {
 }
 
 /// Reads `task.toml` at `path`.
-pub(super) fn load(path: &Path) -> Result<TaskConfig, HarborError> {
-    let text = super::read_text(path)?;
+pub(super) fn load(task_dir: &Path, path: &Path) -> Result<TaskConfig, HarborError> {
+    let text = super::read_text(task_dir, path)?;
     let table: Table = text.parse().map_err(|e: toml::de::Error| {
         let line = e
             .span()
@@ -448,7 +448,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("task.toml");
         std::fs::write(&path, format!("[environment]\n{environment}")).unwrap();
-        load(&path).map(|config| config.resources)
+        load(dir.path(), &path).map(|config| config.resources)
     }
 
     #[test]

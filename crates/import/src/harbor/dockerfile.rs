@@ -192,9 +192,10 @@ impl Dockerfile {
     }
 }
 
-/// Reads and analyses the Dockerfile at `path`.
-pub(super) fn load(path: &Path) -> Result<Dockerfile, HarborError> {
-    let text = super::read_text(path)?;
+/// Reads and analyses the Dockerfile at `path`, a file of the task in
+/// `task_dir`.
+pub(super) fn load(task_dir: &Path, path: &Path) -> Result<Dockerfile, HarborError> {
+    let text = super::read_text(task_dir, path)?;
     parse(path, &text)
 }
 

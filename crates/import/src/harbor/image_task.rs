@@ -81,7 +81,10 @@ fn escape(task: &HarborTask, named_in: &Path, context: &Path, dockerfile: &Path)
             context.display()
         ));
     }
-    let text = std::fs::read_to_string(dockerfile).ok()?;
+    let text = match super::read_text(&task.dir, dockerfile) {
+        Ok(text) => text,
+        Err(error) => return Some(error.to_string()),
+    };
     let escape = tack_image::sources_outside_context(&text)
         .into_iter()
         .next()?;

@@ -79,6 +79,13 @@ pub enum HarborError {
     },
     #[error("{path} has no FROM instruction; a Dockerfile must name its base image")]
     NoFrom { path: PathBuf },
+    #[error(
+        "{path} is outside the task (a path or a link leading out of it): refused, not read; \
+         keep what the task names inside its directory"
+    )]
+    Outside { path: PathBuf },
+    #[error("{path} is larger than {limit_mib} MiB: not read as a task's text file")]
+    TooBig { path: PathBuf, limit_mib: u64 },
 }
 
 /// ` line N`, when the line is known.
@@ -139,12 +146,15 @@ pub struct Solution {
 impl HarborTask {
     /// Reads the task in `dir`.
     pub fn load(dir: &Path) -> Result<HarborTask, HarborError> {
-        let config = config::load(&required(dir, "task.toml", "its settings")?)?;
-        let instruction = read_text(&required(dir, "instruction.md", "the agent's instruction")?)?;
-        let environment =
-            load_environment(&dir.join("environment"), config.docker_image.is_some())?;
+        let config = config::load(dir, &required(dir, "task.toml", "its settings")?)?;
+        let instruction = read_text(
+            dir,
+            &required(dir, "instruction.md", "the agent's instruction")?,
+        )?;
+        let environment = load_environment(dir, config.docker_image.is_some())?;
         let tests_dir = dir.join("tests");
-        let test_script = scripts::load(&required(&tests_dir, "test.sh", "a verifier script")?)?;
+        let test_script =
+            scripts::load(dir, &required(&tests_dir, "test.sh", "a verifier script")?)?;
         let tests = Tests {
             files: list_files(&tests_dir)?,
             reward: scripts::reward_kind(&test_script),
@@ -156,7 +166,7 @@ impl HarborTask {
         let solution = if solve.is_file() {
             Some(Solution {
                 files: list_files(&solution_dir)?,
-                script: scripts::load(&solve)?,
+                script: scripts::load(dir, &solve)?,
                 dir: solution_dir,
             })
         } else {
@@ -203,23 +213,64 @@ fn required(dir: &Path, name: &str, what: &'static str) -> Result<PathBuf, Harbo
     }
 }
 
-pub(crate) fn read_text(path: &Path) -> Result<String, HarborError> {
-    std::fs::read_to_string(path).map_err(|source| HarborError::Io {
+/// The most of one task file tack reads: a task's text files are small,
+/// and a bigger one is more likely a mistake than a task.
+const MAX_TEXT: u64 = 16 << 20;
+
+/// The text of `path`, a file of the task in `task_dir`, read as a
+/// regular file beneath it: a link that stays in the task is followed, a
+/// path or link leading out of it is refused unread (a compose file's
+/// `dockerfile: ../../../etc/passwd`), and a FIFO does not block.
+pub(crate) fn read_text(task_dir: &Path, path: &Path) -> Result<String, HarborError> {
+    let relative = path
+        .strip_prefix(task_dir)
+        .map_err(|_| HarborError::Outside {
+            path: path.to_path_buf(),
+        })?;
+    let read = tack_sandbox::read_beneath(task_dir, &relative.to_string_lossy(), MAX_TEXT + 1);
+    let bytes = match read {
+        Ok(Some(bytes)) if bytes.len() as u64 > MAX_TEXT => {
+            return Err(HarborError::TooBig {
+                path: path.to_path_buf(),
+                limit_mib: MAX_TEXT >> 20,
+            });
+        }
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            return Err(HarborError::Io {
+                path: path.to_path_buf(),
+                source: std::io::ErrorKind::NotFound.into(),
+            });
+        }
+        Err(error) if error.is_denied() => {
+            return Err(HarborError::Outside {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(error) => {
+            return Err(HarborError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(error.to_string()),
+            });
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| HarborError::Io {
         path: path.to_path_buf(),
-        source,
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8 text"),
     })
 }
 
-/// Reads `environment/`; `prebuilt`: task.toml names a `docker_image`,
-/// which stands in for a missing Dockerfile.
-fn load_environment(env_dir: &Path, prebuilt: bool) -> Result<Environment, HarborError> {
+/// Reads the task's `environment/`; `prebuilt`: task.toml names a
+/// `docker_image`, which stands in for a missing Dockerfile.
+fn load_environment(task_dir: &Path, prebuilt: bool) -> Result<Environment, HarborError> {
+    let env_dir = &task_dir.join("environment");
     let compose = ["docker-compose.yaml", "docker-compose.yml"]
         .iter()
         .map(|name| env_dir.join(name))
         .find(|path| path.is_file());
     let (build_context, dockerfile_name, compose_parts) = match &compose {
         Some(path) => {
-            let compose = compose::load(path, env_dir)?;
+            let compose = compose::load(task_dir, path)?;
             let (context, dockerfile) = compose.main_build;
             (
                 context,
@@ -248,7 +299,7 @@ fn load_environment(env_dir: &Path, prebuilt: bool) -> Result<Environment, Harbo
     Ok(Environment {
         dockerfile: dockerfile_path
             .as_deref()
-            .map(dockerfile::load)
+            .map(|path| dockerfile::load(task_dir, path))
             .transpose()?,
         build_context,
         compose_file: compose,

@@ -90,8 +90,8 @@ const PREFIXES: &[&str] = &[
     "if", "then", "else", "elif", "do", "while", "until", "!", "time", "exec",
 ];
 
-pub(super) fn load(path: &Path) -> Result<Script, HarborError> {
-    let text = super::read_text(path)?;
+pub(super) fn load(task_dir: &Path, path: &Path) -> Result<Script, HarborError> {
+    let text = super::read_text(task_dir, path)?;
     Ok(scan(path, text))
 }
 

@@ -571,3 +571,33 @@ fn an_absolute_copy_source_is_read_in_the_build_context() {
         [context.join("etc/hostname"), context.join("data.txt")]
     );
 }
+
+#[test]
+fn a_dockerfile_named_outside_the_task_is_refused_unread() {
+    let root = match tempfile::tempdir() {
+        Ok(dir) => dir,
+        Err(e) => panic!("no temporary directory: {e}"),
+    };
+    let task = root.path().join("task");
+    copy_tree(&fixture("minimal"), &task);
+    write(
+        root.path(),
+        "host.txt",
+        "FROM debian\nRUN echo host-secret\n",
+    );
+    for dockerfile in [
+        "../../host.txt".to_string(),
+        root.path().join("host.txt").display().to_string(),
+    ] {
+        write(
+            &task.join("environment"),
+            "docker-compose.yaml",
+            &format!(
+                "services:\n  main:\n    build:\n      context: .\n      dockerfile: {dockerfile}\n"
+            ),
+        );
+        let message = load_error(&task);
+        assert!(message.contains("is outside the task"), "{message}");
+        assert!(!message.contains("host-secret"), "{message}");
+    }
+}
