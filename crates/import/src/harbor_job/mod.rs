@@ -74,7 +74,7 @@ pub fn import_job(
     command_line: &[String],
 ) -> Result<JobImport, ImportError> {
     let job_file = job_dir.join("result.json");
-    let job = read_json(&job_file).map_err(|reason| ImportError::NotAHarborJob {
+    let job = read_json(job_dir, "result.json").map_err(|reason| ImportError::NotAHarborJob {
         path: job_file.clone(),
         reason,
     })?;
@@ -228,7 +228,7 @@ fn agent_events(
     events: &mut Vec<Event>,
     count: &mut dyn FnMut(&str),
 ) -> (u32, bool) {
-    if let Ok(trajectory) = read_json(&trial.dir.join("agent/trajectory.json")) {
+    if let Ok(trajectory) = read_json(&trial.dir, "agent/trajectory.json") {
         return (atif::events(&trajectory, &trial.model, events, count), true);
     }
     match totals_span(&trial.result, &trial.model, trial.started_at_ms) {
@@ -319,7 +319,7 @@ fn rewards(result: &Value) -> BTreeMap<String, f64> {
 /// The reward and the tail of the verifier's output, when it was kept.
 fn verifier_output(dir: &Path, name: &str, value: f64) -> String {
     let mut output = format!("{name} = {value}\n");
-    if let Ok(stdout) = read_job_file(&dir.join("verifier/test-stdout.txt"), JSON_LIMIT) {
+    if let Ok(stdout) = read_job_file(dir, "verifier/test-stdout.txt", JSON_LIMIT) {
         let tail: String = stdout
             .chars()
             .rev()
@@ -530,22 +530,37 @@ mod tests {
         assert_eq!(judged(json!({})).0, TrialOutcome::HarnessError);
     }
 
-    /// The job directory came from elsewhere: a link in it (to a key) is
-    /// not followed into the imported trace, nor a FIFO waited on.
+    /// The job directory came from elsewhere: a link in it (to a key, or a
+    /// directory holding one) is not followed into the imported trace, nor
+    /// a FIFO waited on.
     #[test]
     fn a_jobs_files_are_read_only_as_regular_files() {
         let dir = tempfile::tempdir().unwrap();
         let secret = dir.path().join("id_rsa");
         std::fs::write(&secret, "PRIVATE KEY").unwrap();
+        let keys = dir.path().join("keys");
+        std::fs::create_dir_all(&keys).unwrap();
+        std::fs::write(keys.join("trajectory.json"), "{\"secret\": 1}").unwrap();
         let trial = dir.path().join("t1");
         std::fs::create_dir_all(trial.join("verifier")).unwrap();
         std::os::unix::fs::symlink(&secret, trial.join("verifier/test-stdout.txt")).unwrap();
         assert_eq!(verifier_output(&trial, "reward", 1.0), "reward = 1\n");
         std::os::unix::fs::symlink(&secret, trial.join("result.json")).unwrap();
-        let error = read_json(&trial.join("result.json")).unwrap_err();
-        assert!(error.contains("is a link"), "{error}");
+        let error = read_json(&trial, "result.json").unwrap_err();
+        assert!(error.contains("link leading out of"), "{error}");
+        // A link above the file's own name is refused too.
+        std::os::unix::fs::symlink(&keys, trial.join("agent")).unwrap();
+        let error = read_json(&trial, "agent/trajectory.json").unwrap_err();
+        assert!(error.contains("link leading out of"), "{error}");
+        let made = std::process::Command::new("mkfifo")
+            .arg(trial.join("fifo.json"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let error = read_json(&trial, "fifo.json").unwrap_err();
+        assert!(error.contains("cannot be read"), "{error}");
         std::fs::write(trial.join("big.txt"), "x".repeat(2048)).unwrap();
-        let error = read_job_file(&trial.join("big.txt"), 1024).unwrap_err();
+        let error = read_job_file(&trial, "big.txt", 1024).unwrap_err();
         assert!(error.contains("larger than"), "{error}");
     }
 }

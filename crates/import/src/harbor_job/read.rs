@@ -25,24 +25,30 @@ pub(super) struct HarborTrial {
 /// tens of MiB.
 pub(super) const JSON_LIMIT: u64 = 512 * 1024 * 1024;
 
-/// A job's file, read as a regular file only (see [`read_job_file`]).
-pub(super) fn read_json(path: &Path) -> Result<Value, String> {
-    let text = read_job_file(path, JSON_LIMIT)?;
+/// A job's JSON file (see [`read_job_file`]).
+pub(super) fn read_json(dir: &Path, relative: &str) -> Result<Value, String> {
+    let text = read_job_file(dir, relative, JSON_LIMIT)?;
     serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))
 }
 
-/// A file of the job directory, which came from elsewhere: a regular file,
-/// not a link (to ~/.ssh/id_rsa, which would land in the imported trace)
-/// nor a FIFO (which would hang the import), of at most `limit` bytes.
-pub(super) fn read_job_file(path: &Path, limit: u64) -> Result<String, String> {
-    match tack_sandbox::read_left_file(path, limit.saturating_add(1)) {
-        Ok(Some(text)) if text.len() as u64 > limit => Err(format!(
+/// The file `relative` beneath `dir`, of a job directory that came from
+/// elsewhere: a regular file (not a FIFO, which would hang the import) of
+/// at most `limit` bytes, reached without a link that leads out of `dir`
+/// (`agent/` or `result.json` linked to `~/.ssh`, which would land in the
+/// imported trace).
+pub(super) fn read_job_file(dir: &Path, relative: &str, limit: u64) -> Result<String, String> {
+    match tack_sandbox::read_beneath(dir, relative, limit.saturating_add(1)) {
+        Ok(Some(bytes)) if bytes.len() as u64 > limit => Err(format!(
             "larger than {} MiB, more than any Harbor job writes",
             limit / (1024 * 1024)
         )),
-        Ok(Some(text)) => Ok(text),
+        Ok(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Ok(None) => Err("no such file".to_string()),
-        Err(reason) => Err(format!("it {reason}")),
+        Err(error) if error.is_denied() => Err(format!(
+            "it is reached through a link leading out of {}: not followed",
+            dir.display()
+        )),
+        Err(error) => Err(format!("it cannot be read: {error}")),
     }
 }
 
@@ -81,7 +87,7 @@ pub(super) fn read_trials(
 }
 
 fn read_trial(dir: &Path) -> Result<HarborTrial, String> {
-    let result = read_json(&dir.join("result.json"))?;
+    let result = read_json(dir, "result.json")?;
     let text =
         |value: &Value, field: &str| value.get(field).and_then(Value::as_str).map(str::to_string);
     let task_name = text(&result, "task_name").ok_or("it has no `task_name`")?;
