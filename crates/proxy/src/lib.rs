@@ -40,6 +40,7 @@ mod api;
 mod forward;
 mod recording;
 mod request;
+mod scrub;
 mod server;
 
 use std::net::SocketAddr;

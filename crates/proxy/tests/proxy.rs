@@ -340,3 +340,51 @@ async fn other_paths_pass_through_unrecorded() {
     let stopped = proxy.shutdown().await.unwrap();
     assert!(stopped.sink.events.is_empty());
 }
+
+/// A client holding a stand-in (an external agent) never gets the real key
+/// back, streamed or not, when the upstream echoes it, nor does the trace
+/// hold what the upstream echoed. The testkit echoes the request's model
+/// name in every chunk, in one piece: the test names the key as the model
+/// (a client that held the real key could; this one stands for the
+/// upstream that quotes it).
+#[tokio::test]
+async fn an_echoed_key_is_cut_from_answers_and_streams() {
+    for stream in [false, true] {
+        let script = vec![ScriptedResponse::paced(
+            5,
+            ScriptedResponse::text("done").with_usage(USAGE),
+        )];
+        let server = upstream(Api::Chat, script).await;
+        let origin = format!("http://{}", server.addr());
+        let mut config = ProxyConfig::new("127.0.0.1:0".parse().unwrap(), origin.parse().unwrap());
+        let key = tack_proxy::KeyStandIn::new(tack_providers::ApiKey::new(TEST_API_KEY));
+        let stand_in = key.stand_in.clone();
+        config.key = Some(key);
+        let proxy = Proxy::start(config, VecSink::default()).await.unwrap();
+        let mut body = Api::Chat.body(stream);
+        body["model"] = json!(TEST_API_KEY);
+        let response = reqwest::Client::new()
+            .post(format!("http://{}{}", proxy.addr(), Api::Chat.path()))
+            .header("content-type", "application/json")
+            .bearer_auth(&stand_in)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let text = response.text().await.unwrap();
+        assert!(!text.contains(TEST_API_KEY), "stream={stream}: {text}");
+        assert!(
+            text.contains(r#""model":"[redacted]""#),
+            "stream={stream}: {text}"
+        );
+        assert!(
+            server.requests()[0].auth_matches,
+            "the upstream got the key"
+        );
+        let stopped = proxy.shutdown().await.unwrap();
+        let calls = calls(&stopped.sink.events);
+        assert_eq!(calls[0].status, SpanStatus::Ok, "{:?}", calls[0].error);
+        assert_eq!(calls[0].response_model, "[redacted]");
+    }
+}
