@@ -215,7 +215,7 @@ const CASES: &[(&str, Mutation, &[&str])] = &[
     ("file the solution edits missing", |r| remove(r, "tasks/fix/fixture/file.txt"), &[TASK, "solution.edits[0].path", "file.txt"]),
     // files of the wrong kind
     ("suite.toml links to itself", |r| link(r, SUITE, SUITE), &[SUITE, "symbolic link"]),
-    ("rules file links to itself", |r| link(r, RULES, RULES), &[SUITE, "harness.permissions", RULES, "symbolic link"]),
+    ("rules file links to itself", |r| link(r, RULES, RULES), &[RULES, "symbolic link", "loops"]),
     ("symlink loop in tasks/", |r| link(r, "tasks/loop", "loop"), &["tasks/loop", "symbolic link"]),
     ("symlink loop in the fixture", |r| link(r, "tasks/fix/fixture/loop", "loop"), &["fixture/loop", "symbolic link"]),
     ("dangling link in the fixture", |r| link(r, "tasks/fix/fixture/gone", "/nonexistent/tack"), &["fixture/gone", "symbolic link"]),

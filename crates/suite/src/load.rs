@@ -56,6 +56,14 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
             "does not exist: no suite here; a suite is a directory with a suite.toml and a tasks/ directory (see suites/README.md)",
         ));
     }
+    // Before any file is read: a suite.toml or task.toml linked out of the
+    // suite would otherwise be parsed, and its lines quoted in an error.
+    let top = if root.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &root
+    };
+    files::check_tree(top, top, TASK_FILE)?;
     let parsed: SuiteFile = parse_toml(&file)?;
     let section = parsed.suite;
     // The name is part of the run id, which names the run's directories.
@@ -73,12 +81,6 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
         .iter()
         .map(|dir| load_task(dir))
         .collect::<Result<Vec<_>, _>>()?;
-    let top = if root.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        &root
-    };
-    files::check_tree(top, top, TASK_FILE)?;
     Ok(Suite {
         name: section.name,
         description: section.description,

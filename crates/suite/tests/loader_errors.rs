@@ -173,7 +173,7 @@ async fn suite_check_finds_a_task_that_cannot_fail() {
 
 /// A service's volume is read on the host: a link anywhere on its path (a
 /// directory of the task linked to ~/.config/tack) is refused, not only at
-/// its last part.
+/// its last part (by the walk of the tree, and again by the volume's check).
 #[test]
 fn a_volume_reached_through_a_link_is_refused() {
     let outside = tempfile::tempdir().unwrap();
@@ -189,8 +189,39 @@ fn a_volume_reached_through_a_link_is_refused() {
         Ok(_) => panic!("a volume through a link loaded"),
         Err(error) => error.to_string(),
     };
+    // The walk of the suite's tree, before any task is read, finds it.
     assert!(
-        error.contains("reached through, a symbolic link"),
+        error.contains("tasks/one/d: is a symbolic link") && error.contains("outside"),
         "{error}"
     );
+}
+
+/// A task.toml (or suite.toml) linked out of the suite is refused before it
+/// is read: parsed, a line of the file it leads to (a host's secret) would
+/// be quoted in the error.
+#[test]
+fn a_task_file_linked_out_is_refused_unread() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(
+        outside.path().join("secret"),
+        "password = host-secret-1\n[broken\n",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_suite(dir.path(), SUITE, TASK);
+    for linked in ["tasks/one/task.toml", "suite.toml"] {
+        let path = dir.path().join(linked);
+        let kept = fs::read(&path).unwrap();
+        fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), &path).unwrap();
+        let error = match tack_suite::load_suite(dir.path()) {
+            Ok(_) => panic!("a {linked} linked out loaded"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains("outside"), "{error}");
+        assert!(error.contains(linked), "{error}");
+        assert!(!error.contains("host-secret"), "{error}");
+        fs::remove_file(&path).unwrap();
+        fs::write(&path, kept).unwrap();
+    }
 }
