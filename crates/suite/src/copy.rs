@@ -95,6 +95,13 @@ pub(crate) enum Owners {
 /// come from the source); modes (set-id bits too) as in the source. Needs
 /// root. Only regular files, directories and links are copied: an image's
 /// device or FIFO in its working directory is not the workspace's business.
+///
+/// `to` may hold a tree copied before (the fixture goes over the image's
+/// WORKDIR), whose links are the image's: `/app/data.txt -> /etc/passwd`
+/// means the image's file inside the sandbox, a host file here. So what is
+/// in the way of an entry is replaced, never written through: a link (or
+/// file) where a directory or file goes is removed first. Nothing else
+/// writes to `to` meanwhile (no command of the trial has started).
 pub(crate) fn copy_tree_owned(from: &Path, to: &Path, owners: Owners) -> std::io::Result<()> {
     let existed = to.is_dir();
     fs::create_dir_all(to)?;
@@ -106,19 +113,23 @@ pub(crate) fn copy_tree_owned(from: &Path, to: &Path, owners: Owners) -> std::io
         let source = entry.path();
         let target = to.join(entry.file_name());
         let kind = entry.file_type()?;
+        if !(kind.is_dir() || kind.is_symlink() || kind.is_file()) {
+            continue;
+        }
+        let in_the_way = target
+            .symlink_metadata()
+            .is_ok_and(|there| !(kind.is_dir() && there.is_dir()));
+        if in_the_way {
+            fs::remove_file(&target)?;
+        }
         if kind.is_dir() {
             copy_tree_owned(&source, &target, owners)?;
             continue;
         }
         if kind.is_symlink() {
-            if target.symlink_metadata().is_ok() {
-                fs::remove_file(&target)?;
-            }
             std::os::unix::fs::symlink(fs::read_link(&source)?, &target)?;
-        } else if kind.is_file() {
-            fs::copy(&source, &target)?;
         } else {
-            continue;
+            fs::copy(&source, &target)?;
         }
         copy_meta(&source, &target, owners)?;
     }
@@ -159,4 +170,53 @@ fn copy_meta(source: &Path, target: &Path, owners: Owners) -> std::io::Result<()
 /// `path` owned by `uid` and `gid`.
 pub(crate) fn own(path: &Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// An image's WORKDIR holds links to host paths (absolute, meaning the
+    /// image's own files inside the sandbox); the fixture copied over it
+    /// replaces them and writes nothing through them.
+    #[test]
+    fn the_fixture_replaces_the_images_links_and_writes_nothing_through_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::create_dir_all(victim.join("dir")).unwrap();
+        fs::write(victim.join("target.txt"), "host file").unwrap();
+        let image = dir.path().join("image");
+        fs::create_dir_all(&image).unwrap();
+        symlink(victim.join("target.txt"), image.join("data.txt")).unwrap();
+        symlink(victim.join("dir"), image.join("sub")).unwrap();
+        let fixture = dir.path().join("fixture");
+        fs::create_dir_all(fixture.join("sub")).unwrap();
+        fs::write(fixture.join("data.txt"), "task file").unwrap();
+        fs::write(fixture.join("sub/evil.txt"), "task file").unwrap();
+        let workspace = dir.path().join("workspace");
+        let ids = (
+            std::fs::metadata(dir.path()).unwrap().uid(),
+            std::fs::metadata(dir.path()).unwrap().gid(),
+        );
+        copy_tree_owned(&image, &workspace, Owners::Source { less: 0 }).unwrap();
+        assert!(workspace.join("data.txt").is_symlink());
+        copy_tree_owned(&fixture, &workspace, Owners::All(ids.0, ids.1)).unwrap();
+        assert_eq!(
+            fs::read_to_string(victim.join("target.txt")).unwrap(),
+            "host file"
+        );
+        assert!(!victim.join("dir/evil.txt").exists());
+        assert!(!workspace.join("data.txt").is_symlink());
+        assert_eq!(
+            fs::read_to_string(workspace.join("data.txt")).unwrap(),
+            "task file"
+        );
+        assert!(
+            fs::symlink_metadata(workspace.join("sub"))
+                .unwrap()
+                .is_dir()
+        );
+        assert!(workspace.join("sub/evil.txt").is_file());
+    }
 }
