@@ -3,7 +3,7 @@
 //! sandbox maps the image's users to, and kept under the cache; a marker
 //! written last says it is whole (a cut-off extraction is made again).
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -21,12 +21,14 @@ pub struct Rootfs {
 const COMPLETE: &str = ".tack-complete";
 
 /// The filesystem of `image` (a tag or id) under `cache`, its owners
-/// shifted by `id_base`; extracted unless already there.
+/// shifted by `id_base` (the image's ids below `ids` are mapped, the rest
+/// become its `nobody`, as the sandbox shows them); extracted unless
+/// already there.
 pub fn rootfs(
     engine: &Engine,
     image: &str,
     image_id: &str,
-    id_base: u32,
+    (id_base, ids): (u32, u32),
     cache: &Path,
 ) -> Result<Rootfs, ImageError> {
     let name = image_id.trim_start_matches("sha256:");
@@ -47,6 +49,12 @@ pub fn rootfs(
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| ImageError::io(&dir, e))?;
     }
+    // Only tack may enter while tar, as root, makes the image's files with
+    // its owners (a set-uid root shell), before they are shifted.
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| ImageError::io(&dir, e))?;
     std::fs::create_dir_all(&path).map_err(|e| ImageError::io(&path, e))?;
     // Named after the image, so one left by a run that was killed is
     // removed here, by the next.
@@ -56,7 +64,10 @@ pub fn rootfs(
     let unpacked = export(engine, &container, &path);
     let _ = engine.output(&["rm", "-f", &container]);
     unpacked?;
-    shift_owners(&path, id_base)?;
+    shift_owners(&path, id_base, ids)?;
+    // The sandbox enters it as the image's users, host ids of their own.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| ImageError::io(&dir, e))?;
     std::fs::write(dir.join(COMPLETE), image_id).map_err(|e| ImageError::io(&dir, e))?;
     Ok(Rootfs {
         path,
@@ -111,17 +122,37 @@ fn export(engine: &Engine, container: &str, into: &Path) -> Result<(), ImageErro
     Ok(())
 }
 
+/// The image's `nobody`: an id the sandbox does not map shows there as it.
+const NOBODY: u32 = 65_534;
+
 /// Moves every owner under `root` up by `base` (symlinks themselves, not
-/// what they point to; set-id bits kept, which chown would clear).
-fn shift_owners(root: &Path, base: u32) -> Result<(), ImageError> {
+/// what they point to; set-id bits kept, which chown would clear). An id
+/// from `ids` up becomes `nobody`'s, and its file loses its set-id bits
+/// (unchecked, a huge id wrapped round to the host's root). Device nodes
+/// are removed: tar made them as root, they would open the host's devices
+/// to whoever reaches them, and the sandbox mounts a `/dev` of its own.
+fn shift_owners(root: &Path, base: u32, ids: u32) -> Result<(), ImageError> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(path) = stack.pop() {
         let meta = std::fs::symlink_metadata(&path).map_err(|e| ImageError::io(&path, e))?;
-        std::os::unix::fs::lchown(&path, Some(meta.uid() + base), Some(meta.gid() + base))
+        let kind = meta.file_type();
+        if kind.is_block_device() || kind.is_char_device() {
+            std::fs::remove_file(&path).map_err(|e| ImageError::io(&path, e))?;
+            continue;
+        }
+        let mapped = |id: u32| (id < ids).then_some(id);
+        let (uid, gid) = (mapped(meta.uid()), mapped(meta.gid()));
+        let nobody = NOBODY.min(ids.saturating_sub(1));
+        let host = |id: Option<u32>| base.saturating_add(id.unwrap_or(nobody));
+        std::os::unix::fs::lchown(&path, Some(host(uid)), Some(host(gid)))
             .map_err(|e| ImageError::io(&path, e))?;
-        if !meta.file_type().is_symlink() && meta.mode() & 0o6000 != 0 {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(meta.mode() & 0o7777))
+        if !kind.is_symlink() && meta.mode() & 0o6000 != 0 {
+            let kept = if uid.is_some() && gid.is_some() {
+                0o7777
+            } else {
+                0o1777
+            };
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(meta.mode() & kept))
                 .map_err(|e| ImageError::io(&path, e))?;
         }
         if meta.is_dir() {
@@ -131,4 +162,52 @@ fn shift_owners(root: &Path, base: u32) -> Result<(), ImageError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Needs root (chown to any id), as extraction does.
+    #[test]
+    fn ids_beyond_the_map_become_nobody_and_lose_set_id_bits() {
+        if euid() != 0 {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let file = |name: &str, uid: u32, mode: u32| {
+            let path = root.join(name);
+            std::fs::write(&path, name).unwrap();
+            std::os::unix::fs::chown(&path, Some(uid), Some(uid)).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        file("mapped-suid", 0, 0o4755);
+        file("huge-suid", 4_294_867_296, 0o4755);
+        file("beyond", 70_000, 0o644);
+        shift_owners(root, 100_000, 65_536).unwrap();
+        let meta = |name: &str| std::fs::metadata(root.join(name)).unwrap();
+        assert_eq!(
+            (
+                meta("mapped-suid").uid(),
+                meta("mapped-suid").mode() & 0o7777
+            ),
+            (100_000, 0o4755)
+        );
+        assert_eq!(
+            (meta("huge-suid").uid(), meta("huge-suid").mode() & 0o7777),
+            (165_534, 0o755)
+        );
+        assert_eq!(
+            (meta("beyond").uid(), meta("beyond").gid()),
+            (165_534, 165_534)
+        );
+    }
+
+    fn euid() -> u32 {
+        std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(u32::MAX)
+    }
 }

@@ -53,6 +53,7 @@ fn map(base: &str) -> ImageMap {
 
 const DOCKERFILE: &str = "FROM debian:bookworm\n\
 RUN useradd -m alice && chmod 700 /home/alice && echo built > /built\n\
+RUN mknod /disk b 8 0 && cp /bin/true /suid && chown 4294967000 /suid && chmod 4755 /suid\n\
 WORKDIR /app\n\
 COPY hello.txt /app/\n\
 ENV FOO=bar\n";
@@ -80,7 +81,14 @@ fn a_mapped_dockerfile_builds_once_and_extracts_shifted() {
     let again = build(&engine, &spec(dir.path()), &map(&base), cache.path()).unwrap();
     assert!(again.cached && again.tag == built.tag);
 
-    let root = rootfs(&engine, &built.tag, &built.config.id, 100_000, cache.path()).unwrap();
+    let root = rootfs(
+        &engine,
+        &built.tag,
+        &built.config.id,
+        (100_000, 65_536),
+        cache.path(),
+    )
+    .unwrap();
     assert!(!root.cached);
     let file = |p: &str| root.path.join(p);
     assert_eq!(
@@ -94,7 +102,19 @@ fn a_mapped_dockerfile_builds_once_and_extracts_shifted() {
         std::fs::metadata(file("etc/passwd")).unwrap().uid(),
         100_000
     );
-    let cached = rootfs(&engine, &built.tag, &built.config.id, 100_000, cache.path()).unwrap();
+    // Extracted by root, shifted: no host device, no id wrapped round to
+    // the host's root with its set-uid bit.
+    assert!(std::fs::symlink_metadata(file("disk")).is_err());
+    let suid = std::fs::metadata(file("suid")).unwrap();
+    assert_eq!((suid.uid(), suid.mode() & 0o7777), (165_534, 0o755));
+    let cached = rootfs(
+        &engine,
+        &built.tag,
+        &built.config.id,
+        (100_000, 65_536),
+        cache.path(),
+    )
+    .unwrap();
     assert!(cached.cached && cached.path == root.path);
 
     // Another context is another image.

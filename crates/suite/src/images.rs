@@ -372,7 +372,8 @@ fn make_image(
             })
         })
         .collect::<Result<Vec<_>, ImageError>>()?;
-    let root = tack_image::rootfs(engine, &reference, &config.id, IMAGE_ID_BASE, cache)?;
+    let ids = (IMAGE_ID_BASE, tack_sandbox::IMAGE_IDS);
+    let root = tack_image::rootfs(engine, &reference, &config.id, ids, cache)?;
     let user = tack_image::resolve_user(&root.path, config.user.as_deref())?;
     let agent = match &env.user {
         Some(name) => Some(tack_image::resolve_user(&root.path, Some(name))?),
