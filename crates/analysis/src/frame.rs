@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// The finished Parquet files of a table directory, sorted by name. Temporary
 /// files (`.<name>.partial`) and anything else not ending in `.parquet` are
 /// skipped: a trial still being written must not break the analysis. A missing
-/// directory has no files.
+/// directory has no files; a part that is not a regular file is an error.
 pub(crate) fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -31,9 +31,24 @@ pub(crate) fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalysisError> {
             })?
             .path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".parquet") && !name.starts_with('.') && path.is_file() {
-            files.push(path);
+        if !name.ends_with(".parquet") || name.starts_with('.') {
+            continue;
         }
+        // A run may come from elsewhere: a part that is a link (to another
+        // file of the machine) or a pipe (which would hang the scan) is
+        // refused, as tack_trace refuses it.
+        let regular = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file());
+        if !regular {
+            return Err(AnalysisError::Io {
+                path,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "is not a regular file (a link, a pipe or a device): a run's parts are \
+                     regular files",
+                ),
+            });
+        }
+        files.push(path);
     }
     files.sort();
     Ok(files)

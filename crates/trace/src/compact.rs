@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::TraceError;
-use crate::fsutil::{temporary_path, write_atomically};
+use crate::fsutil::{read_run_text, temporary_path, write_atomically};
 use crate::parts::{
     PART_TABLES, PartLimits, StoredMessages, next_session, parquet_writer, parse_part_name,
     part_name,
@@ -22,6 +22,10 @@ use crate::reader::open_parquet;
 use crate::schema::{MESSAGES_DIR, TRIALS_DIR};
 
 const PLAN_FILE: &str = "compaction.json";
+
+/// A plan names each part of a run twice or thrice: a million-trial run
+/// has a few thousand.
+const PLAN_LIMIT: u64 = 64 << 20;
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -44,27 +48,79 @@ struct Plan {
 /// written. Everything the plan names was durably written before the plan.
 pub fn finish_pending(run_dir: &Path) -> Result<(), TraceError> {
     let path = run_dir.join(PLAN_FILE);
-    let Ok(text) = fs::read_to_string(&path) else {
-        return Ok(());
+    let text = match read_run_text(&path, PLAN_LIMIT) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(TraceError::io(&path, e)),
     };
     let plan: Plan = serde_json::from_str(&text).map_err(|e| TraceError::Format {
         path: path.clone(),
         message: format!("{e}; the compaction plan is damaged"),
     })?;
-    carry_out(&plan)?;
+    carry_out(run_dir, &plan).map_err(|error| match error {
+        PlanError::Io(error) => error,
+        PlanError::Outside(named) => TraceError::Format {
+            path: path.clone(),
+            message: format!(
+                "names {}, which is not a part file of this run's tables: refused, nothing \
+                 renamed or removed (a run received from elsewhere? remove {PLAN_FILE} if \
+                 the run's parts are whole)",
+                named.display()
+            ),
+        },
+    })?;
     fs::remove_file(&path).map_err(|e| TraceError::io(&path, e))
 }
 
-fn carry_out(plan: &Plan) -> Result<(), TraceError> {
-    for (temporary, path) in &plan.rename {
+enum PlanError {
+    Io(TraceError),
+    Outside(PathBuf),
+}
+
+/// Where `named`, a path of a plan, is: the part file of the same table
+/// and name in `run_dir`, wherever the plan was written (a run moved after
+/// a crash). The plan is the run's, which may come from elsewhere: it must
+/// not rename or remove anything but the run's own part files.
+fn part_file(run_dir: &Path, named: &Path) -> Result<PathBuf, PlanError> {
+    let outside = || PlanError::Outside(named.to_path_buf());
+    let name = named
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(outside)?;
+    let table = named
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|t| t.to_str())
+        .ok_or_else(outside)?;
+    let is_part = name.ends_with(".parquet") || name.ends_with(".parquet.partial");
+    if !PART_TABLES.contains(&table) || !tack_protocol::is_plain_name(name) || !is_part {
+        return Err(outside());
+    }
+    let dir = run_dir.join(table);
+    // A table linked elsewhere would carry the renames out of the run.
+    if !fs::symlink_metadata(&dir).is_ok_and(|meta| meta.is_dir()) {
+        return Err(outside());
+    }
+    Ok(dir.join(name))
+}
+
+fn carry_out(run_dir: &Path, plan: &Plan) -> Result<(), PlanError> {
+    // Every name is checked before the first change.
+    let rename = (plan.rename.iter())
+        .map(|(temporary, path)| Ok((part_file(run_dir, temporary)?, part_file(run_dir, path)?)))
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    let remove = (plan.remove.iter())
+        .map(|path| part_file(run_dir, path))
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    for (temporary, path) in &rename {
         if temporary.exists() {
-            fs::rename(temporary, path).map_err(|e| TraceError::io(path, e))?;
+            fs::rename(temporary, path).map_err(|e| PlanError::Io(TraceError::io(path, e)))?;
         }
     }
-    for path in &plan.remove {
+    for path in &remove {
         match fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(TraceError::io(path, e));
+                return Err(PlanError::Io(TraceError::io(path, e)));
             }
             _ => {}
         }

@@ -1,5 +1,6 @@
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::TraceError;
@@ -23,4 +24,50 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TraceErr
         .and_then(|()| file.sync_all())
         .map_err(|e| TraceError::io(&temporary, e))?;
     fs::rename(&temporary, path).map_err(|e| TraceError::io(path, e))
+}
+
+/// Opens `path`, a file of a run, for reading. A run may come from
+/// elsewhere (a bucket, a colleague): a link in it is not followed (to
+/// `~/.ssh/id_rsa`, or `/dev/zero`, which would fill memory), and a named
+/// pipe neither blocks the open nor is read (it would hang the reader).
+pub(crate) fn open_run_file(path: &Path) -> io::Result<File> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is a symbolic link, which tack does not follow in a run: a run's files are \
+                 regular files",
+            ));
+        }
+        opened => opened?,
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is not a regular file (a pipe, a socket or a device): a run's files are regular \
+             files",
+        ));
+    }
+    Ok(file)
+}
+
+/// The text of `path`, a small file of a run (its writer's claim, a
+/// compaction plan), opened as [`open_run_file`] opens; more than `limit`
+/// bytes is an error.
+pub(crate) fn read_run_text(path: &Path, limit: u64) -> io::Result<String> {
+    let mut text = String::new();
+    open_run_file(path)?
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("is larger than {limit} bytes, more than tack writes there"),
+        ));
+    }
+    Ok(text)
 }

@@ -20,6 +20,7 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
 use crate::TraceError;
+use crate::fsutil::read_run_text;
 
 /// Holds the id of the process writing the run, while it runs. It means
 /// nothing once copied: copies of a run leave it out, and [`CLAIM_FILE`].
@@ -30,6 +31,9 @@ pub const PID_FILE: &str = "run.pid";
 pub const CLAIM_FILE: &str = "run.claim";
 
 /// How often a writer touches its claim.
+/// `run.pid` and `run.claim` hold a number, a host name and a time.
+const CLAIM_LIMIT: u64 = 4096;
+
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// How long a claim from another host stays believed without a touch:
@@ -80,7 +84,7 @@ pub fn run_in_progress(run_dir: &Path) -> bool {
 
 /// Who writes the run in `run_dir`, from its claim.
 pub fn run_writer(run_dir: &Path) -> Writer {
-    let Ok(text) = fs::read_to_string(run_dir.join(PID_FILE)) else {
+    let Ok(text) = read_run_text(&run_dir.join(PID_FILE), CLAIM_LIMIT) else {
         return Writer::None;
     };
     let Ok(pid) = text.trim().parse::<u32>() else {
@@ -89,7 +93,7 @@ pub fn run_writer(run_dir: &Path) -> Writer {
     let claim_path = run_dir.join(CLAIM_FILE);
     // `host start`; a run written before claims has the id alone, and is
     // this host's.
-    let Ok(claim) = fs::read_to_string(&claim_path) else {
+    let Ok(claim) = read_run_text(&claim_path, CLAIM_LIMIT) else {
         return match process_start(pid) {
             Some(_) => Writer::Here { pid },
             None => Writer::Gone,

@@ -169,7 +169,9 @@ impl Manifest {
 
     pub fn read(run_dir: &Path) -> Result<Manifest, TraceError> {
         let path = run_dir.join(Self::FILE_NAME);
-        let text = std::fs::read_to_string(&path).map_err(|e| TraceError::io(&path, e))?;
+        // Variants, resumes and merged shards are listed: a few MiB at most.
+        let text =
+            crate::fsutil::read_run_text(&path, 256 << 20).map_err(|e| TraceError::io(&path, e))?;
         let manifest: Manifest = serde_json::from_str(&text).map_err(|e| TraceError::Format {
             path: path.clone(),
             message: e.to_string(),

@@ -1,7 +1,6 @@
 //! A running run's trials as their journals say, before their rows are in
 //! a part: what a viewer shows of a run while it runs.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -38,7 +37,7 @@ pub fn journaled_trials(run_dir: &Path) -> Vec<JournaledTrial> {
 }
 
 fn journaled(path: &Path) -> Option<JournaledTrial> {
-    let mut file = File::open(path).ok()?;
+    let mut file = crate::fsutil::open_run_file(path).ok()?;
     let mut first = String::new();
     BufReader::new(&mut file).read_line(&mut first).ok()?;
     let Ok(JournalLine {

@@ -16,6 +16,7 @@ use parquet::file::metadata::{PageIndexPolicy, RowGroupMetaData};
 use parquet::schema::types::SchemaDescriptor;
 
 use crate::TraceError;
+use crate::fsutil::open_run_file;
 use crate::schema::col;
 
 /// The reader's own default: rows decoded at once when many are wanted.
@@ -171,7 +172,7 @@ pub(crate) struct Footer {
 impl Footer {
     /// Parses the footer of `path`, with its offset index where it has one.
     pub(crate) fn read(path: &Path) -> Result<Footer, TraceError> {
-        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+        let file = open_run_file(path).map_err(|e| TraceError::io(path, e))?;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let metadata = ArrowReaderMetadata::load(&file, options).map_err(|source| {
             TraceError::ParquetRead {
@@ -353,7 +354,7 @@ fn rows_holding<S: BuildHasher>(
 pub(crate) fn open_parquet(
     path: &Path,
 ) -> Result<ParquetRecordBatchReaderBuilder<File>, TraceError> {
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let file = open_run_file(path).map_err(|e| TraceError::io(path, e))?;
     ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| TraceError::ParquetRead {
         path: path.to_path_buf(),
         source,

@@ -1,6 +1,6 @@
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -11,6 +11,7 @@ use tack_protocol::{
 };
 
 use crate::compact::{compact, finish_pending};
+use crate::fsutil::open_run_file;
 use crate::liveness::{Heartbeat, claim, run_in_progress};
 use crate::parts::{PART_TABLES, PartLimits, PartWriter, TrialRows, parse_part_name};
 use crate::rows::{Transcript, messages_batch, spans_batch, trial_batch};
@@ -365,6 +366,10 @@ pub fn stored_trial_ids(run_dir: &Path) -> Result<HashSet<String>, TraceError> {
     Ok(ids)
 }
 
+/// The longest journal line read: one event, its outputs cut to their
+/// limits, is far shorter.
+const MAX_JOURNAL_LINE: u64 = 256 << 20;
+
 /// The rows of one journal's trial, or `None` when a part already holds it
 /// or it recorded nothing.
 fn recover_journal(
@@ -372,10 +377,31 @@ fn recover_journal(
     path: &Path,
     stored: &HashSet<String>,
 ) -> Result<Option<TrialRows>, TraceError> {
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let file = open_run_file(path).map_err(|e| TraceError::io(path, e))?;
     let mut events: Vec<(u64, Event)> = Vec::new();
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(|e| TraceError::io(path, e))?;
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        // A line is one event, whose outputs are cut to their limits: one
+        // longer than any tack writes is a damaged (or hostile) journal.
+        let read = (&mut reader)
+            .take(MAX_JOURNAL_LINE + 1)
+            .read_line(&mut line)
+            .map_err(|e| TraceError::io(path, e))?;
+        if read == 0 {
+            break;
+        }
+        if read as u64 > MAX_JOURNAL_LINE {
+            return Err(TraceError::Format {
+                path: path.to_path_buf(),
+                message: format!(
+                    "holds a line longer than {} MiB, more than tack writes: the journal is \
+                     damaged; remove it to give up the trial it holds",
+                    MAX_JOURNAL_LINE >> 20
+                ),
+            });
+        }
         // The line being written when tack died may be torn; everything
         // before it is intact.
         match serde_json::from_str::<JournalLine>(&line) {

@@ -710,3 +710,117 @@ fn a_call_span_is_journalled_with_the_message_that_follows_it() {
     drop(recorder);
     assert_eq!(journal("held"), 5, "dropped, it writes what it held");
 }
+
+/// A run's compaction plan comes with the run, which may come from
+/// elsewhere: one naming files outside the run's tables is refused before
+/// anything is renamed or removed; one written where the run was before
+/// it moved is carried out in the run as it is now.
+#[test]
+fn a_compaction_plan_touches_only_the_runs_own_parts() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = five_trials_two_a_part(root.path());
+    writer.flush().unwrap();
+    let run = writer.dir().to_path_buf();
+    let victim = root.path().join("victim.parquet");
+    std::fs::write(&victim, "the user's file").unwrap();
+    let parts = part_files(&run, "trials");
+    for plan in [
+        serde_json::json!({"rename": [], "remove": [victim]}),
+        serde_json::json!({"rename": [[run.join("trials/.x.parquet.partial"), run.join("../victim.parquet")]], "remove": []}),
+        serde_json::json!({"rename": [], "remove": [run.join("journal").join(&parts[0])]}),
+        serde_json::json!({"rename": [], "remove": [run.join("trials").join(&parts[0]), "/etc/hostname"]}),
+    ] {
+        std::fs::write(run.join("compaction.json"), plan.to_string()).unwrap();
+        let error = tack_trace::finish_pending(&run).unwrap_err().to_string();
+        assert!(error.contains("not a part file of this run"), "{error}");
+        assert!(victim.exists());
+        assert_eq!(part_files(&run, "trials"), parts, "nothing was removed");
+    }
+    // Written before the run moved: the same table and name, here.
+    let elsewhere = std::path::Path::new("/moved/run-1/trials");
+    let plan = serde_json::json!({"rename": [], "remove": [elsewhere.join(&parts[0])]});
+    std::fs::write(run.join("compaction.json"), plan.to_string()).unwrap();
+    tack_trace::finish_pending(&run).unwrap();
+    assert_eq!(part_files(&run, "trials"), parts[1..]);
+    assert!(!run.join("compaction.json").exists());
+}
+
+/// `f`, failing the test if it has not returned within a minute (the
+/// failure it guards against is a read that blocks for ever).
+fn within_a_minute<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(f()));
+    result
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} did not return: it waits on a pipe or reads for ever"))
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+/// A run may come from elsewhere: a named pipe or a link to /dev/zero
+/// among its files is an error naming the file, not a reader that waits
+/// for ever or fills memory.
+#[test]
+fn a_runs_pipes_and_links_are_refused_not_read() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = five_trials_two_a_part(root.path());
+    writer.flush().unwrap();
+    let run = writer.dir().to_path_buf();
+    drop(writer);
+    // As received: its writer's claim stays behind.
+    for file in [tack_trace::PID_FILE, tack_trace::CLAIM_FILE] {
+        std::fs::remove_file(run.join(file)).ok();
+    }
+    std::fs::create_dir_all(run.join("journal")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", run.join("journal/zero.jsonl")).unwrap();
+    let dir = run.clone();
+    let error = within_a_minute("recover_journals", move || {
+        tack_trace::recover_journals(&dir).unwrap_err().to_string()
+    });
+    assert!(
+        error.contains("zero.jsonl") && error.contains("symbolic link"),
+        "{error}"
+    );
+    std::fs::remove_file(run.join("journal/zero.jsonl")).unwrap();
+    mkfifo(&run.join("journal/pipe.jsonl"));
+    let dir = run.clone();
+    let error = within_a_minute("recover_journals", move || {
+        tack_trace::recover_journals(&dir).unwrap_err().to_string()
+    });
+    assert!(
+        error.contains("pipe.jsonl") && error.contains("not a regular file"),
+        "{error}"
+    );
+    let dir = run.clone();
+    assert!(
+        within_a_minute("journaled_trials", move || tack_trace::journaled_trials(
+            &dir
+        ))
+        .is_empty()
+    );
+    std::fs::remove_file(run.join("journal/pipe.jsonl")).unwrap();
+
+    mkfifo(&run.join(tack_trace::PID_FILE));
+    let dir = run.clone();
+    assert!(!within_a_minute("run_in_progress", move || {
+        tack_trace::run_in_progress(&dir)
+    }));
+    std::fs::remove_file(run.join(tack_trace::PID_FILE)).unwrap();
+
+    let part = run.join("trials").join(&part_files(&run, "trials")[0]);
+    std::fs::remove_file(&part).unwrap();
+    mkfifo(&part);
+    let dir = run.clone();
+    let error = within_a_minute("read_table", move || {
+        tack_trace::read_table(&dir, "trials")
+            .unwrap_err()
+            .to_string()
+    });
+    assert!(error.contains("not a regular file"), "{error}");
+}
