@@ -274,13 +274,13 @@ fn service_table(out: &mut String, service: &ComposeService, build: Option<&(Pat
     let _ = writeln!(
         out,
         "\n# The compose file's service `{}`, started beside the trial's container.",
-        service.name
+        write::in_comment(&service.name)
     );
     if !service.unreproduced.is_empty() {
         let _ = writeln!(
             out,
             "# Not reproduced: {}.",
-            service.unreproduced.join(", ")
+            write::in_comment(&service.unreproduced.join(", "))
         );
     }
     let _ = writeln!(
@@ -463,11 +463,14 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
         out,
         "# Imported by `tack import harbor` from {} (Harbor task `{}`):\n\
          # {}, each trial {}.",
-        task.dir.display(),
-        task.name,
+        write::in_comment(&task.dir.display().to_string()),
+        write::in_comment(&task.name),
         match image {
             Image::Built { .. } => "built from its Dockerfile".to_string(),
-            Image::Prebuilt(reference) => format!("run from its prebuilt image {reference}"),
+            Image::Prebuilt(reference) => format!(
+                "run from its prebuilt image {}",
+                write::in_comment(reference)
+            ),
         },
         if engine.is_some() {
             "in a container the engine starts"
@@ -476,7 +479,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
         }
     );
     for note in notes {
-        let _ = writeln!(out, "#   - {}", note.replace('\n', " "));
+        let _ = writeln!(out, "#   - {}", write::in_comment(note));
     }
     write::unknown_keys_note(&mut out, task);
     out.push('\n');
@@ -534,7 +537,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
     volumes_line(&mut out, &task.environment.volumes);
     if let Some(why) = engine {
         // A comment line: a command quoted in the reason may span lines.
-        let why = why.replace('\n', " ");
+        let why = write::in_comment(why);
         let _ = writeln!(
             out,
             "# {why}: it runs in a container the engine starts.\nmode = \"engine\""

@@ -601,3 +601,36 @@ fn a_dockerfile_named_outside_the_task_is_refused_unread() {
         assert!(!message.contains("host-secret"), "{message}");
     }
 }
+
+/// The task's own words written into a comment of the task.toml written
+/// (its name, an unknown key) cannot end the comment and add settings.
+#[test]
+fn a_task_name_cannot_write_settings_into_the_imported_task_toml() {
+    let Ok(dir) = tempfile::tempdir() else {
+        panic!("no temporary directory");
+    };
+    let task = dir.path().join("inj");
+    copy_tree(&fixture("minimal"), &task);
+    let toml = "version = \"1.0\"\n[task]\nname = \"x`\\nprotected = [\\\"nothing\\\"]\\n#\"\n\
+                \"evil\\nmax_steps = 1\" = 1\n";
+    write(&task, "task.toml", toml);
+    for mode in [super::TaskMode::Host, super::TaskMode::Image] {
+        let suite = dir.path().join(format!("suite-{mode:?}"));
+        let import = match super::import_tasks(std::slice::from_ref(&task), &suite, mode) {
+            Ok(import) => import,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(import.converted.len(), 1, "{import:?}");
+        let written = match std::fs::read_to_string(suite.join("tasks/inj/task.toml")) {
+            Ok(text) => text,
+            Err(e) => panic!("{e}"),
+        };
+        let table: toml::Table = match written.parse() {
+            Ok(table) => table,
+            Err(e) => panic!("{e}\n{written}"),
+        };
+        assert!(!table.contains_key("protected"), "{written}");
+        assert!(!table.contains_key("max_steps"), "{written}");
+        assert!(written.contains("x`^Jprotected"), "{written}");
+    }
+}

@@ -315,11 +315,18 @@ fn write_host_task(
     })
 }
 
+/// `text`, the task's own words (its name, a key, a note), fit for one
+/// comment line of the task.toml written: a line break in it would end
+/// the comment and write settings of the task's choosing.
+pub(super) fn in_comment(text: &str) -> String {
+    tack_protocol::printable(text).replace('\n', "^J")
+}
+
 /// The keys of the task's task.toml that Harbor does not know, as a
 /// comment: what the author meant may be missing from both.
 pub(super) fn unknown_keys_note(out: &mut String, task: &HarborTask) {
     for key in &task.config.unknown_keys {
-        let _ = writeln!(out, "# {}", unknown_key_line(key));
+        let _ = writeln!(out, "# {}", in_comment(&unknown_key_line(key)));
     }
 }
 
@@ -411,13 +418,13 @@ impl TaskPlan {
         let _ = writeln!(
             out,
             "# Imported by `tack import harbor` from {} (Harbor task `{}`).",
-            task.dir.display(),
-            task.name
+            in_comment(&task.dir.display().to_string()),
+            in_comment(&task.name)
         );
         if !self.notes.is_empty() {
             out.push_str("# How running it here differs from its container image:\n");
             for note in &self.notes {
-                let _ = writeln!(out, "#   - {}", note.replace('\n', " "));
+                let _ = writeln!(out, "#   - {}", in_comment(note));
             }
         }
         unknown_keys_note(&mut out, task);
