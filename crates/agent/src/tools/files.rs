@@ -50,54 +50,136 @@ impl Tool for ReadFileTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: ReadArgs = parse_arguments(READ_FILE, arguments)?;
-        let text = read_text(ctx, &args.path)?;
-        let text = select_lines(&text, args.start_line, args.end_line)?;
-        Ok(cap_text(text, ctx.output_limit))
-    }
-}
-
-fn select_lines(text: &str, start: Option<usize>, end: Option<usize>) -> Result<String, ToolError> {
-    if start.is_none() && end.is_none() {
-        return Ok(text.to_string());
-    }
-    let total = text.lines().count();
-    let start = start.unwrap_or(1).max(1);
-    let end = end.unwrap_or(total).min(total);
-    if start > total || start > end {
-        return Err(ToolError::failed(format!(
-            "line range {start}..{end} is empty: the file has {total} lines"
-        )));
-    }
-    let mut selected: String = text
-        .lines()
-        .skip(start - 1)
-        .take(end + 1 - start)
-        .collect::<Vec<_>>()
-        .join("\n");
-    selected.push('\n');
-    Ok(selected)
-}
-
-fn cap_text(text: String, limit: usize) -> ToolOutput {
-    if text.len() <= limit {
-        return ToolOutput::Text {
-            text,
-            truncated: false,
+        let file = open_for_reading(ctx, &args.path)?;
+        let range = match (args.start_line, args.end_line) {
+            (None, None) => None,
+            (start, end) => Some((start.unwrap_or(1).max(1), end)),
         };
+        let read = read_lines(std::io::BufReader::new(file), range, ctx.output_limit)
+            .map_err(|e| ToolError::failed(format!("`{}` could not be read: {e}", args.path)))?;
+        if let Some((start, end)) = range
+            && read.selected == 0
+        {
+            let end = end.unwrap_or(read.lines).min(read.lines);
+            return Err(ToolError::failed(format!(
+                "line range {start}..{end} is empty: the file has {} lines",
+                read.lines
+            )));
+        }
+        read.output(&args.path, range.is_some())
     }
-    let mut cut = limit;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
+}
+
+/// What [`read_lines`] read: the start of what was asked for (at most the
+/// output limit and a little), how many bytes that was in all, and how
+/// many lines the file has.
+struct Read {
+    kept: Vec<u8>,
+    selected: u64,
+    lines: usize,
+    limit: usize,
+}
+
+/// Lines `start..=end` (1-based; all of the file without a range) of
+/// `reader`, streamed: at most `limit` bytes and a few are kept, so a
+/// file of a gigabyte costs a pass over it, not a gigabyte of tack's
+/// memory.
+fn read_lines(
+    mut reader: impl std::io::BufRead,
+    range: Option<(usize, Option<usize>)>,
+    limit: usize,
+) -> std::io::Result<Read> {
+    let (start, end) = range.unwrap_or((1, None));
+    let wanted = |line: usize| line >= start && end.is_none_or(|end| line <= end);
+    // Enough to cut at a character's boundary.
+    let keep = limit.saturating_add(4);
+    let mut read = Read {
+        kept: Vec::new(),
+        selected: 0,
+        lines: 0,
+        limit,
+    };
+    let mut line = 1;
+    let mut in_line = false;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        let (chunk, ends_line) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buffer[..=at], true),
+            None => (buffer, false),
+        };
+        if wanted(line) {
+            read.selected += chunk.len() as u64;
+            let room = keep.saturating_sub(read.kept.len()).min(chunk.len());
+            read.kept.extend_from_slice(&chunk[..room]);
+        }
+        let used = chunk.len();
+        reader.consume(used);
+        in_line = !ends_line;
+        if ends_line {
+            read.lines = line;
+            line += 1;
+        }
     }
-    let kept = format!(
-        "{}\n[truncated: showing {cut} of {} bytes; read a line range to see more]",
-        &text[..cut],
-        text.len()
-    );
-    ToolOutput::Text {
-        text: kept,
-        truncated: true,
+    if in_line {
+        read.lines = line;
     }
+    // A range's last line ends with a newline, as the file's would.
+    if range.is_some() && read.selected > 0 && !read.kept.ends_with(b"\n") && read.kept.len() < keep
+    {
+        read.kept.push(b'\n');
+        read.selected += 1;
+    }
+    Ok(read)
+}
+
+impl Read {
+    /// The text for the model: cut at the limit, with a marker.
+    fn output(self, path: &str, ranged: bool) -> Result<ToolOutput, ToolError> {
+        let truncated = self.selected > self.limit as u64;
+        let mut kept = self.kept;
+        if truncated {
+            kept.truncate(self.limit);
+        }
+        let text = match String::from_utf8(kept) {
+            Ok(text) => text,
+            // Cut inside a character: keep what comes before it.
+            Err(error) if truncated && error.utf8_error().error_len().is_none() => {
+                let valid = error.utf8_error().valid_up_to();
+                let mut bytes = error.into_bytes();
+                bytes.truncate(valid);
+                String::from_utf8(bytes).map_err(|_| not_text(path))?
+            }
+            Err(_) => return Err(not_text(path)),
+        };
+        if !truncated {
+            return Ok(ToolOutput::Text {
+                text,
+                truncated: false,
+            });
+        }
+        let hint = if ranged {
+            "read a smaller line range"
+        } else {
+            "read a line range to see more"
+        };
+        Ok(ToolOutput::Text {
+            text: format!(
+                "{text}\n[truncated: showing {} of {} bytes; {hint}]",
+                text.len(),
+                self.selected
+            ),
+            truncated: true,
+        })
+    }
+}
+
+fn not_text(path: &str) -> ToolError {
+    ToolError::failed(format!(
+        "`{path}` is not UTF-8 text; inspect binary files with `bash` (e.g. `xxd`)"
+    ))
 }
 
 #[derive(Debug)]
@@ -195,7 +277,7 @@ impl Tool for StrReplaceTool {
             ));
         }
         let files = workspace_files(ctx)?;
-        let text = text_of(&args.path, files.read(&args.path).map_err(file_error)?)?;
+        let text = text_to_edit(&files, &args.path)?;
         let replaced = replace_once(&text, &args.old_string, &args.new_string)
             .map_err(|why| ToolError::failed(format!("{why} in `{}`", args.path)))?;
         files
@@ -208,26 +290,40 @@ impl Tool for StrReplaceTool {
     }
 }
 
-/// A file of the workspace as text, through the sandbox's checks.
-/// A file of the workspace, or an offloaded result: an absolute path in
-/// the results directory, read beneath it with the same kernel checks.
-fn read_text(ctx: &ToolContext, path: &str) -> Result<String, ToolError> {
+/// A file of the workspace opened for reading, through the sandbox's
+/// checks; or an offloaded result: an absolute path in the results
+/// directory, opened beneath it with the same kernel checks.
+fn open_for_reading(ctx: &ToolContext, path: &str) -> Result<std::fs::File, ToolError> {
     if let Some(dir) = &ctx.results_dir
         && let Ok(name) = std::path::Path::new(path).strip_prefix(dir)
     {
         let results = WorkspaceFiles::new(dir, &ctx.confinement).map_err(file_error)?;
-        let name = name.to_string_lossy();
-        return text_of(path, results.read(&name).map_err(file_error)?);
+        return results.open(&name.to_string_lossy()).map_err(file_error);
     }
-    text_of(path, workspace_files(ctx)?.read(path).map_err(file_error)?)
+    workspace_files(ctx)?.open(path).map_err(file_error)
 }
 
-fn text_of(path: &str, bytes: Vec<u8>) -> Result<String, ToolError> {
-    String::from_utf8(bytes).map_err(|_| {
-        ToolError::failed(format!(
-            "`{path}` is not UTF-8 text; inspect binary files with `bash` (e.g. `xxd`)"
-        ))
-    })
+/// The largest file `str_replace` edits: it holds the file twice in
+/// tack's memory; `bash` (sed) edits a bigger one.
+const EDIT_LIMIT: u64 = 64 << 20;
+
+/// A file to edit, whole, as text.
+fn text_to_edit(files: &WorkspaceFiles, path: &str) -> Result<String, ToolError> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    files
+        .open(path)
+        .map_err(file_error)?
+        .take(EDIT_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::failed(format!("`{path}` could not be read: {e}")))?;
+    if bytes.len() as u64 > EDIT_LIMIT {
+        return Err(ToolError::failed(format!(
+            "`{path}` is larger than {} MiB: edit it with `bash` (e.g. `sed -i`)",
+            EDIT_LIMIT >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| not_text(path))
 }
 
 /// The `path` argument as the one file a call touches.
@@ -297,13 +393,63 @@ mod tests {
         );
     }
 
+    fn lines(
+        text: &str,
+        range: Option<(usize, Option<usize>)>,
+        limit: usize,
+    ) -> (String, u64, usize) {
+        let read = read_lines(text.as_bytes(), range, limit).unwrap();
+        (
+            String::from_utf8(read.kept).unwrap(),
+            read.selected,
+            read.lines,
+        )
+    }
+
     #[test]
     fn line_ranges_are_inclusive_and_checked() {
         let text = "one\ntwo\nthree\n";
         assert_eq!(
-            select_lines(text, Some(2), Some(3)).unwrap(),
-            "two\nthree\n"
+            lines(text, Some((2, Some(3))), 100),
+            ("two\nthree\n".into(), 10, 3)
         );
-        assert!(select_lines(text, Some(5), None).is_err());
+        assert_eq!(lines(text, Some((5, None)), 100), (String::new(), 0, 3));
+        assert_eq!(lines(text, None, 100), (text.into(), 14, 3));
+        // The last line without its newline: counted, and given one.
+        assert_eq!(lines("a\nb", Some((2, None)), 100), ("b\n".into(), 2, 2));
+        assert_eq!(lines("a\nb", None, 100), ("a\nb".into(), 3, 2));
+    }
+
+    /// A long file is read through, but only the start of what was asked
+    /// for is kept, cut at a character's boundary, with the whole size said.
+    #[test]
+    fn a_long_file_keeps_only_what_is_shown() {
+        let text = format!("{}\nlast\n", "é".repeat(50_000));
+        let read = read_lines(text.as_bytes(), None, 101).unwrap();
+        assert!(read.kept.len() <= 105, "{}", read.kept.len());
+        assert_eq!((read.selected, read.lines), (text.len() as u64, 2));
+        let ToolOutput::Text {
+            text: shown,
+            truncated,
+        } = read.output("f", false).unwrap()
+        else {
+            panic!("text")
+        };
+        assert!(truncated);
+        assert!(shown.starts_with(&"é".repeat(50)), "{shown}");
+        assert!(
+            shown.ends_with(
+                "[truncated: showing 100 of 100006 bytes; read a line range to see more]"
+            ),
+            "{shown}"
+        );
+        let read = read_lines(text.as_bytes(), Some((2, Some(2))), 101).unwrap();
+        assert_eq!(
+            read.output("f", true).unwrap(),
+            ToolOutput::Text {
+                text: "last\n".into(),
+                truncated: false
+            }
+        );
     }
 }
