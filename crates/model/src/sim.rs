@@ -1,7 +1,8 @@
 //! A seeded simulated agent. It works like a careful junior engineer through
 //! the harness's real tools on the real files: looks around, reads the files
 //! the fix touches, runs the visible tests, makes an edit — the right one with
-//! probability `skill`, otherwise one of the task's plausible wrong fixes —,
+//! probability `skill`, otherwise one of the task's plausible wrong fixes, or
+//! none for a task that names none —,
 //! runs the tests again and reads what it is shown. When the result it sees
 //! shows a failure it reverts and tries again; when the harness hides the
 //! failure (stdout only, no exit code) it believes it is done. Now and then it
@@ -255,8 +256,7 @@ impl SimAgent {
             calls.push(self.writer.str_replace(&decoy.path, &decoy.new, &decoy.old));
         }
         let decoys = &self.brief.solution.decoys;
-        let correct = decoys.is_empty() || self.rng.random_bool(self.params.skill);
-        if correct {
+        if self.rng.random_bool(self.params.skill) {
             for edit in self.brief.solution.edits.clone() {
                 calls.push(self.writer.str_replace(&edit.path, &edit.old, &edit.new));
             }
@@ -264,6 +264,14 @@ impl SimAgent {
                 calls.push(self.writer.bash(&script));
             }
             ("I found the bug; fixing it.".to_string(), calls)
+        } else if decoys.is_empty() {
+            // No plausible wrong fix is written down (a Harbor task has
+            // none): the wrong guess is that nothing needs changing.
+            calls.push(
+                self.writer
+                    .bash("echo 'this looks right to me; leaving it as it is'"),
+            );
+            ("I think it already works; leaving it.".to_string(), calls)
         } else {
             let decoy = decoys[self.rng.random_range(0..decoys.len())].clone();
             calls.push(self.writer.str_replace(&decoy.path, &decoy.old, &decoy.new));
@@ -479,5 +487,32 @@ mod tests {
         let error = bad.validate().unwrap_err().to_string();
         assert!(error.contains("skill"), "{error}");
         assert!(SimParams::default().validate().is_ok());
+    }
+
+    /// A task without decoys (a Harbor task's solution is a script): the
+    /// sim's skill still decides, the wrong guess being to change nothing.
+    #[test]
+    fn skill_decides_on_a_task_without_decoys() {
+        let brief = TaskBrief {
+            instruction: "make it work".to_string(),
+            solution: tack_protocol::Solution {
+                script: Some("bash /solution/solve.sh".to_string()),
+                ..tack_protocol::Solution::default()
+            },
+            test_command: None,
+        };
+        let solves = |skill: f64, seed: u64| {
+            let params = SimParams {
+                skill,
+                ..SimParams::default()
+            };
+            let mut sim = SimAgent::new(brief.clone(), params, seed);
+            let (_, calls) = sim.attempt_fix();
+            calls.iter().any(|call| call.arguments.contains("solve.sh"))
+        };
+        assert!((0..20).all(|seed| solves(1.0, seed)));
+        assert!((0..20).all(|seed| !solves(0.0, seed)));
+        let solved = (0..200).filter(|&seed| solves(0.5, seed)).count();
+        assert!((60..140).contains(&solved), "{solved} of 200 at skill 0.5");
     }
 }
