@@ -255,8 +255,11 @@ impl SimAgent {
         if let Some(decoy) = self.applied_decoy.take() {
             calls.push(self.writer.str_replace(&decoy.path, &decoy.new, &decoy.old));
         }
-        let decoys = &self.brief.solution.decoys;
-        if self.rng.random_bool(self.params.skill) {
+        let solution = &self.brief.solution;
+        let decoys = &solution.decoys;
+        // Nothing to fix (`tack exec` names no solution): no guess to make.
+        let nothing_to_fix = solution.edits.is_empty() && solution.script.is_none();
+        if nothing_to_fix || self.rng.random_bool(self.params.skill) {
             for edit in self.brief.solution.edits.clone() {
                 calls.push(self.writer.str_replace(&edit.path, &edit.old, &edit.new));
             }
