@@ -18,6 +18,43 @@ fn exec(workspace: &std::path::Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Whether a process whose command line is `cmdline` (NUL-separated, as
+/// /proc has it) runs below process `ancestor` (its sandbox included).
+fn runs_below(ancestor: u32, cmdline: &[u8]) -> bool {
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command's name in parentheses: state, then the parent.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Some(mut pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        if std::fs::read(entry.path().join("cmdline")).ok().as_deref() != Some(cmdline) {
+            return false;
+        }
+        while let Some(up) = parent(pid).filter(|&up| up > 1) {
+            if up == ancestor {
+                return true;
+            }
+            pid = up;
+        }
+        false
+    })
+}
+
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("greet.sh"), "echo hello\n").unwrap();
@@ -208,18 +245,17 @@ fn ctrl_c_cancels_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the agent is done (its eight events, the last its final
-    // message, are in the session's log) and the (slow) check is running:
-    // a fixed wait lost the race on a loaded machine.
+    // Wait until the agent is done and the (slow) check is running: its
+    // `sleep 30` is a process below tack's. Fixed waits (after the agent's
+    // last event) lost the race on a loaded machine.
     let started = std::time::Instant::now();
-    while std::fs::read_to_string(log.join("events.jsonl")).map_or(0, |l| l.lines().count()) < 8 {
+    while !runs_below(child.id(), b"sleep\030\0") {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(60),
-            "the agent never finished"
+            "the check never started"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_millis(500));
     let interrupted = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
