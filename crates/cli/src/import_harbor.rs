@@ -103,8 +103,14 @@ pub fn run(args: HarborArgs) -> CommandResult {
             .iter()
             .filter(|t| !t.wants_image() && !t.requires_container())
             .count();
+        let set_aside = loaded.tasks.len() - in_image - on_host;
+        let aside = if set_aside == 0 {
+            String::new()
+        } else {
+            format!(", {set_aside} set aside: they need their container")
+        };
         errln!(
-            "suite {} now has {} ({in_image} in {} image, {on_host} on the host)",
+            "suite {} now has {} ({in_image} in {} image, {on_host} on the host{aside})",
             args.out.display(),
             tack_protocol::count(loaded.tasks.len(), "task"),
             if in_image == 1 { "its" } else { "their" }

@@ -325,4 +325,11 @@ fn the_public_harbor_samples_import_sound_and_pass_with_the_oracle() {
         trials.iter().all(|t| t["outcome"] == "passed"),
         "{run_json:#}"
     );
+    // The cookbook tasks' test.sh sources the uv installer's env file,
+    // which the stand-in for curl writes (a script under `set -e` stops
+    // where it is missing).
+    let run_dir = PathBuf::from(run_json["run"]["run_dir"].as_str().unwrap());
+    for (trial, output) in check_outputs(&dir.path().join(run_dir)) {
+        assert!(!output.contains(".local/bin/env"), "{trial}: {output}");
+    }
 }

@@ -261,8 +261,11 @@ fn script_findings(name: &str, script: &Script, out: &mut Assessment) {
         }
     }
     for url in &needs.downloads {
-        out.notes
-            .push(format!("{name} downloads {url} at run time"));
+        let note = format!("{name} downloads {url} at run time");
+        // A script may fetch one URL twice (a retry loop).
+        if !out.notes.contains(&note) {
+            out.notes.push(note);
+        }
     }
 }
 

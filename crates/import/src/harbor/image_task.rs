@@ -484,6 +484,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
     write::unknown_keys_note(&mut out, task);
     out.push('\n');
     let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
+    out.push_str(write::NOTHING_PROTECTED);
     out.push_str("tags = [\"harbor\"]\n\n[environment]\n");
     match image {
         Image::Built {

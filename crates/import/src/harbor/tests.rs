@@ -611,7 +611,7 @@ fn a_task_name_cannot_write_settings_into_the_imported_task_toml() {
     };
     let task = dir.path().join("inj");
     copy_tree(&fixture("minimal"), &task);
-    let toml = "version = \"1.0\"\n[task]\nname = \"x`\\nprotected = [\\\"nothing\\\"]\\n#\"\n\
+    let toml = "version = \"1.0\"\n[task]\nname = \"x`\\ntest_command = \\\"echo injected\\\"\\n#\"\n\
                 \"evil\\nmax_steps = 1\" = 1\n";
     write(&task, "task.toml", toml);
     for mode in [super::TaskMode::Host, super::TaskMode::Image] {
@@ -629,8 +629,42 @@ fn a_task_name_cannot_write_settings_into_the_imported_task_toml() {
             Ok(table) => table,
             Err(e) => panic!("{e}\n{written}"),
         };
-        assert!(!table.contains_key("protected"), "{written}");
+        assert!(!table.contains_key("test_command"), "{written}");
         assert!(!table.contains_key("max_steps"), "{written}");
-        assert!(written.contains("x`^Jprotected"), "{written}");
+        assert!(written.contains("x`^Jtest_command"), "{written}");
+    }
+}
+
+/// Harbor's tests come in at /tests after the agent stops: an imported task
+/// protects nothing of its workspace, so an agent asked to write
+/// tests/test_x.py (and the oracle doing so) is not flagged as tampering.
+#[test]
+fn an_imported_task_protects_no_workspace_file() {
+    let Ok(dir) = tempfile::tempdir() else {
+        panic!("no temporary directory");
+    };
+    let task = dir.path().join("plain");
+    copy_tree(&fixture("minimal"), &task);
+    for mode in [super::TaskMode::Host, super::TaskMode::Image] {
+        let suite = dir.path().join(format!("suite-{mode:?}"));
+        if let Err(e) = super::import_tasks(std::slice::from_ref(&task), &suite, mode) {
+            panic!("{e}");
+        }
+        let written =
+            std::fs::read_to_string(suite.join("tasks/plain/task.toml")).unwrap_or_default();
+        let table: toml::Table = written.parse().unwrap_or_default();
+        assert_eq!(
+            table.get("protected"),
+            Some(&toml::Value::Array(Vec::new())),
+            "{written}"
+        );
+        // The suite file names, commented out, the images to map offline.
+        let suite_file = std::fs::read_to_string(suite.join("suite.toml")).unwrap_or_default();
+        let stub = "# [images]\n# \"debian:bookworm-slim\" = \"localhost/...\"";
+        assert_eq!(
+            mode == super::TaskMode::Image,
+            suite_file.contains(stub),
+            "{suite_file}"
+        );
     }
 }

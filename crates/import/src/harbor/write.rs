@@ -113,6 +113,8 @@ pub fn import_tasks(
         }
     }
     let tasks_dir = suite_dir.join("tasks");
+    // The images the imported tasks start from, for the suite file's map.
+    let mut bases = std::collections::BTreeSet::new();
     for source in tasks {
         let refuse = |report: &mut SuiteImport, source: PathBuf, reason: String| {
             report.refused.push(SkippedTask { source, reason });
@@ -156,10 +158,13 @@ pub fn import_tasks(
             continue;
         }
         std::fs::create_dir_all(&tasks_dir).map_err(io(&tasks_dir))?;
+        if mode == TaskMode::Image {
+            bases.extend(base_image(&task));
+        }
         report.converted.push(write_task(&task, id, &dir, mode)?);
     }
     if !report.converted.is_empty() {
-        report.suite_file_written = write_suite_file(suite_dir)?;
+        report.suite_file_written = write_suite_file(suite_dir, &bases)?;
     }
     Ok(report)
 }
@@ -209,7 +214,39 @@ fn task_id(source: &Path) -> String {
         .collect()
 }
 
-fn write_suite_file(suite_dir: &Path) -> Result<Option<PathBuf>, WriteError> {
+/// The image an image task starts from (its Dockerfile's last `FROM`, or
+/// its prebuilt image), without a pinned digest: what `[images]` maps.
+fn base_image(task: &HarborTask) -> Option<String> {
+    let reference = match &task.environment.dockerfile {
+        Some(file) => &file.base_image.reference,
+        None => task.config.docker_image.as_ref()?,
+    };
+    let unpinned = reference.split('@').next().unwrap_or(reference);
+    (!unpinned.contains('$') && !unpinned.eq_ignore_ascii_case("scratch"))
+        .then(|| unpinned.to_string())
+}
+
+/// The suite's `[images]`, commented out: where no registry is reachable,
+/// each image the tasks start from needs a local stand-in.
+fn images_stub(bases: &std::collections::BTreeSet<String>) -> String {
+    if bases.is_empty() {
+        return String::new();
+    }
+    let mut stub = String::from(
+        "\n# Where no image registry is reachable, map each image the tasks start from to a local\n\
+         # one (suites/README.md; deploy/images/debian-base builds stand-ins from Debian's\n\
+         # packages), here or in ~/.config/tack/images.toml:\n# [images]\n",
+    );
+    for base in bases {
+        let _ = writeln!(stub, "# {} = \"localhost/...\"", quote(base));
+    }
+    stub
+}
+
+fn write_suite_file(
+    suite_dir: &Path,
+    bases: &std::collections::BTreeSet<String>,
+) -> Result<Option<PathBuf>, WriteError> {
     let path = suite_dir.join("suite.toml");
     if path.exists() {
         return Ok(None);
@@ -235,8 +272,9 @@ model = "oracle"
 # [[variants]]
 # name = "gpt"
 # model = "openai:gpt-4.1"
-"#,
+{images}"#,
         name = quote(&name),
+        images = images_stub(bases),
     );
     std::fs::write(&path, text).map_err(io(&path))?;
     Ok(Some(path))
@@ -314,6 +352,13 @@ fn write_host_task(
         unknown_keys: task.config.unknown_keys.clone(),
     })
 }
+
+/// An imported task protects no file of its workspace: Harbor's tests are
+/// copied in at `/tests` after the agent stops, and tack's default globs
+/// (`tests/`, `test_*`) name files such a task may ask the agent to write,
+/// which would flag its own solution as tampering.
+pub(super) const NOTHING_PROTECTED: &str = "# Harbor's tests are copied in at /tests after the agent \
+stops: no file of the workspace is theirs.\nprotected = []\n";
 
 /// `text`, the task's own words (its name, a key, a note), fit for one
 /// comment line of the task.toml written: a line break in it would end
@@ -430,6 +475,7 @@ impl TaskPlan {
         unknown_keys_note(&mut out, task);
         out.push('\n');
         let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
+        out.push_str(NOTHING_PROTECTED);
         out.push_str("tags = [\"harbor\"]\n\n[environment]\n");
         if let Some(workdir) = workdir {
             let _ = writeln!(out, "workdir = {}", quote(workdir));
