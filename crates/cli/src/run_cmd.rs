@@ -523,7 +523,9 @@ fn stop_on_signal(cancel: CancelFlag, run_dir: Arc<OnceLock<PathBuf>>) {
         match run_dir.get() {
             Some(dir) => errln!(
                 "stopped: the trials cut off run again with `tack run --resume {}`; \
-                 the finished ones are recorded (`tack report {}` reports them)",
+                 the finished ones are recorded (`tack report {}` reports them); what the \
+                 cut-off trials left (their workspaces, an image task's containers) is removed \
+                 by that resume, or by the next run",
                 dir.display(),
                 dir.display()
             ),

@@ -44,9 +44,16 @@ pub async fn check(args: CheckArgs) -> CommandResult {
         engine: args.engine,
         cache: None,
     };
-    let results = tack_suite::check_suite(&suite, args.jobs, args.sandbox.into(), &images, &note)
-        .await
-        .or_fail(Failure::Usage)?;
+    let checking = tack_suite::check_suite(&suite, args.jobs, args.sandbox.into(), &images, &note);
+    // Ctrl-C or SIGTERM: the checks stop, and what they made (workspaces,
+    // sandboxes, containers) is removed as they end.
+    let results = tokio::select! {
+        results = checking => results.or_fail(Failure::Usage)?,
+        () = crate::stop::stop_signal() => {
+            errln!("interrupted: the checks were stopped; nothing was judged");
+            return Ok(ExitCode::from(130));
+        }
+    };
     let tally = tack_suite::SoundnessTally::of(&results);
     if args.json {
         let out = json!({

@@ -776,3 +776,58 @@ fn a_misspelt_rerun_selection_is_refused() {
         assert!(stderr.contains(said), "{stderr}");
     }
 }
+
+/// Ctrl-C stops `tack suite check` as it stops a run: exit 130, a word on
+/// stderr, and the checks' workspaces (here, one whose check sleeps) gone,
+/// not left for the next command's sweep.
+#[test]
+fn ctrl_c_stops_a_suite_check_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = slow_demo(dir.path(), 60);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let child = tack(dir.path())
+        .env("TMPDIR", &tmp)
+        .args([
+            "suite",
+            "check",
+            suite.to_str().unwrap(),
+            "-t",
+            "median-even",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let made = |tmp: &Path| -> Vec<PathBuf> {
+        let Ok(places) = std::fs::read_dir(tmp) else {
+            return Vec::new();
+        };
+        places
+            .flatten()
+            .filter_map(|place| std::fs::read_dir(place.path()).ok())
+            .flat_map(|entries| entries.flatten().map(|entry| entry.path()))
+            .collect()
+    };
+    wait_for("the check's workspace", || !made(&tmp).is_empty());
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: the checks were stopped"),
+        "{stderr}"
+    );
+    // The sandbox's helper process, tack's child, may still be removing a
+    // command's private tmp as tack exits.
+    let exited = Instant::now();
+    while !made(&tmp).is_empty() && exited.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(made(&tmp), Vec::<PathBuf>::new());
+}

@@ -148,6 +148,19 @@ async fn passing_decoys(task: &Task, sandbox: &CommandSandbox) -> Result<Vec<usi
     Ok(passing)
 }
 
+/// The checks of a suite being checked: stopped when the check is dropped
+/// (its caller was interrupted), so that their workspaces, sandboxes and
+/// containers go with them then, not when the process ends.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<TaskSoundness>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.abort();
+        }
+    }
+}
+
 /// Checks every task, `jobs` at a time, in task order, with setup,
 /// solution and checks confined by `profile` (`strict`, what a trial's
 /// checks get by default), after provisioning the tasks' tools and making
@@ -165,17 +178,17 @@ pub async fn check_suite(
     let suite = &suite;
     let sandbox = std::sync::Arc::new(CommandSandbox::new(profile, suite.hidden_paths()));
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
-    let mut handles = Vec::new();
+    let mut handles = AbortOnDrop(Vec::new());
     for task in suite.tasks.clone() {
         let semaphore = semaphore.clone();
         let sandbox = sandbox.clone();
-        handles.push(tokio::spawn(async move {
+        handles.0.push(tokio::spawn(async move {
             let _permit = semaphore.acquire_owned().await;
             check_task(&task, &sandbox).await
         }));
     }
-    let mut results = Vec::with_capacity(handles.len());
-    for (handle, task) in handles.into_iter().zip(&suite.tasks) {
+    let mut results = Vec::with_capacity(handles.0.len());
+    for (handle, task) in handles.0.iter_mut().zip(&suite.tasks) {
         results.push(
             handle
                 .await
