@@ -109,6 +109,15 @@ pub fn build(
             .into_iter()
             .filter(|image| !image.eq_ignore_ascii_case("scratch") && !image.contains('$'))
             .filter(|image| !engine.has_image(image))
+            .map(|image| {
+                // A map's target the engine lacks: the map is there, its
+                // image is not (a typo, or not built yet).
+                let mapped_from = map
+                    .iter()
+                    .find(|(_, target)| **target == image)
+                    .map(|(name, _)| name.clone());
+                (image, mapped_from)
+            })
             .collect();
         return Err(ImageError::Build {
             status: status

@@ -32,8 +32,9 @@ pub enum ImageError {
         log: PathBuf,
         tail: String,
         /// Base images (`FROM`) the engine does not have: where no registry
-        /// answers, the likely cause.
-        missing: Vec<String>,
+        /// answers, the likely cause. With the name the suite's `[images]`
+        /// maps to it, when it is a map's target.
+        missing: Vec<(String, Option<String>)>,
     },
     #[error(
         "image {image} is neither here nor pullable ({why}); without a registry, map it to a \
@@ -82,15 +83,29 @@ pub enum ImageError {
 }
 
 /// What to do about base images the engine lacks, when there are any.
-fn unmapped_hint(missing: &[String]) -> String {
-    if missing.is_empty() {
-        return String::new();
+fn unmapped_hint(missing: &[(String, Option<String>)]) -> String {
+    let mut hint = String::new();
+    let unmapped: Vec<&str> = (missing.iter())
+        .filter(|(_, from)| from.is_none())
+        .map(|(image, _)| image.as_str())
+        .collect();
+    if !unmapped.is_empty() {
+        hint.push_str(&format!(
+            "\nnot on this machine: {}; the build pulls them from a registry. Where none is \
+             reachable, map each to a local image in the suite's [images] (see suites/README.md)",
+            unmapped.join(", ")
+        ));
     }
-    format!(
-        "\nnot on this machine: {}; the build pulls them from a registry. Where none is \
-         reachable, map each to a local image in the suite's [images] (see suites/README.md)",
-        missing.join(", ")
-    )
+    for (image, from) in missing {
+        if let Some(from) = from {
+            hint.push_str(&format!(
+                "\nthe suite's [images] maps {from} to {image}, which is not on this machine: \
+                 correct the name in the map (`podman images` lists what is here), or build or \
+                 import that image"
+            ));
+        }
+    }
+    hint
 }
 
 impl ImageError {
