@@ -40,8 +40,8 @@ Examples:
 pub struct GateArgs {
     #[command(flatten)]
     pub sides: SidesArgs,
-    /// Largest tolerated drop in success rate (0.02 = two points).
-    #[arg(long, default_value_t = 0.02)]
+    /// Largest tolerated drop in success rate: `0.02` or `2%` (two points).
+    #[arg(long, default_value = "0.02", value_parser = parse_fraction)]
     pub max_drop: f64,
     /// Significance level of the paired test.
     #[arg(long, default_value_t = 0.05)]
@@ -85,7 +85,8 @@ fn quarantined(file: &Path) -> Result<BTreeMap<String, String>, CommandError> {
         .collect())
 }
 
-/// A budget flag's value that is not a fraction; clap names the flag.
+/// A budget's or --max-drop's value that is not a fraction; clap names
+/// the flag.
 #[derive(Debug, thiserror::Error)]
 enum FractionError {
     #[error("`{text}` is not a number or a percentage (e.g. 10% or 0.1)")]
@@ -96,9 +97,9 @@ enum FractionError {
     #[error("`{0}` must be zero or more")]
     OutOfRange(String),
     /// `10` is almost always meant as 10%, and read as a fraction it would
-    /// let cost grow elevenfold.
+    /// let cost grow elevenfold (or tolerate any drop).
     #[error(
-        "`{text}` as a fraction allows a {percent}% increase; write {text}% for {text} percent \
+        "`{text}` as a fraction is {percent}%; write {text}% for {text} percent \
          (or {percent}% if that is meant)"
     )]
     Ambiguous { text: String, percent: f64 },
@@ -130,9 +131,10 @@ fn parse_fraction(text: &str) -> Result<f64, FractionError> {
 }
 
 pub async fn run(args: GateArgs) -> CommandResult {
-    if !(0.0..1.0).contains(&args.max_drop) {
+    if args.max_drop > 1.0 {
         return Err(usage(
-            "--max-drop is a difference in success rate from 0 to 1, e.g. 0.02",
+            "--max-drop is a drop in success rate of at most 1 (100 points): 0.02 or 2% for two \
+             points",
         ));
     }
     if !(args.alpha > 0.0 && args.alpha < 1.0) {
@@ -231,10 +233,18 @@ fn print_verdict(
             "quarantined: {} left out ({}): {}",
             tack_protocol::count(names.len(), "task"),
             file.display(),
-            if names.is_empty() {
-                "none listed".to_string()
-            } else {
-                names.join(", ")
+            match (names.is_empty(), left_out.len()) {
+                (false, _) => names.join(", "),
+                (true, 0) => "none listed".to_string(),
+                (true, listed) => format!(
+                    "the {} it lists {} of neither run",
+                    tack_protocol::count(listed, "name"),
+                    if listed == 1 {
+                        "is a task"
+                    } else {
+                        "are tasks"
+                    }
+                ),
             }
         )?;
     }
@@ -255,7 +265,7 @@ mod tests {
         assert_eq!(
             refused.as_deref(),
             Some(
-                "`10` as a fraction allows a 1000% increase; write 10% for 10 percent (or 1000% if that is meant)"
+                "`10` as a fraction is 1000%; write 10% for 10 percent (or 1000% if that is meant)"
             )
         );
         assert!(parse_fraction("-5%").is_err());

@@ -237,6 +237,24 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         stderr.contains("lists 1 task neither run has (a typo?): nosuchtask"),
         "{stderr}"
     );
+    let typo_only = dir.path().join("typo.txt");
+    std::fs::write(&typo_only, "nosuchtask\n").unwrap();
+    let said = common::tack(&[
+        "gate",
+        dir.path().join("traces").join(run_id).to_str().unwrap(),
+        "--variants",
+        "sim-full,sim-stdout",
+        "--quarantine",
+        typo_only.to_str().unwrap(),
+        "--max-drop",
+        "99%",
+    ]);
+    let said = String::from_utf8_lossy(&said.stdout).to_string();
+    assert!(
+        said.contains("left out (")
+            && said.contains("): the 1 name it lists is a task of neither run"),
+        "{said}"
+    );
     let gate = common::stdout_json(&gate);
     let unpaired = gate["comparison"]["unpaired"].as_array().unwrap();
     for task in &flaky {
