@@ -110,7 +110,8 @@ struct RunRow {
     #[serde(flatten)]
     line: RunLine,
     trials_url: String,
-    failed_url: String,
+    /// None when every trial recorded passed.
+    failed_url: Option<String>,
     variants: Vec<VariantCell>,
     /// Why the run's trials could not be read, where they could not.
     unreadable: Option<String>,
@@ -128,6 +129,9 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
                     .map(|v| v.trials + v.infra_errors + v.cancelled)
                     .sum()
             });
+            let passed: u64 = summaries
+                .as_ref()
+                .map_or(0, |summaries| summaries.iter().map(|v| v.passed).sum());
             let line = run.line(recorded);
             let id = line.id.as_str();
             let unreadable = summaries.as_ref().err().map(ToString::to_string);
@@ -153,7 +157,8 @@ fn runs_page(viewer: &Viewer) -> Result<String, ViewError> {
                 .unwrap_or_default();
             RunRow {
                 trials_url: link("/trials", &[("run", id)]),
-                failed_url: link("/trials", &[("run", id), ("outcome", NOT_PASSED)]),
+                failed_url: (passed < recorded)
+                    .then(|| link("/trials", &[("run", id), ("outcome", NOT_PASSED)])),
                 variants,
                 unreadable,
                 line,
