@@ -58,7 +58,8 @@ pub enum AnalysisError {
     },
 
     #[error(
-        "trial `{trial_id}` is not in {dir}; `tack report` lists the run's trials with their ids"
+        "trial `{trial_id}` is not in {dir}; `tack show {dir}` lists the run's trials with \
+         their ids"
     )]
     TrialNotFound { dir: PathBuf, trial_id: String },
 

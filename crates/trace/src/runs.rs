@@ -130,7 +130,18 @@ fn closest(stored: HashSet<String>, trial: &str) -> String {
             .count()
     };
     ids.sort_by(|a, b| shared(b).cmp(&shared(a)).then_with(|| a.cmp(b)));
-    ids.truncate(5);
+    // A typo's nearest ids first (`sim-tigth--x` finds `sim-tight--x`),
+    // then those that share the longest start with it.
+    let mut listed = tack_protocol::nearest(trial, ids.iter().map(String::as_str));
+    for id in ids {
+        if listed.len() >= 5 {
+            break;
+        }
+        if !listed.contains(&id) {
+            listed.push(id);
+        }
+    }
+    let ids = listed;
     if ids.is_empty() {
         "the run has no finished trials".to_string()
     } else {
