@@ -129,7 +129,29 @@ pub fn last_lines(text: &str, n: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::last_lines;
+    use super::{last_lines, unmapped_hint};
+
+    #[test]
+    fn a_missing_map_target_names_its_entry() {
+        let hint = unmapped_hint(&[
+            ("ubuntu:24.04".to_string(), None),
+            (
+                "localhost/tack-base:bookwrm".to_string(),
+                Some("debian:bookworm".to_string()),
+            ),
+        ]);
+        assert!(
+            hint.contains("not on this machine: ubuntu:24.04;"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains(
+                "the suite's [images] maps debian:bookworm to localhost/tack-base:bookwrm, which \
+                 is not on this machine: correct the name in the map"
+            ),
+            "{hint}"
+        );
+    }
 
     #[test]
     fn keeps_the_last_lines_only() {

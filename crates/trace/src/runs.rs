@@ -239,4 +239,24 @@ mod tests {
         let error = resumable_run(&traces.path().join("none")).unwrap_err();
         assert!(std::error::Error::source(&error).is_some());
     }
+
+    #[test]
+    fn a_misspelt_trial_id_lists_the_nearest_first() {
+        let ids: HashSet<String> = [
+            "sim-tight--leap-year--0",
+            "sim-tight--leap-year--1",
+            "sim-tight--median-even--0",
+            "sim-loose--leap-year--0",
+            "sim-tidy--slugify--0",
+            "sim-tiny--slugify--0",
+            "sim-tidal--slugify--0",
+        ]
+        .map(String::from)
+        .into();
+        let listed = closest(ids, "sim-tigth--median-even--0");
+        assert!(
+            listed.starts_with("7 trials, e.g. sim-tight--median-even--0, "),
+            "{listed}"
+        );
+    }
 }
