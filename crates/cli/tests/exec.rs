@@ -249,7 +249,7 @@ fn ctrl_c_cancels_and_exits_130() {
     // `sleep 30` is a process below tack's. Fixed waits (after the agent's
     // last event) lost the race on a loaded machine.
     let started = std::time::Instant::now();
-    while !runs_below(child.id(), b"sleep\030\0") {
+    while !runs_below(child.id(), b"sleep\x0030\x00") {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(60),
             "the check never started"
