@@ -23,8 +23,8 @@ const FETCH: &str = concat!(
     include_str!("stand_ins/pass-through.sh")
 );
 const UV: &str = include_str!("stand_ins/uv.sh");
-/// Changes when the stand-ins or the layout change, so old caches are not
-/// reused for new ones.
+/// Changes when the layout changes, so old caches are not reused for new
+/// ones; the stand-ins' text is part of each environment's key.
 const LAYOUT: &str = "tack-tool-env-1";
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(900);
 /// Written into an environment's directory when it is ready.
@@ -203,12 +203,15 @@ impl EnvSpec {
             .collect();
         let requirements: Vec<String> = requirements.into_iter().collect();
         let mut hasher = Sha256::new();
-        hasher.update(LAYOUT.as_bytes());
-        hasher.update([0]);
-        hasher.update(host_python.as_bytes());
-        for requirement in &requirements {
+        // A stand-in changed in the source is a new environment: the old
+        // one's copy would otherwise be used for good.
+        for part in [LAYOUT, APT_GET, FETCH, UV, host_python] {
+            hasher.update(part.as_bytes());
             hasher.update([0]);
+        }
+        for requirement in &requirements {
             hasher.update(requirement.as_bytes());
+            hasher.update([0]);
         }
         let digest = hasher.finalize();
         let key = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();

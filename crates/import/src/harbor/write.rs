@@ -447,6 +447,13 @@ impl TaskPlan {
                 env.insert(name.clone(), value.clone());
             }
         }
+        // In its container the task runs as root with a home it may write
+        // (`source $HOME/.local/bin/env` after the uv installer); on the
+        // host, strict hides the home: the trial's own /tmp stands in.
+        if !env.contains_key("HOME") {
+            env.insert("HOME".to_string(), "/tmp".to_string());
+            notes.push("HOME is /tmp, the trial's own: the host's home is hidden".to_string());
+        }
         resource_notes(task, &mut notes);
         TaskPlan {
             container_reasons,
