@@ -33,7 +33,13 @@ impl HeldDir {
     /// Makes a directory named `prefix` and a random suffix under `root`
     /// (which must exist) and holds it.
     pub fn new_in(root: &Path, prefix: &str) -> std::io::Result<HeldDir> {
-        let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(root)?;
+        use std::os::unix::fs::PermissionsExt;
+        // Tack's alone: a trial's files (a set-uid program an image or an
+        // agent made) are no other local user's to reach.
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(root)?;
         // Locked under another name, then renamed: a sweep that sees the
         // lock file sees it locked (the lock is the file's, not its name's).
         let unlocked = dir.path().join(UNLOCKED);
@@ -52,7 +58,7 @@ impl HeldDir {
     /// first ([`sweep_stale`]).
     pub fn new_in_swept(root: &Path, prefix: &str) -> std::io::Result<HeldDir> {
         static SWEPT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-        std::fs::create_dir_all(root)?;
+        ready_root(root)?;
         {
             let mut swept = SWEPT.lock().unwrap_or_else(PoisonError::into_inner);
             if !swept.iter().any(|done| done == root) {
@@ -85,6 +91,42 @@ impl Drop for HeldDir {
             let _ = remove_lock_last(&self.path);
         }
     }
+}
+
+/// Makes `root` (mode 0711: entered, not listed) if missing, and checks
+/// that it is this user's own directory. In a shared `/tmp` another user
+/// could have made it first, or put a link there, and then swapped what
+/// tack makes in it for links to places of their choosing, for tack (as
+/// root) to write through.
+pub fn ready_root(root: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    if let Some(parent) = root.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o711).create(root) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(error),
+    }
+    let meta = std::fs::symlink_metadata(root)?;
+    let euid = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != euid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not this user's own directory (it is a link, or belongs to uid {}): \
+                 another user may have made it; remove it, or set TMPDIR to a directory of \
+                 your own",
+                root.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    // Made by an earlier tack that left it listable (0755).
+    if meta.mode() & 0o077 != 0o011 {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
+    }
+    Ok(())
 }
 
 /// Removes `dir`, its lock file last: a process killed while removing it
@@ -171,6 +213,38 @@ pub fn held(dir: &Path) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A trial's directory is tack's alone, under a root others may enter
+    /// but not list; a root that is a link, or another user's, is refused.
+    #[test]
+    fn roots_are_tacks_own_and_held_directories_private() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("tack-trials");
+        let held = HeldDir::new_in_swept(&root, "t-").unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().mode() & 0o777;
+        assert_eq!((mode(&root), mode(held.path())), (0o711, 0o700));
+        // Left listable by an earlier tack: closed.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ready_root(&root).unwrap();
+        assert_eq!(mode(&root), 0o711);
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let linked = tmp.path().join("linked");
+        std::os::unix::fs::symlink(&elsewhere, &linked).unwrap();
+        let error = ready_root(&linked).unwrap_err().to_string();
+        assert!(
+            error.contains("is not this user's own directory"),
+            "{error}"
+        );
+        // Another user's (only root can make one here).
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&elsewhere, Some(65534), None).unwrap();
+            let error = ready_root(&elsewhere).unwrap_err().to_string();
+            assert!(error.contains("belongs to uid 65534"), "{error}");
+            assert_eq!(std::fs::metadata(&elsewhere).unwrap().uid(), 65534);
+        }
+    }
 
     /// A killed run's directory goes; a living one's and a kept one stay.
     #[test]

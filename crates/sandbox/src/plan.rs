@@ -106,21 +106,15 @@ impl PrivateTmp {
 /// process, sweeps what killed runs left in it. Once ready, not checked
 /// again: it is asked for every command.
 fn ready_tmp_root(root: &Path) -> Result<(), SetupError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     use std::sync::atomic::{AtomicBool, Ordering};
     static READY: AtomicBool = AtomicBool::new(false);
     if READY.load(Ordering::Acquire) {
         return Ok(());
     }
-    match std::fs::DirBuilder::new().mode(0o711).create(root) {
-        Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(error) => return Err(SetupError::TmpDir(error)),
-    }
-    let meta = std::fs::symlink_metadata(root).map_err(SetupError::TmpDir)?;
-    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
-        return Err(SetupError::TmpRoot(root.to_path_buf()));
-    }
+    crate::held::ready_root(root).map_err(|error| match error.kind() {
+        std::io::ErrorKind::PermissionDenied => SetupError::TmpRoot(root.to_path_buf()),
+        _ => SetupError::TmpDir(error),
+    })?;
     if !READY.swap(true, Ordering::AcqRel) {
         crate::held::sweep_stale(root);
     }

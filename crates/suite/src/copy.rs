@@ -33,7 +33,7 @@ fn copy_below(from: &Path, to: &Path, tree: &Tree, depth: usize) -> std::io::Res
         } else if kind.is_symlink() {
             copy_link(&source, &target, tree, depth)?;
         } else if kind.is_file() {
-            fs::copy(&source, &target)?;
+            copy_file(&source, &target)?;
         } else {
             // Opening a FIFO would block the copy for ever; a device is no
             // task's file.
@@ -61,8 +61,7 @@ fn copy_link(source: &Path, target: &Path, tree: &Tree, depth: usize) -> std::io
         return std::os::unix::fs::symlink(text, target);
     }
     if real.starts_with(&tree.task) && real.is_file() {
-        fs::copy(&real, target)?;
-        return Ok(());
+        return copy_file(&real, target);
     }
     let what = if real.starts_with(&tree.task) {
         "a directory; a task's links name files"
@@ -79,6 +78,20 @@ fn copy_link(source: &Path, target: &Path, tree: &Tree, depth: usize) -> std::io
     ))
 }
 
+/// A task's file copied by tack, its mode kept but for set-id bits: tack
+/// may run as root, and a copy it makes of a task's set-uid file would be
+/// a set-uid root program (`fs::copy` keeps the bits).
+fn copy_file(source: &Path, target: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::copy(source, target)
+        .and_then(|_| fs::metadata(target))?
+        .mode();
+    if mode & 0o6000 != 0 {
+        fs::set_permissions(target, fs::Permissions::from_mode(mode & 0o1777))?;
+    }
+    Ok(())
+}
+
 /// Who owns what [`copy_tree_owned`] makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Owners {
@@ -92,7 +105,8 @@ pub(crate) enum Owners {
 
 /// [`copy_tree`] for an image task's workspace: each entry owned as
 /// `owners` says, `to` itself included (when it is made, or when owners
-/// come from the source); modes (set-id bits too) as in the source. Needs
+/// come from the source); modes as in the source (set-id bits only for an
+/// image's files, `Owners::Source`). Needs
 /// root. Only regular files, directories and links are copied: an image's
 /// device or FIFO in its working directory is not the workspace's business.
 ///
@@ -161,8 +175,14 @@ fn copy_meta(source: &Path, target: &Path, owners: Owners) -> std::io::Result<()
     std::os::unix::fs::lchown(target, Some(uid), Some(gid))?;
     if !meta.file_type().is_symlink() {
         use std::os::unix::fs::PermissionsExt;
-        // After the chown, which clears set-id bits.
-        fs::set_permissions(target, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+        // After the chown, which clears set-id bits. An image's own keep
+        // theirs (its users' programs: su, passwd); a task's files lose
+        // them, as [`copy_tree`] copies them.
+        let kept = match owners {
+            Owners::Source { .. } => 0o7777,
+            Owners::All(..) => 0o1777,
+        };
+        fs::set_permissions(target, fs::Permissions::from_mode(meta.mode() & kept))?;
     }
     Ok(())
 }
@@ -193,6 +213,11 @@ mod tests {
         let fixture = dir.path().join("fixture");
         fs::create_dir_all(fixture.join("sub")).unwrap();
         fs::write(fixture.join("data.txt"), "task file").unwrap();
+        fs::write(fixture.join("run"), "#!/bin/sh\n").unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(fixture.join("run"), fs::Permissions::from_mode(0o4755)).unwrap();
+        }
         fs::write(fixture.join("sub/evil.txt"), "task file").unwrap();
         let workspace = dir.path().join("workspace");
         let ids = (
@@ -218,5 +243,16 @@ mod tests {
                 .is_dir()
         );
         assert!(workspace.join("sub/evil.txt").is_file());
+        // A task's set-uid file, copied by tack (root), is no set-uid program.
+        assert_eq!(
+            fs::metadata(workspace.join("run")).unwrap().mode() & 0o7777,
+            0o755
+        );
+        let plain = dir.path().join("plain");
+        copy_tree(&fixture, &plain, &fixture).unwrap();
+        assert_eq!(
+            fs::metadata(plain.join("run")).unwrap().mode() & 0o7777,
+            0o755
+        );
     }
 }
