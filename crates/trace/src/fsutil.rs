@@ -71,3 +71,28 @@ pub(crate) fn read_run_text(path: &Path, limit: u64) -> io::Result<String> {
     }
     Ok(text)
 }
+
+/// Checks that the run's own directories (its tables and journals) are
+/// directories, not links: a run received from elsewhere whose `journal/`
+/// or `spans/` led to another place would have tack read, copy (merge) and
+/// remove (recovery) files there.
+pub(crate) fn check_run_dirs(run_dir: &Path) -> Result<(), TraceError> {
+    use crate::schema::{JOURNAL_DIR, MESSAGES_DIR, SPANS_DIR, TRIALS_DIR};
+    for name in [TRIALS_DIR, SPANS_DIR, MESSAGES_DIR, JOURNAL_DIR] {
+        let dir = run_dir.join(name);
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if !meta.is_dir() => {
+                return Err(TraceError::Format {
+                    path: dir,
+                    message: "is a link or a file, not the run's own directory: refused, nothing \
+                              read or removed through it (a run received from elsewhere?)"
+                        .to_string(),
+                });
+            }
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(TraceError::io(&dir, error)),
+        }
+    }
+    Ok(())
+}

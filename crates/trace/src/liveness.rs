@@ -30,10 +30,11 @@ pub const PID_FILE: &str = "run.pid";
 /// while it runs.
 pub const CLAIM_FILE: &str = "run.claim";
 
-/// How often a writer touches its claim.
-/// `run.pid` and `run.claim` hold a number, a host name and a time.
+/// The most of `run.pid` (a process id) or `run.claim` (a host name and a
+/// time) read: a run's files may come from elsewhere.
 const CLAIM_LIMIT: u64 = 4096;
 
+/// How often a writer touches its claim.
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// How long a claim from another host stays believed without a touch:

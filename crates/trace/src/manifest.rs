@@ -168,6 +168,7 @@ impl Manifest {
     }
 
     pub fn read(run_dir: &Path) -> Result<Manifest, TraceError> {
+        crate::fsutil::check_run_dirs(run_dir)?;
         let path = run_dir.join(Self::FILE_NAME);
         // Variants, resumes and merged shards are listed: a few MiB at most.
         let text =

@@ -481,6 +481,7 @@ fn message_ids(batch: &RecordBatch) -> Option<&StringArray> {
 /// and merging a run of millions of trials costs no second copy of it.
 /// Journals are copied: a resumed run rewrites its own.
 pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
+    crate::fsutil::check_run_dirs(from)?;
     let base = next_session(into);
     for table in PART_TABLES.iter().chain([&crate::schema::JOURNAL_DIR]) {
         let link = *table != crate::schema::JOURNAL_DIR;

@@ -36,10 +36,18 @@ pub fn journaled_trials(run_dir: &Path) -> Vec<JournaledTrial> {
         .collect()
 }
 
+/// The most of a journal's first line read: a trial's start, its task and
+/// variant names and configuration, is a few KiB.
+const FIRST_LINE: u64 = 1 << 20;
+
 fn journaled(path: &Path) -> Option<JournaledTrial> {
     let mut file = crate::fsutil::open_run_file(path).ok()?;
     let mut first = String::new();
-    BufReader::new(&mut file).read_line(&mut first).ok()?;
+    // A trial's first line (its start) is short; a journal of a run from
+    // elsewhere may hold a gigabyte with no line break.
+    BufReader::new((&mut file).take(FIRST_LINE))
+        .read_line(&mut first)
+        .ok()?;
     let Ok(JournalLine {
         event: Event::TrialStarted(started),
         ..

@@ -109,8 +109,8 @@ pub fn trial_not_named(run_dir: &Path) -> RunsError {
 }
 
 /// The error for a trial `trial` that `run_dir` does not hold: it names up
-/// to five of the run's trial ids, those sharing the longest prefix with
-/// `trial` first.
+/// to five of the run's trial ids, the nearest to `trial` (a typo) first,
+/// then those sharing the longest start with it.
 pub fn no_trial(run_dir: &Path, trial: &str) -> RunsError {
     let stored = crate::stored_trial_ids(run_dir).unwrap_or_default();
     RunsError::NoTrial {

@@ -287,6 +287,7 @@ pub fn recover_journals(run_dir: &Path) -> Result<usize, TraceError> {
     if run_in_progress(run_dir) {
         return Ok(0);
     }
+    crate::fsutil::check_run_dirs(run_dir)?;
     finish_pending(run_dir)?;
     remove_partial_parts(run_dir)?;
     let journals = journal_files(run_dir)?;

@@ -824,3 +824,48 @@ fn a_runs_pipes_and_links_are_refused_not_read() {
     });
     assert!(error.contains("not a regular file"), "{error}");
 }
+
+/// A received run whose journal or table directory is a link to another
+/// place: nothing there is read, copied or removed.
+#[test]
+fn a_runs_linked_directories_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let writer = five_trials_two_a_part(root.path());
+    writer.flush().unwrap();
+    let run = writer.dir().to_path_buf();
+    drop(writer);
+    for file in [tack_trace::PID_FILE, tack_trace::CLAIM_FILE] {
+        std::fs::remove_file(run.join(file)).ok();
+    }
+    let victim = root.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("dataset.jsonl"), "{\"precious\": 1}\n").unwrap();
+    std::fs::write(victim.join("notes.parquet.partial"), "mine").unwrap();
+    for linked in ["journal", "spans"] {
+        let dir = run.join(linked);
+        let kept = root.path().join(format!("kept-{linked}"));
+        if dir.exists() {
+            std::fs::rename(&dir, &kept).unwrap();
+        }
+        std::os::unix::fs::symlink(&victim, &dir).unwrap();
+        let recovered = tack_trace::recover_journals(&run).unwrap_err().to_string();
+        assert!(
+            recovered.contains("not the run's own directory"),
+            "{recovered}"
+        );
+        assert!(tack_trace::Manifest::read(&run).is_err());
+        let merged = root.path().join("merged");
+        assert!(tack_trace::adopt_parts(&run, &merged).is_err());
+        assert!(!merged.join("journal/dataset.jsonl").exists());
+        assert_eq!(
+            std::fs::read_dir(&victim).unwrap().count(),
+            2,
+            "nothing removed"
+        );
+        std::fs::remove_file(&dir).unwrap();
+        if kept.exists() {
+            std::fs::rename(&kept, &dir).unwrap();
+        }
+    }
+    assert!(tack_trace::Manifest::read(&run).is_ok());
+}
