@@ -47,6 +47,17 @@ pub enum ImageError {
     )]
     NoSuchUser { user: String },
     #[error(
+        "the image's user `{user}` is uid {uid}, gid {gid}: tack maps an image's ids below \
+         {mapped} only; run the task as a user of a smaller id (USER in the Dockerfile, or the \
+         task's user)"
+    )]
+    UserBeyondMap {
+        user: String,
+        uid: u32,
+        gid: u32,
+        mapped: u32,
+    },
+    #[error(
         "{}: line {line}: `{source_path}` is outside the build context; a build reads only its \
          context: move the file into it",
         dockerfile.display()

@@ -374,9 +374,14 @@ fn make_image(
         .collect::<Result<Vec<_>, ImageError>>()?;
     let ids = (IMAGE_ID_BASE, tack_sandbox::IMAGE_IDS);
     let root = tack_image::rootfs(engine, &reference, &config.id, ids, cache)?;
-    let user = tack_image::resolve_user(&root.path, config.user.as_deref())?;
+    let user =
+        tack_image::resolve_user(&root.path, config.user.as_deref(), tack_sandbox::IMAGE_IDS)?;
     let agent = match &env.user {
-        Some(name) => Some(tack_image::resolve_user(&root.path, Some(name))?),
+        Some(name) => Some(tack_image::resolve_user(
+            &root.path,
+            Some(name),
+            tack_sandbox::IMAGE_IDS,
+        )?),
         None => None,
     };
     let workdir = env
