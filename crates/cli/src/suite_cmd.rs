@@ -50,7 +50,16 @@ pub async fn check(args: CheckArgs) -> CommandResult {
     let results = tokio::select! {
         results = checking => results.or_fail(Failure::Usage)?,
         () = crate::stop::stop_signal() => {
-            errln!("interrupted: the checks were stopped; nothing was judged");
+            errln!(
+                "interrupted: the checks were stopped; nothing was judged (Ctrl-C again to \
+                 leave now, their workspaces to the next command's sweep)"
+            );
+            // The checks' removal may wait on a command's end; a second
+            // signal does not.
+            tokio::spawn(async {
+                crate::stop::stop_signal().await;
+                std::process::exit(130);
+            });
             return Ok(ExitCode::from(130));
         }
     };

@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers fail loudly by design
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -656,25 +658,10 @@ fn any_process_running(word: &str) -> bool {
 
 /// The processes whose parent is `parent` and whose name is `name`.
 fn children_named(parent: u32, name: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let ppid = stat[close + 2..]
-            .split(' ')
-            .nth(1)
-            .and_then(|p| p.parse().ok());
-        if &stat[open + 1..close] == name && ppid == Some(parent) {
-            found.push(pid);
-        }
-    }
-    found
+    common::processes()
+        .into_iter()
+        .filter(|&pid| {
+            common::name_and_parent(pid).is_some_and(|(named, up)| named == name && up == parent)
+        })
+        .collect()
 }

@@ -21,35 +21,20 @@ fn exec(workspace: &std::path::Path, extra: &[&str]) -> Output {
 /// Whether a process whose command line is `cmdline` (NUL-separated, as
 /// /proc has it) runs below process `ancestor` (its sandbox included).
 fn runs_below(ancestor: u32, cmdline: &[u8]) -> bool {
-    let parent = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After the command's name in parentheses: state, then the parent.
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
+    common::processes().into_iter().any(|pid| {
+        if std::fs::read(format!("/proc/{pid}/cmdline"))
             .ok()
-    };
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        let Some(mut pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            return false;
-        };
-        if std::fs::read(entry.path().join("cmdline")).ok().as_deref() != Some(cmdline) {
+            .as_deref()
+            != Some(cmdline)
+        {
             return false;
         }
-        while let Some(up) = parent(pid).filter(|&up| up > 1) {
+        let mut at = pid;
+        while let Some((_, up)) = common::name_and_parent(at).filter(|(_, up)| *up > 1) {
             if up == ancestor {
                 return true;
             }
-            pid = up;
+            at = up;
         }
         false
     })

@@ -103,22 +103,7 @@ pub fn build(
         })?;
     if !status.success() {
         let tail = tail(&log);
-        // `scratch` is no image, and a name still holding `$` is a build
-        // argument tack cannot know.
-        let missing = from_images(&dockerfile)
-            .into_iter()
-            .filter(|image| !image.eq_ignore_ascii_case("scratch") && !image.contains('$'))
-            .filter(|image| !engine.has_image(image))
-            .map(|image| {
-                // A map's target the engine lacks: the map is there, its
-                // image is not (a typo, or not built yet).
-                let mapped_from = map
-                    .iter()
-                    .find(|(_, target)| **target == image)
-                    .map(|(name, _)| name.clone());
-                (image, mapped_from)
-            })
-            .collect();
+        let missing = missing_bases(engine, &dockerfile, map);
         return Err(ImageError::Build {
             status: status
                 .code()
@@ -134,6 +119,30 @@ pub fn build(
         log: Some(log),
         cached: false,
     })
+}
+
+/// The base images of `dockerfile` (its `FROM`s mapped) the engine lacks,
+/// each with the name `map` maps to it when it is a map's target: the map
+/// is there, its image is not (a typo, or not built yet).
+fn missing_bases(
+    engine: &Engine,
+    dockerfile: &str,
+    map: &ImageMap,
+) -> Vec<(String, Option<String>)> {
+    // `scratch` is no image, and a name still holding `$` is a build
+    // argument tack cannot know.
+    from_images(dockerfile)
+        .into_iter()
+        .filter(|image| !image.eq_ignore_ascii_case("scratch") && !image.contains('$'))
+        .filter(|image| !engine.has_image(image))
+        .map(|image| {
+            let mapped_from = map
+                .iter()
+                .find(|(_, target)| **target == image)
+                .map(|(name, _)| name.clone());
+            (image, mapped_from)
+        })
+        .collect()
 }
 
 /// `FROM` and `COPY --from=` images of `dockerfile` the engine has, each

@@ -110,9 +110,9 @@ fn unmapped_hint(missing: &[(String, Option<String>)]) -> String {
     for (image, from) in missing {
         if let Some(from) = from {
             hint.push_str(&format!(
-                "\nthe suite's [images] maps {from} to {image}, which is not on this machine: \
-                 correct the name in the map (`podman images` lists what is here), or build or \
-                 import that image"
+                "\n[images] (the suite's, or ~/.config/tack/images.toml) maps {from} to {image}, \
+                 which is not on this machine: correct the name in the map (the engine's \
+                 `images` command lists what is here), or build or import that image"
             ));
         }
     }
@@ -157,8 +157,8 @@ mod tests {
         );
         assert!(
             hint.contains(
-                "the suite's [images] maps debian:bookworm to localhost/tack-base:bookwrm, which \
-                 is not on this machine: correct the name in the map"
+                "[images] (the suite's, or ~/.config/tack/images.toml) maps debian:bookworm to \
+                 localhost/tack-base:bookwrm, which is not on this machine: correct the name"
             ),
             "{hint}"
         );

@@ -26,7 +26,7 @@ use crate::ProxyError;
 use crate::api::{Api, Tap};
 use crate::recording::{Call, Recording};
 use crate::request::{RequestInfo, read_request};
-use crate::scrub::Scrub;
+use crate::scrub::{Scrub, Secrets};
 
 pub(crate) type Body = UnsyncBoxBody<Bytes, io::Error>;
 
@@ -172,48 +172,6 @@ pub(crate) enum CallError {
          stopped"
     )]
     CutOff,
-}
-
-/// Every header value the request carried, and its part after a scheme
-/// (`Bearer …`): whatever the upstream echoes back of them is cut out of
-/// recorded text. Scrubbing all values, not only known key headers, covers
-/// keys in headers this proxy has never heard of.
-#[derive(Debug, Default)]
-pub(crate) struct Secrets(Vec<String>);
-
-impl Secrets {
-    fn of(headers: &HeaderMap) -> Secrets {
-        let mut values = Vec::new();
-        for value in headers.values() {
-            let Ok(text) = value.to_str() else { continue };
-            let text = text.trim();
-            if let Some((_, token)) = text.split_once(' ') {
-                values.push(token.trim().to_string());
-            }
-            values.push(text.to_string());
-        }
-        // Short values (`1`, `json`) are not secrets and would mangle text.
-        values.retain(|v| v.len() >= 8);
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        Secrets(values)
-    }
-
-    /// These secrets and `key`.
-    fn and(mut self, key: Option<&str>) -> Secrets {
-        if let Some(key) = key.filter(|key| !key.is_empty()) {
-            self.0.push(key.to_string());
-            self.0.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        }
-        self
-    }
-
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for secret in &self.0 {
-            text = text.replace(secret.as_str(), "[redacted]");
-        }
-        text
-    }
 }
 
 /// A recorded call in progress: what is known before the answer.
@@ -524,23 +482,6 @@ fn tapped<S: EventSink + 'static>(
 mod tests {
     use super::*;
     use hyper::header::HeaderName;
-
-    #[test]
-    fn header_values_are_scrubbed_from_text() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "authorization",
-            HeaderValue::from_static("Bearer sk-test-SECRET123"),
-        );
-        headers.insert("x-custom-token", HeaderValue::from_static("tok-ABCDEFGH"));
-        headers.insert("accept", HeaderValue::from_static("json"));
-        let secrets = Secrets::of(&headers);
-        let text = "Incorrect API key sk-test-SECRET123; also tok-ABCDEFGH as json";
-        assert_eq!(
-            secrets.scrub(text),
-            "Incorrect API key [redacted]; also [redacted] as json"
-        );
-    }
 
     #[test]
     fn the_stand_in_key_is_swapped_for_the_real_one_and_nothing_else() {

@@ -12,8 +12,9 @@ use tack_protocol::{
 use tack_providers::PriceTable;
 
 use crate::api::Api;
-use crate::forward::{CallError, Secrets};
+use crate::forward::CallError;
 use crate::request::RequestInfo;
+use crate::scrub::Secrets;
 
 /// One call, as the proxy saw it end.
 #[derive(Debug)]

@@ -114,8 +114,9 @@ pub(crate) enum Owners {
 /// WORKDIR), whose links are the image's: `/app/data.txt -> /etc/passwd`
 /// means the image's file inside the sandbox, a host file here. So what is
 /// in the way of an entry is replaced, never written through: a link (or
-/// file) where a directory or file goes is removed first. Nothing else
-/// writes to `to` meanwhile (no command of the trial has started).
+/// file) where a directory or file goes is removed first; a directory
+/// where a file goes is an error. Nothing else writes to `to` meanwhile
+/// (no command of the trial has started).
 pub(crate) fn copy_tree_owned(from: &Path, to: &Path, owners: Owners) -> std::io::Result<()> {
     let existed = to.is_dir();
     fs::create_dir_all(to)?;

@@ -173,7 +173,7 @@ async fn suite_check_finds_a_task_that_cannot_fail() {
 
 /// A service's volume is read on the host: a link anywhere on its path (a
 /// directory of the task linked to ~/.config/tack) is refused, not only at
-/// its last part (by the walk of the tree, and again by the volume's check).
+/// its last part (the walk of the suite's tree finds it first).
 #[test]
 fn a_volume_reached_through_a_link_is_refused() {
     let outside = tempfile::tempdir().unwrap();

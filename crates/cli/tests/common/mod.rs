@@ -277,3 +277,24 @@ pub fn start_proxy(
     let run = PathBuf::from(listening["run"].as_str().unwrap());
     (child, stdout, url, run)
 }
+
+/// A process's name and its parent's id, from `/proc/<pid>/stat`.
+pub fn name_and_parent(pid: u32) -> Option<(String, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid ...: the name may hold spaces and parentheses.
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let parent = stat[close + 1..].split_whitespace().nth(1)?.parse().ok()?;
+    Some((stat[open + 1..close].to_string(), parent))
+}
+
+/// The ids of every process on the machine.
+pub fn processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

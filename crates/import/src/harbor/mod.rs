@@ -16,6 +16,7 @@ mod install;
 mod layout;
 mod scripts;
 mod shell;
+mod suite_file;
 #[cfg(test)]
 mod tests;
 mod volumes;
