@@ -662,6 +662,23 @@ fn a_staged_run_resumed_without_traces_is_uploaded_where_it_was_bound() {
     assert_eq!(manifest(&uploaded)["status"], "finished");
 }
 
+/// `tack` with `args` then `more`, started in `dir` with a TMPDIR of its
+/// own (returned), stderr piped: what it leaves stays in the test's
+/// directory.
+fn start_in_own_tmp(dir: &Path, args: &[&str], more: &[&str]) -> (Child, PathBuf) {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let child = tack(dir)
+        .env("TMPDIR", &tmp)
+        .args(args)
+        .args(more)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, tmp)
+}
+
 /// A second Ctrl-C stops at once and says how to carry the run on; the
 /// first waits for the running trials (here, a check that takes 30 s).
 #[test]
@@ -670,23 +687,18 @@ fn a_second_ctrl_c_stops_now_and_says_how_to_resume() {
     let suite = slow_demo(dir.path(), 30);
     // What the stopped trial leaves for its resume stays in the test's own
     // temporary directory.
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let child = tack(dir.path())
-        .env("TMPDIR", &tmp)
-        .args([
+    let (child, _tmp) = start_in_own_tmp(
+        dir.path(),
+        &[
             "run",
             suite.to_str().unwrap(),
             "-v",
             "oracle",
             "-t",
             "median-even",
-        ])
-        .args(["--trials", "1", "--no-report"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &["--trials", "1", "--no-report"],
+    );
     let traces = wait_for_a_run(dir.path());
     std::thread::sleep(Duration::from_secs(2));
     for _ in 0..2 {
@@ -784,21 +796,17 @@ fn a_misspelt_rerun_selection_is_refused() {
 fn ctrl_c_stops_a_suite_check_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let suite = slow_demo(dir.path(), 60);
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let child = tack(dir.path())
-        .env("TMPDIR", &tmp)
-        .args([
+    let (child, tmp) = start_in_own_tmp(
+        dir.path(),
+        &[
             "suite",
             "check",
             suite.to_str().unwrap(),
             "-t",
             "median-even",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &[],
+    );
     let made = |tmp: &Path| -> Vec<PathBuf> {
         let Ok(places) = std::fs::read_dir(tmp) else {
             return Vec::new();

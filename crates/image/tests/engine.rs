@@ -51,6 +51,18 @@ fn map(base: &str) -> ImageMap {
     [("debian:bookworm".to_string(), base.to_string())].into()
 }
 
+/// The filesystem of `built`, its ids shifted as the sandbox maps them.
+fn extract(engine: &Engine, built: &tack_image::Built, cache: &Path) -> tack_image::Rootfs {
+    rootfs(
+        engine,
+        &built.tag,
+        &built.config.id,
+        (100_000, 65_536),
+        cache,
+    )
+    .unwrap()
+}
+
 const DOCKERFILE: &str = "FROM debian:bookworm\n\
 RUN useradd -m alice && chmod 700 /home/alice && echo built > /built\n\
 RUN mknod /disk b 8 0 && cp /bin/true /suid && chown 4294967000 /suid && chmod 4755 /suid\n\
@@ -81,14 +93,7 @@ fn a_mapped_dockerfile_builds_once_and_extracts_shifted() {
     let again = build(&engine, &spec(dir.path()), &map(&base), cache.path()).unwrap();
     assert!(again.cached && again.tag == built.tag);
 
-    let root = rootfs(
-        &engine,
-        &built.tag,
-        &built.config.id,
-        (100_000, 65_536),
-        cache.path(),
-    )
-    .unwrap();
+    let root = extract(&engine, &built, cache.path());
     assert!(!root.cached);
     let file = |p: &str| root.path.join(p);
     assert_eq!(
@@ -107,14 +112,7 @@ fn a_mapped_dockerfile_builds_once_and_extracts_shifted() {
     assert!(std::fs::symlink_metadata(file("disk")).is_err());
     let suid = std::fs::metadata(file("suid")).unwrap();
     assert_eq!((suid.uid(), suid.mode() & 0o7777), (165_534, 0o755));
-    let cached = rootfs(
-        &engine,
-        &built.tag,
-        &built.config.id,
-        (100_000, 65_536),
-        cache.path(),
-    )
-    .unwrap();
+    let cached = extract(&engine, &built, cache.path());
     assert!(cached.cached && cached.path == root.path);
 
     // Another context is another image.

@@ -253,6 +253,19 @@ fn five_trials_two_a_part(root: &std::path::Path) -> RunWriter {
     writer
 }
 
+/// A finished run of five trials as it arrives from elsewhere: its parts
+/// written, no writer holding it (no claim).
+fn received_run(root: &std::path::Path) -> std::path::PathBuf {
+    let writer = five_trials_two_a_part(root);
+    writer.flush().unwrap();
+    let run = writer.dir().to_path_buf();
+    drop(writer);
+    for file in [tack_trace::PID_FILE, tack_trace::CLAIM_FILE] {
+        std::fs::remove_file(run.join(file)).ok();
+    }
+    run
+}
+
 #[test]
 fn parts_close_at_their_limit_and_compaction_combines_small_ones() {
     let root = tempfile::tempdir().unwrap();
@@ -769,14 +782,7 @@ fn mkfifo(path: &std::path::Path) {
 #[test]
 fn a_runs_pipes_and_links_are_refused_not_read() {
     let root = tempfile::tempdir().unwrap();
-    let writer = five_trials_two_a_part(root.path());
-    writer.flush().unwrap();
-    let run = writer.dir().to_path_buf();
-    drop(writer);
-    // As received: its writer's claim stays behind.
-    for file in [tack_trace::PID_FILE, tack_trace::CLAIM_FILE] {
-        std::fs::remove_file(run.join(file)).ok();
-    }
+    let run = received_run(root.path());
     std::fs::create_dir_all(run.join("journal")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", run.join("journal/zero.jsonl")).unwrap();
     let dir = run.clone();
@@ -830,13 +836,7 @@ fn a_runs_pipes_and_links_are_refused_not_read() {
 #[test]
 fn a_runs_linked_directories_are_refused() {
     let root = tempfile::tempdir().unwrap();
-    let writer = five_trials_two_a_part(root.path());
-    writer.flush().unwrap();
-    let run = writer.dir().to_path_buf();
-    drop(writer);
-    for file in [tack_trace::PID_FILE, tack_trace::CLAIM_FILE] {
-        std::fs::remove_file(run.join(file)).ok();
-    }
+    let run = received_run(root.path());
     let victim = root.path().join("victim");
     std::fs::create_dir(&victim).unwrap();
     std::fs::write(victim.join("dataset.jsonl"), "{\"precious\": 1}\n").unwrap();
