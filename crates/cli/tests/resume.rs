@@ -662,6 +662,20 @@ fn a_staged_run_resumed_without_traces_is_uploaded_where_it_was_bound() {
     assert_eq!(manifest(&uploaded)["status"], "finished");
 }
 
+/// The stderr of `child` once `signal` (`-INT`, `-TERM`) has stopped it,
+/// which it did with exit 130.
+fn stopped_by(child: Child, signal: &str) -> String {
+    let sent = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    stderr
+}
+
 /// `tack` with `args` then `more`, started in `dir` with a TMPDIR of its
 /// own (returned), stderr piped: what it leaves stays in the test's
 /// directory.
@@ -746,14 +760,7 @@ fn sigterm_lets_the_running_trials_finish_and_records_the_run() {
         .unwrap();
     let traces = wait_for_a_run(dir.path());
     std::thread::sleep(Duration::from_secs(1));
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let stderr = stopped_by(child, "-TERM");
     assert!(stderr.contains("interrupting"), "{stderr}");
     let run_dir = run_dir_of(&traces);
     assert_eq!(manifest(&run_dir)["status"], "interrupted", "{stderr}");
@@ -819,14 +826,7 @@ fn ctrl_c_stops_a_suite_check_and_leaves_nothing() {
     };
     wait_for("the check's workspace", || !made(&tmp).is_empty());
     std::thread::sleep(Duration::from_secs(1));
-    let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let stderr = stopped_by(child, "-INT");
     assert!(
         stderr.contains("interrupted: the checks were stopped"),
         "{stderr}"
