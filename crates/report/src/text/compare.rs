@@ -64,8 +64,8 @@ fn difference(out: &mut String, c: &Comparison) {
     if let (Some(test), Some(p)) = (&s.task_test, s.task_p_value) {
         let _ = writeln!(
             out,
-            "           tasks as the sample: {test} p = {p:.4} (over {} tasks)",
-            c.tasks.len()
+            "           tasks as the sample: {test} p = {p:.4} (over {})",
+            tack_protocol::count(c.tasks.len(), "task")
         );
     }
 }
