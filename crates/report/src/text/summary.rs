@@ -163,14 +163,22 @@ fn listing(
         return None;
     }
     let mut out = String::new();
+    let mut above = None;
     for trial in ended.iter().take(most) {
         let error = trial.error.unwrap_or("no error was recorded");
+        // One cause (an image that did not build) ends every trial of its
+        // task alike: its log once, not once a trial.
+        let said = if above == Some(error) {
+            "the same as above".to_string()
+        } else {
+            printable(error).replace('\n', "\n    ")
+        };
+        above = Some(error);
         out.push_str(&format!(
-            "  variant {}, task {}, trial {}: {}\n",
+            "  variant {}, task {}, trial {}: {said}\n",
             printable(trial.variant),
             printable(trial.task),
             trial.trial_index,
-            printable(error).replace('\n', "\n    ")
         ));
     }
     Some((out, ended.len()))
@@ -236,6 +244,9 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("  variant v, task t").count(), 10, "{text}");
+        // The error once, then "the same as above".
+        assert_eq!(text.matches("could not start").count(), 1, "{text}");
+        assert_eq!(text.matches(": the same as above\n").count(), 9, "{text}");
         assert!(text.contains("and 2 more (tack show traces/r"), "{text}");
         assert!(
             text.contains("tack run --resume traces/r --rerun infra_error"),
