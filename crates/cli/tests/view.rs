@@ -275,6 +275,16 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         "{}",
         missing.body
     );
+    // One side only, and no run's: the picker says so.
+    let picker = get(&viewer.base, "/compare?a=garbage", Some(&cookie));
+    assert_eq!(picker.status, 200);
+    assert!(
+        picker
+            .body
+            .contains("No run here has the variant <code>garbage</code>"),
+        "{}",
+        picker.body
+    );
 
     // A copy of the run whose trials table is cut short says so on the
     // runs page, rather than looking like a run with no trials.

@@ -99,6 +99,13 @@ pub(crate) fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, V
         })
         .collect();
     let (Some(a), Some(b)) = (params.get("a"), params.get("b")) else {
+        // A side named that is no run's variant (a link from elsewhere, a
+        // typo): said, not silently replaced by the first one.
+        let unknown: Vec<&str> = [params.get("a"), params.get("b")]
+            .into_iter()
+            .flatten()
+            .filter(|side| !sides.iter().any(|known| known == side))
+            .collect();
         return render(
             viewer,
             "pick.html",
@@ -106,6 +113,7 @@ pub(crate) fn compare_page(viewer: &Viewer, params: &Params) -> Result<String, V
                 sides => Serde(&sides),
                 a => params.get("a").unwrap_or(""),
                 b => params.get("b").unwrap_or(""),
+                unknown => Serde(&unknown),
             },
         );
     };
