@@ -11,13 +11,18 @@ pub enum Failure {
     Internal,
 }
 
+/// The exit status a failure of `kind` ends with.
+pub fn code(kind: Failure) -> u8 {
+    match kind {
+        Failure::Found => 1,
+        Failure::Usage => 2,
+        Failure::Internal => 3,
+    }
+}
+
 impl From<Failure> for ExitCode {
     fn from(kind: Failure) -> ExitCode {
-        ExitCode::from(match kind {
-            Failure::Found => 1,
-            Failure::Usage => 2,
-            Failure::Internal => 3,
-        })
+        ExitCode::from(code(kind))
     }
 }
 

@@ -199,6 +199,11 @@ fn main() -> ExitCode {
     // and never returns. Before anything else, while this is one thread.
     tack_sandbox::serve_init_if_asked();
     let cli: Cli = help::parse();
+    // Every command's `--json` is a flag of its own; before `--`, the word
+    // is that flag (clap parsed it as one).
+    let wants_json = std::env::args_os()
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json");
     if cli.command.reads_runs() {
         purge_freed_memory_after(PURGE_DELAY_MS);
     }
@@ -245,7 +250,15 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(failure) => {
-            errln!("error: {}", exit::message(&failure.error));
+            let message = exit::message(&failure.error);
+            errln!("error: {message}");
+            // A script asked for JSON: it gets an object on stdout either
+            // way, unless the command had printed its own.
+            if wants_json && !out::wrote() {
+                let code = exit::code(failure.kind);
+                let object = serde_json::json!({ "error": message, "exit_code": code });
+                let _ = out::write(format_args!("{object}\n"));
+            }
             failure.kind.into()
         }
     }

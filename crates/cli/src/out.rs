@@ -15,6 +15,10 @@ use crate::exit::{CommandError, Failure};
 
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
+/// Whether anything went to stdout: a `--json` command that fails before
+/// it printed its object prints an error object instead (see `main`).
+static WROTE: AtomicBool = AtomicBool::new(false);
+
 /// Writes `args` to stdout and flushes it. A closed pipe is the end of the
 /// output, not an error; any other failure (a full disk) is tack's.
 pub fn write(args: fmt::Arguments<'_>) -> Result<(), CommandError> {
@@ -31,8 +35,16 @@ pub fn write(args: fmt::Arguments<'_>) -> Result<(), CommandError> {
             kind: Failure::Internal,
             error: anyhow::Error::new(error).context("could not write to stdout"),
         }),
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            WROTE.store(true, Ordering::Relaxed);
+            Ok(())
+        }
     }
+}
+
+/// Whether anything was written to stdout.
+pub fn wrote() -> bool {
+    WROTE.load(Ordering::Relaxed)
 }
 
 /// Whether the reader of stdout has gone.

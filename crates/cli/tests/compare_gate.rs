@@ -210,6 +210,20 @@ fn a_candidate_that_skipped_tasks_does_not_pass_the_gate() {
         "{error}"
     );
     assert!(error.contains("--allow-drift"), "{error}");
+    // A script that asked for JSON gets the error as JSON on stdout.
+    let (code, json) = gate(
+        dir.path(),
+        &[path(&base), path(&candidate), "--variants", "oracle"],
+    );
+    assert_eq!(code, Some(2), "{json:#}");
+    assert_eq!(json["exit_code"], 2, "{json:#}");
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("task `leap-year-400`: only in the base run"),
+        "{json:#}"
+    );
 
     let (code, json) = gate(
         dir.path(),
