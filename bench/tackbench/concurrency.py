@@ -168,8 +168,7 @@ def run(env: Env, jobs: int = 1000, trials: int = 2000, steps: int = 20,
                     sandbox=sandbox),
         ])
         args = [str(env.tack), "run", str(suite), "-j", str(jobs), "--trials", str(trials),
-                "--no-report", "--traces", str(root / "traces"), "--reports",
-                str(root / "reports")]
+                "--no-report", "--traces", str(root / "traces")]
         tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key", **(extra_env or {}))
         log = (root / "tack.log").open("w")
         samples: list[Sample] = []

@@ -115,7 +115,7 @@ def section_traces(env: Env, lines: list[str]) -> None:
 def demo_figures(env: Env) -> dict:
     root = env.scratch("demo")
     run([env.tack, "run", env.repo / "suites" / "demo", "--no-report", "--traces",
-         root / "traces", "--reports", root / "reports"], cwd=env.repo)
+         root / "traces"], cwd=env.repo)
     run_dir = overhead.only_run(root / "traces")
     tack_bytes, tack_files = dir_size(run_dir)
     calls = overhead.model_calls_in(run_dir, env.python)

@@ -88,7 +88,7 @@ def tack_once(env: Env, server: Server, sandbox: str, trials: int = 1,
                 sandbox=sandbox),
     ], image=image, engine=engine)
     args = [env.tack, "run", suite, "--no-report", "--trials", str(trials), "-j", "1",
-            "--traces", root / "traces", "--reports", root / "reports"]
+            "--traces", root / "traces"]
     if otlp:
         args += ["--otlp", server.root]
     tack_env = dict(os.environ, OPENAI_API_KEY="sk-tack-bench-not-a-key")

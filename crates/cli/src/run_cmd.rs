@@ -80,7 +80,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "reports", value_parser = crate::dir_arg::out_dir)]
     reports: PathBuf,
     /// Record traces only; build the report later with `tack report`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "reports")]
     no_report: bool,
     /// Keep the workspaces of trials that did not pass, to inspect what the agent left; their paths are printed.
     #[arg(long)]
@@ -91,7 +91,7 @@ pub struct RunArgs {
     /// Run only slice INDEX of COUNT (1-based, e.g. 2/3) of the trials; combine the slices with
     /// `tack merge`. Without it, the slice comes from JOB_COMPLETION_INDEX (Kubernetes Indexed
     /// Job, with --shards or TACK_SHARDS) or SLURM_ARRAY_TASK_ID (Slurm job array), if set.
-    #[arg(long, value_name = "INDEX/COUNT")]
+    #[arg(long, value_name = "INDEX/COUNT", conflicts_with = "shards")]
     shard: Option<String>,
     /// The shard count for JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID [default: TACK_SHARDS or
     /// SLURM_ARRAY_TASK_COUNT].

@@ -292,13 +292,12 @@ fn tack_args(args: &[&std::ffi::OsStr], cwd: &Path) -> Option<Ran> {
     })
 }
 
-/// A scratch directory for one case: `suite/` holds the suite; traces and
-/// reports go beside it, so a refused run can be seen to have written none.
+/// A scratch directory for one case: `suite/` holds the suite; traces go
+/// beside it, so a refused run can be seen to have written none.
 struct Scratch {
     _dir: tempfile::TempDir,
     suite: PathBuf,
     traces: PathBuf,
-    reports: PathBuf,
 }
 
 fn scratch() -> Scratch {
@@ -308,7 +307,6 @@ fn scratch() -> Scratch {
     write_base(&suite);
     Scratch {
         traces: dir.path().join("traces"),
-        reports: dir.path().join("reports"),
         suite,
         _dir: dir,
     }
@@ -332,8 +330,6 @@ fn commands(s: &Scratch) -> [(&'static str, Vec<&std::ffi::OsStr>); 3] {
                 s.suite.as_os_str(),
                 os("--traces"),
                 s.traces.as_os_str(),
-                os("--reports"),
-                s.reports.as_os_str(),
                 os("--no-report"),
             ],
         ),

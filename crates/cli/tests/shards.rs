@@ -267,3 +267,38 @@ fn an_empty_shard_says_it_has_nothing_to_run() {
     );
     assert!(!text(&output.stderr).contains("running 0 trials"));
 }
+
+/// Flags that say opposite things are refused before anything runs, each
+/// named: a slice and a count for the environment's index; no report and
+/// where to write it; a comparison's report not written and its place.
+#[test]
+fn flags_that_contradict_each_other_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, named) in [
+        (
+            &["run", "suite", "--shard", "1/2", "--shards", "2"][..],
+            ["--shard", "--shards"],
+        ),
+        (
+            &["run", "suite", "--no-report", "--reports", "r"][..],
+            ["--no-report", "--reports"],
+        ),
+        (
+            &["compare", "a", "b", "--no-report", "--out", "o"][..],
+            ["--no-report", "--out"],
+        ),
+        (
+            &["report", "r", "--json", "--out", "o"][..],
+            ["--json", "--out"],
+        ),
+    ] {
+        let output = tack(dir.path(), args, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            named.iter().all(|flag| stderr.contains(flag)),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("cannot be used with"), "{args:?}: {stderr}");
+    }
+}
