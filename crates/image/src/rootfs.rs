@@ -22,7 +22,7 @@ const COMPLETE: &str = ".tack-complete";
 
 /// The first line of [`COMPLETE`]: how the extraction was made. One made
 /// otherwise (before devices were removed and ids checked) is made again.
-const FORMAT: &str = "tack-rootfs-2";
+const FORMAT: &str = "tack-rootfs-3";
 
 /// The filesystem of `image` (a tag or id) under `cache`, its owners
 /// shifted by `id_base` (the image's ids below `ids` are mapped, the rest
@@ -152,12 +152,14 @@ fn shift_owners(root: &Path, base: u32, ids: u32) -> Result<(), ImageError> {
     let mut shifted = std::collections::HashSet::new();
     while let Some(path) = stack.pop() {
         let meta = std::fs::symlink_metadata(&path).map_err(|e| ImageError::io(&path, e))?;
-        if meta.nlink() > 1 && !meta.is_dir() && !shifted.insert((meta.dev(), meta.ino())) {
-            continue;
-        }
         let kind = meta.file_type();
+        // Every name of a device goes (one with three names keeps two
+        // after the first is removed).
         if kind.is_block_device() || kind.is_char_device() {
             std::fs::remove_file(&path).map_err(|e| ImageError::io(&path, e))?;
+            continue;
+        }
+        if meta.nlink() > 1 && !meta.is_dir() && !shifted.insert((meta.dev(), meta.ino())) {
             continue;
         }
         let mapped = |id: u32| (id < ids).then_some(id);
@@ -214,8 +216,16 @@ mod tests {
             .status()
             .unwrap();
         assert!(made.success());
+        for name in ["disk2", "disk3"] {
+            std::fs::hard_link(root.join("disk"), root.join(name)).unwrap();
+        }
         shift_owners(root, 100_000, 65_536).unwrap();
-        assert!(std::fs::symlink_metadata(root.join("disk")).is_err());
+        for name in ["disk", "disk2", "disk3"] {
+            assert!(
+                std::fs::symlink_metadata(root.join(name)).is_err(),
+                "{name}"
+            );
+        }
         let meta = |name: &str| std::fs::metadata(root.join(name)).unwrap();
         assert_eq!(
             (

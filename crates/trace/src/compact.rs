@@ -7,7 +7,7 @@
 //! carried out. A crash at any point leaves either the old files, or a plan
 //! that [`finish_pending`] completes, never a half-compacted run.
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -295,7 +295,8 @@ fn rewrite(
         let writer = match &mut writer {
             Some(writer) => writer,
             None => {
-                let file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
+                let file = crate::fsutil::create_fresh(&temporary)
+                    .map_err(|e| TraceError::io(&temporary, e))?;
                 let created =
                     parquet_writer(file, builder.schema().clone()).map_err(parquet_error)?;
                 writer.insert(created)

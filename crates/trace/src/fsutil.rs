@@ -19,11 +19,29 @@ pub(crate) fn temporary_path(path: &Path) -> PathBuf {
 /// one, never a torn one: temporary file, fsync, rename.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TraceError> {
     let temporary = temporary_path(path);
-    let mut file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
+    let mut file = create_fresh(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(|e| TraceError::io(&temporary, e))?;
     fs::rename(&temporary, path).map_err(|e| TraceError::io(path, e))
+}
+
+/// A new, empty file at `path` for writing, whatever was there: a run may
+/// come from elsewhere, and a link left at a temporary's name (to
+/// `/etc/shadow`, or to a path that does not exist yet) would otherwise
+/// have tack write the file it leads to. What is at the name is removed
+/// (a link itself, not what it leads to), and the file is made anew
+/// (`O_EXCL`, which follows no link).
+pub(crate) fn create_fresh(path: &Path) -> io::Result<File> {
+    match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// Opens `path`, a file of a run, for reading. A run may come from

@@ -212,7 +212,8 @@ impl TableFile {
             path: temporary.clone(),
             source,
         };
-        let file = File::create(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
+        let file =
+            crate::fsutil::create_fresh(&temporary).map_err(|e| TraceError::io(&temporary, e))?;
         let writer = parquet_writer(file, schema).map_err(parquet_error)?;
         Ok(TableFile {
             path,

@@ -1,5 +1,5 @@
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -141,12 +141,7 @@ impl RunWriter {
             .dir
             .join(JOURNAL_DIR)
             .join(format!("{}.jsonl", started.trial_id));
-        let journal = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| TraceError::io(&path, e))?;
+        let journal = crate::fsutil::create_fresh(&path).map_err(|e| TraceError::io(&path, e))?;
         let mut recorder = TrialRecorder {
             run_dir: self.dir.clone(),
             parts: self.parts.clone(),

@@ -869,3 +869,34 @@ fn a_runs_linked_directories_are_refused() {
     }
     assert!(tack_trace::Manifest::read(&run).is_ok());
 }
+
+/// A link left at a temporary's name in a received run (the manifest's,
+/// a part's) is replaced, not written through: recovering the run, which
+/// rewrites its manifest, leaves the file the link leads to as it was and
+/// makes none where it leads nowhere.
+#[test]
+fn a_link_at_a_temporary_name_is_not_written_through() {
+    let root = tempfile::tempdir().unwrap();
+    let run = received_run(root.path());
+    let mut manifest = tack_trace::Manifest::read(&run).unwrap();
+    manifest.status = RunStatus::Running;
+    manifest.write(&run).unwrap();
+    let victim = root.path().join("victim");
+    std::fs::write(&victim, "the user's file").unwrap();
+    let nowhere = root.path().join("made-by-tack");
+    std::os::unix::fs::symlink(&victim, run.join(".manifest.json.partial")).unwrap();
+    let part = part_files(&run, "trials")[0].clone();
+    std::os::unix::fs::symlink(
+        &nowhere,
+        run.join("trials").join(format!(".{part}.partial")),
+    )
+    .unwrap();
+    std::fs::create_dir_all(run.join("journal")).unwrap();
+    tack_trace::recover_journals(&run).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's file");
+    assert!(!nowhere.exists());
+    assert_eq!(
+        tack_trace::Manifest::read(&run).unwrap().status,
+        RunStatus::Interrupted
+    );
+}
