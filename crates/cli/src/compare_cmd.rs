@@ -76,7 +76,7 @@ pub struct CompareArgs {
     #[arg(long, value_parser = crate::dir_arg::out_dir)]
     pub out: Option<PathBuf>,
     /// Do not write the HTML report.
-    #[arg(long, conflicts_with = "out")]
+    #[arg(long)]
     pub no_report: bool,
 }
 

@@ -80,7 +80,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "reports", value_parser = crate::dir_arg::out_dir)]
     reports: PathBuf,
     /// Record traces only; build the report later with `tack report`.
-    #[arg(long, conflicts_with = "reports")]
+    #[arg(long)]
     no_report: bool,
     /// Keep the workspaces of trials that did not pass, to inspect what the agent left; their paths are printed.
     #[arg(long)]
