@@ -372,18 +372,21 @@ fn make_image(
             })
         })
         .collect::<Result<Vec<_>, ImageError>>()?;
-    let ids = (IMAGE_ID_BASE, tack_sandbox::IMAGE_IDS);
-    let root = tack_image::rootfs(engine, &reference, &config.id, ids, cache)?;
-    let user =
-        tack_image::resolve_user(&root.path, config.user.as_deref(), tack_sandbox::IMAGE_IDS)?;
-    let agent = match &env.user {
-        Some(name) => Some(tack_image::resolve_user(
-            &root.path,
-            Some(name),
-            tack_sandbox::IMAGE_IDS,
-        )?),
-        None => None,
-    };
+    let mapped = tack_sandbox::IMAGE_IDS;
+    let root = tack_image::rootfs(
+        engine,
+        &reference,
+        &config.id,
+        (IMAGE_ID_BASE, mapped),
+        cache,
+    )?;
+    let resolve = |name: Option<&str>| tack_image::resolve_user(&root.path, name, mapped);
+    let user = resolve(config.user.as_deref())?;
+    let agent = env
+        .user
+        .as_deref()
+        .map(|name| resolve(Some(name)))
+        .transpose()?;
     let workdir = env
         .workdir
         .clone()

@@ -455,9 +455,9 @@ fn notes(task: &HarborTask, engine: bool) -> Vec<String> {
     notes
 }
 
-/// The task.toml of an image task; `engine` says why it runs in engine
-/// mode, when it does.
-fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<&str>) -> String {
+/// The task.toml's opening comment: where the task came from, how its
+/// trials run, and what differs from Harbor's run of it.
+fn header(task: &HarborTask, image: &Image, notes: &[String], in_engine: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -472,7 +472,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
                 write::in_comment(reference)
             ),
         },
-        if engine.is_some() {
+        if in_engine {
             "in a container the engine starts"
         } else {
             "in the image's filesystem"
@@ -483,6 +483,13 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
     }
     write::unknown_keys_note(&mut out, task);
     out.push('\n');
+    out
+}
+
+/// The task.toml of an image task; `engine` says why it runs in engine
+/// mode, when it does.
+fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<&str>) -> String {
+    let mut out = header(task, image, notes, engine.is_some());
     let _ = writeln!(out, "instruction = {}", quote(&task.instruction));
     out.push_str(write::NOTHING_PROTECTED);
     out.push_str("tags = [\"harbor\"]\n\n[environment]\n");
