@@ -349,29 +349,7 @@ fn make_image(
         map,
         cache,
     )?;
-    let services = env
-        .services
-        .iter()
-        .map(|service| {
-            let (reference, config, _) = made(
-                engine,
-                task,
-                (service.dockerfile.as_deref(), service.context.as_deref()),
-                service.image.as_deref(),
-                map,
-                cache,
-            )
-            .map_err(|error| ImageError::Service {
-                name: service.name.clone(),
-                error: Box::new(error),
-            })?;
-            Ok(ServiceImage {
-                name: service.name.clone(),
-                reference,
-                id: config.id,
-            })
-        })
-        .collect::<Result<Vec<_>, ImageError>>()?;
+    let services = service_images(engine, task, map, cache)?;
     let mapped = tack_sandbox::IMAGE_IDS;
     let root = tack_image::rootfs(
         engine,
@@ -431,6 +409,36 @@ fn make_image(
         timeout_program,
         services,
     })
+}
+
+/// The images of the task's services, built or pulled.
+fn service_images(
+    engine: &Engine,
+    task: &Task,
+    map: &ImageMap,
+    cache: &Path,
+) -> Result<Vec<ServiceImage>, ImageError> {
+    (task.environment.services.iter())
+        .map(|service| {
+            let (reference, config, _) = made(
+                engine,
+                task,
+                (service.dockerfile.as_deref(), service.context.as_deref()),
+                service.image.as_deref(),
+                map,
+                cache,
+            )
+            .map_err(|error| ImageError::Service {
+                name: service.name.clone(),
+                error: Box::new(error),
+            })?;
+            Ok(ServiceImage {
+                name: service.name.clone(),
+                reference,
+                id: config.id,
+            })
+        })
+        .collect()
 }
 
 /// An image from the task's Dockerfile and build context (`build`), built
