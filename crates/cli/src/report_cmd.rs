@@ -38,7 +38,7 @@ pub struct ReportArgs {
     #[arg(long, value_parser = crate::dir_arg::out_dir)]
     out: Option<PathBuf>,
     /// Print the analysis (per-variant figures, matrix, failed trials) as JSON instead of writing HTML.
-    #[arg(long, conflicts_with = "out")]
+    #[arg(long)]
     json: bool,
     /// Print the run's cost (tokens and dollars by variant × model × task, with the prices used) instead
     /// of writing HTML; with --json, as JSON. The HTML report has it too, as cost.html and cost.csv.
