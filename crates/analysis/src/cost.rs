@@ -319,7 +319,10 @@ pub fn cost_report_of(tables: &RunTables) -> Result<CostReport, AnalysisError> {
     let mut rows: Vec<CostRow> = groups.into_values().map(CostRow::finish).collect();
     sort_rows(&mut rows, &variant_order, &manifest.tasks);
     let by_variant = variant_totals(&rows);
-    let mut total = CostRow::empty("all variants", "", None, false);
+    // Simulated when every variant is: a total over built-in models only
+    // is no real model's cost (a mixed one is the real ones' sum).
+    let all_simulated = !by_variant.is_empty() && by_variant.iter().all(|row| row.simulated);
+    let mut total = CostRow::empty("all variants", "", None, all_simulated);
     for row in &by_variant {
         total.add(row);
     }

@@ -197,6 +197,8 @@ fn rows_come_by_variant_model_and_task_in_manifest_order() {
     );
     assert_eq!(report.price_table.as_deref(), Some(PRICE_TABLE));
     assert_eq!(report.simulated, ["sim"]);
+    // A real variant beside the simulated one: the total is no simulation.
+    assert!(!report.total.simulated);
     assert_eq!(report.run_id, RUN_ID);
 }
 

@@ -453,6 +453,8 @@ fn report_cost_says_built_in_models_are_unpriced_not_free() {
     assert!(rows.iter().all(|r| r["status"] == "unknown"), "{json}");
     let calls: u64 = rows.iter().map(|r| r["calls"].as_u64().unwrap()).sum();
     assert_eq!(calls, json["total"]["unknown_cost_calls"].as_u64().unwrap());
+    // Every variant built in: so is the total (it said `false`).
+    assert_eq!(json["total"]["simulated"], true, "{json}");
 
     // `tack run` wrote the HTML report: cost.html and cost.csv beside index.html.
     let report = run.reports.join(&run.run_id);
