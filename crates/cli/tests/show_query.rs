@@ -542,3 +542,33 @@ fn show_query_and_export_read_a_run_by_its_url() {
     ]));
     assert!(out.join("oracle--median-even--0.json").is_file());
 }
+
+/// `tack show RUN` without a trial names some, those that did not pass
+/// first (the ones worth opening), each with how it ended.
+#[test]
+fn show_without_a_trial_lists_the_ones_that_did_not_pass_first() {
+    let run = shared_run();
+    let dir = run.run_dir.to_str().unwrap();
+    let output = tack(&["show", dir]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let counted = tack(&[
+        "query",
+        "select count(*) as n from trials where outcome <> 'passed'",
+        dir,
+        "--json",
+    ]);
+    let counted: Value = serde_json::from_slice(&counted.stdout).unwrap();
+    let failed = counted[0]["n"].as_u64().unwrap();
+    let first = stderr
+        .split("e.g. ")
+        .nth(1)
+        .and_then(|listed| listed.split(", ").next())
+        .unwrap_or_default();
+    assert!(first.contains(" ("), "{stderr}");
+    assert_eq!(
+        first.contains("(passed)"),
+        failed == 0,
+        "{failed}: {stderr}"
+    );
+}

@@ -101,11 +101,53 @@ pub fn find_run(run: &str, traces: &Path) -> Result<PathBuf, RunsError> {
 
 /// The error of a command given a run but no trial: some of its trial ids.
 pub fn trial_not_named(run_dir: &Path) -> RunsError {
-    let stored = crate::stored_trial_ids(run_dir).unwrap_or_default();
+    let listing = match trial_outcomes(run_dir) {
+        Some(outcomes) if !outcomes.is_empty() => worth_a_look(outcomes),
+        _ => closest(crate::stored_trial_ids(run_dir).unwrap_or_default(), ""),
+    };
     RunsError::TrialNotNamed {
         run_dir: run_dir.to_path_buf(),
-        listing: closest(stored, ""),
+        listing,
     }
+}
+
+/// Every stored trial's id and outcome, when the trials table reads.
+fn trial_outcomes(run_dir: &Path) -> Option<Vec<(String, String)>> {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    let columns = [crate::schema::col::TRIAL_ID, crate::schema::col::OUTCOME];
+    let batches = crate::read_table_files(
+        run_dir,
+        crate::schema::TRIALS_DIR,
+        crate::Columns::Only(&columns),
+    )
+    .ok()?;
+    let mut outcomes = Vec::new();
+    for (_, batch) in batches {
+        let ids = batch.column_by_name(columns[0])?.as_string_opt::<i32>()?;
+        let ends = batch.column_by_name(columns[1])?.as_string_opt::<i32>()?;
+        for i in 0..batch.num_rows() {
+            if ids.is_valid(i) && ends.is_valid(i) {
+                outcomes.push((ids.value(i).to_string(), ends.value(i).to_string()));
+            }
+        }
+    }
+    Some(outcomes)
+}
+
+/// Up to five trials, those that did not pass first (the ones a reader
+/// opens a trial to understand), each with how it ended.
+fn worth_a_look(mut outcomes: Vec<(String, String)>) -> String {
+    let total = outcomes.len();
+    outcomes.sort_by(|a, b| (a.1 == "passed", &a.0).cmp(&(b.1 == "passed", &b.0)));
+    let listed: Vec<String> = (outcomes.iter().take(5))
+        .map(|(id, outcome)| format!("{id} ({outcome})"))
+        .collect();
+    format!(
+        "{}, e.g. {}",
+        tack_protocol::count(total, "trial"),
+        listed.join(", ")
+    )
 }
 
 /// The error for a trial `trial` that `run_dir` does not hold: it names up
@@ -257,6 +299,22 @@ mod tests {
         assert!(
             listed.starts_with("7 trials, e.g. sim-tight--median-even--0, "),
             "{listed}"
+        );
+    }
+
+    #[test]
+    fn a_run_named_without_a_trial_lists_those_that_did_not_pass_first() {
+        let outcomes = [
+            ("a--t--0", "passed"),
+            ("b--t--0", "failed"),
+            ("c--t--0", "passed"),
+            ("d--t--0", "infra_error"),
+        ]
+        .map(|(id, end)| (id.to_string(), end.to_string()))
+        .to_vec();
+        assert_eq!(
+            worth_a_look(outcomes),
+            "4 trials, e.g. b--t--0 (failed), d--t--0 (infra_error), a--t--0 (passed), c--t--0 (passed)"
         );
     }
 }
