@@ -210,6 +210,14 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         export.header("content-type"),
         Some("text/plain; charset=utf-8")
     );
+    // Without `min=`, any disagreement: said so, not "at least 0%".
+    assert!(
+        export
+            .body
+            .contains("disagreed on them in some of their trial pairs"),
+        "{}",
+        export.body
+    );
     let mut listed: Vec<&str> = export
         .body
         .lines()

@@ -200,11 +200,16 @@ pub(crate) fn quarantine(viewer: &Viewer, params: &Params) -> Result<String, Vie
         .iter()
         .map(|r| r.manifest.run_id.as_str())
         .collect();
+    // Without `min=`, any disagreement at all (not "at least 0%").
+    let how_often = if min > f64::MIN_POSITIVE {
+        format!("in at least {:.0}% of trial pairs", min * 100.0)
+    } else {
+        "in some of their trial pairs".to_string()
+    };
     let mut text = format!(
-        "# Flaky tasks: identical configurations (run × variant) disagreed on them in at least \
-         {:.0}% of trial pairs,\n# over the runs {}.\n# From tack view; `tack gate --quarantine FILE` \
-         leaves these tasks out and says so.\n",
-        min * 100.0,
+        "# Flaky tasks: identical configurations (run × variant) disagreed on them {how_often},\n\
+         # over the runs {}.\n# From tack view; `tack gate --quarantine FILE` leaves these tasks \
+         out and says so.\n",
         ids.join(", ")
     );
     // The gate leaves tasks out by name: a name flaky in two suites is
