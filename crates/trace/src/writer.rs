@@ -429,16 +429,26 @@ fn recover_journal(
         // Journals written before `tool_calls` was a total read it as 0;
         // the calls themselves are in the journal.
         Some(finished) => finished.totals.tool_calls = counted.tool_calls,
-        None => events.push((
-            events.len() as u64,
-            Event::TrialFinished(cut_off(&started, counted)),
-        )),
+        None => {
+            // The journal's last write is when the trial was last heard of.
+            let last_heard_ms = fs::symlink_metadata(path)
+                .and_then(|meta| meta.modified())
+                .ok()
+                .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(started.started_at_ms, |since| since.as_millis() as i64);
+            events.push((
+                events.len() as u64,
+                Event::TrialFinished(cut_off(&started, counted, last_heard_ms)),
+            ));
+        }
     }
     trial_rows(run_dir, &started, &events, Some(path.to_path_buf())).map(Some)
 }
 
-/// How a trial cut off by a crash ended: cancelled, with what it had used.
-fn cut_off(started: &TrialStarted, totals: RunTotals) -> TrialFinished {
+/// How a trial cut off by a crash ended: cancelled, with what it had used
+/// and as long as it had run when last heard of (`last_heard_ms`).
+fn cut_off(started: &TrialStarted, totals: RunTotals, last_heard_ms: i64) -> TrialFinished {
+    let finished_at_ms = last_heard_ms.max(started.started_at_ms);
     TrialFinished {
         outcome: TrialOutcome::Cancelled,
         stop_reason: StopReason::Cancelled,
@@ -446,8 +456,8 @@ fn cut_off(started: &TrialStarted, totals: RunTotals) -> TrialFinished {
         feedback_rounds: 0,
         tampered: false,
         checks_passed: None,
-        duration_ms: 0,
-        finished_at_ms: started.started_at_ms,
+        duration_ms: u64::try_from(finished_at_ms - started.started_at_ms).unwrap_or(0),
+        finished_at_ms,
         error: Some(
             "the run was interrupted before this trial finished; recovered from its journal"
                 .to_string(),

@@ -160,6 +160,29 @@ fn interrupted_trials_are_recovered_from_their_journals() {
         RunStatus::Interrupted
     );
     assert_eq!(outcomes(writer.dir()), ["cancelled", "passed"]);
+    // The cut-off trial lasted until its journal's last write, not 0 ms.
+    let durations: Vec<u64> = tack_trace::read_table(writer.dir(), "trials")
+        .unwrap()
+        .iter()
+        .flat_map(|batch| {
+            let outcome = batch
+                .column_by_name("outcome")
+                .unwrap()
+                .as_string::<i32>()
+                .clone();
+            let duration = batch
+                .column_by_name("duration_ms")
+                .unwrap()
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .clone();
+            (0..batch.num_rows())
+                .filter(move |&i| outcome.value(i) == "cancelled")
+                .map(move |i| duration.value(i))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(durations.len(), 1);
+    assert!(durations[0] > 0, "{durations:?}");
     assert!(!journal.exists());
     assert_eq!(tack_trace::count_rows(writer.dir(), "spans").unwrap(), 2);
     // Both trials said "go": the run stores it once.
