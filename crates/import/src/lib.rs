@@ -8,6 +8,7 @@
 //! It must not depend on `tack-runner`, `tack-harness` or `tack-analysis`: an
 //! import is stored exactly as `tack-trace` stores a native run.
 
+mod beneath;
 pub mod harbor;
 pub mod harbor_job;
 pub mod inspect;

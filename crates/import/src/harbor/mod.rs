@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::beneath::NotRead;
+
 pub use assess::Assessment;
 pub use compose::ComposeService;
 pub use config::{EnvVars, Network, Resources, TaskConfig, Timeouts};
@@ -228,33 +230,23 @@ pub(crate) fn read_text(task_dir: &Path, path: &Path) -> Result<String, HarborEr
         .map_err(|_| HarborError::Outside {
             path: path.to_path_buf(),
         })?;
-    let read = tack_sandbox::read_beneath(task_dir, &relative.to_string_lossy(), MAX_TEXT + 1);
-    let bytes = match read {
-        Ok(Some(bytes)) if bytes.len() as u64 > MAX_TEXT => {
-            return Err(HarborError::TooBig {
-                path: path.to_path_buf(),
+    let path_buf = || path.to_path_buf();
+    let bytes = crate::beneath::read_within(task_dir, &relative.to_string_lossy(), MAX_TEXT)
+        .map_err(|why| match why {
+            NotRead::TooBig => HarborError::TooBig {
+                path: path_buf(),
                 limit_mib: MAX_TEXT >> 20,
-            });
-        }
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => {
-            return Err(HarborError::Io {
-                path: path.to_path_buf(),
+            },
+            NotRead::Outside => HarborError::Outside { path: path_buf() },
+            NotRead::Missing => HarborError::Io {
+                path: path_buf(),
                 source: std::io::ErrorKind::NotFound.into(),
-            });
-        }
-        Err(error) if error.is_denied() => {
-            return Err(HarborError::Outside {
-                path: path.to_path_buf(),
-            });
-        }
-        Err(error) => {
-            return Err(HarborError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::other(error.to_string()),
-            });
-        }
-    };
+            },
+            NotRead::Unreadable(why) => HarborError::Io {
+                path: path_buf(),
+                source: std::io::Error::other(why),
+            },
+        })?;
     String::from_utf8(bytes).map_err(|_| HarborError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8 text"),

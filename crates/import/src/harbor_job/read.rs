@@ -37,18 +37,19 @@ pub(super) fn read_json(dir: &Path, relative: &str) -> Result<Value, String> {
 /// (`agent/` or `result.json` linked to `~/.ssh`, which would land in the
 /// imported trace).
 pub(super) fn read_job_file(dir: &Path, relative: &str, limit: u64) -> Result<String, String> {
-    match tack_sandbox::read_beneath(dir, relative, limit.saturating_add(1)) {
-        Ok(Some(bytes)) if bytes.len() as u64 > limit => Err(format!(
+    use crate::beneath::{NotRead, read_within};
+    match read_within(dir, relative, limit) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(NotRead::TooBig) => Err(format!(
             "larger than {} MiB, more than any Harbor job writes",
             limit / (1024 * 1024)
         )),
-        Ok(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
-        Ok(None) => Err("no such file".to_string()),
-        Err(error) if error.is_denied() => Err(format!(
+        Err(NotRead::Missing) => Err("no such file".to_string()),
+        Err(NotRead::Outside) => Err(format!(
             "it is reached through a link leading out of {}: not followed",
             dir.display()
         )),
-        Err(error) => Err(format!("it cannot be read: {error}")),
+        Err(NotRead::Unreadable(why)) => Err(format!("it cannot be read: {why}")),
     }
 }
 
