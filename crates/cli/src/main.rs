@@ -26,6 +26,7 @@ mod otlp_arg;
 mod out;
 mod permissions_cmd;
 mod profile_arg;
+mod progress;
 mod proxy_cmd;
 mod query_cmd;
 mod replay_cmd;

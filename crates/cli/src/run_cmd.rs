@@ -1,11 +1,9 @@
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use tack_protocol::{TrialOutcome, count};
 use tack_report::text::{self, SummaryTrial};
 use tack_runner::{CancelFlag, Progress, ResumedRun, RunPlan, RunResult};
@@ -320,7 +318,49 @@ pub struct Output {
 /// Runs a checked plan, writes its report and prints the outcome.
 pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
     check_system_tmp(&plan).or_fail(Failure::Usage)?;
-    let progress = progress_reporter(args.json);
+    let (mut result, streamed) = run_with_progress(plan, args).await?;
+    let traces = match &args.upload {
+        Some(prefix) => {
+            let url = prefix.join(&result.run_id);
+            result.run_dir = crate::store_arg::publish(&result.run_dir, &url).await?.dir;
+            url.to_string()
+        }
+        None => result.run_dir.display().to_string(),
+    };
+    let report = if args.no_report {
+        None
+    } else {
+        Some(write_run_report(&result, &args.reports)?)
+    };
+    let trials: Vec<SummaryTrial> = result
+        .trials
+        .iter()
+        .map(|t| SummaryTrial {
+            variant: &t.variant,
+            task: &t.task,
+            trial_index: t.trial_index,
+            outcome: t.outcome,
+            tokens: t.totals.usage.total(),
+            error: t.error.as_deref(),
+        })
+        .collect();
+    let shown = Shown {
+        result: &result,
+        trials: &trials,
+        traces: &traces,
+        report: report.as_deref(),
+    };
+    shown.print(args, streamed.as_ref())?;
+    Ok(shown.exit_code())
+}
+
+/// Runs the plan with its progress shown, its trials streamed to a
+/// collector under `--otlp`, and Ctrl-C or SIGTERM stopping it.
+async fn run_with_progress(
+    plan: RunPlan,
+    args: &Output,
+) -> Result<(RunResult, Option<tack_interop::otlp::Streamed>), CommandError> {
+    let progress = crate::progress::progress_reporter(args.json);
     let cancel = CancelFlag::default();
     let run_dir: Arc<OnceLock<PathBuf>> = Arc::default();
     stop_on_signal(cancel.clone(), run_dir.clone());
@@ -348,83 +388,87 @@ pub async fn execute(plan: RunPlan, args: &Output) -> CommandResult {
         Err(error) if error.is_usage() => return Err(error).or_fail(Failure::Usage),
         result => result.or_fail(Failure::Internal)?,
     };
-    let mut result = result;
-    let traces = match &args.upload {
-        Some(prefix) => {
-            let url = prefix.join(&result.run_id);
-            result.run_dir = crate::store_arg::publish(&result.run_dir, &url).await?.dir;
-            url.to_string()
-        }
-        None => result.run_dir.display().to_string(),
-    };
+    Ok((result, streamed))
+}
 
-    let report = if args.no_report {
-        None
-    } else {
-        Some(write_run_report(&result, &args.reports)?)
-    };
-    let trials: Vec<SummaryTrial> = result
-        .trials
-        .iter()
-        .map(|t| SummaryTrial {
-            variant: &t.variant,
-            task: &t.task,
-            trial_index: t.trial_index,
-            outcome: t.outcome,
-            tokens: t.totals.usage.total(),
-            error: t.error.as_deref(),
-        })
-        .collect();
-    let replay = args
-        .replay_of
-        .as_ref()
-        .and_then(|of| crate::replay_cmd::difference(of, &result));
-    if args.json {
-        let mut out = serde_json::json!({ "run": result, "traces": traces, "report": report });
-        if let Some(replay) = &replay {
-            out["replay"] = serde_json::to_value(replay).or_fail(Failure::Internal)?;
-        }
-        if let Some(streamed) = &streamed {
-            out["otlp"] = serde_json::to_value(streamed).or_fail(Failure::Internal)?;
-        }
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
-        )?;
-    } else {
-        print_outcome(&result, &trials, &traces, report.as_deref())?;
-        if let Some(replay) = &replay {
-            outln!("{}", crate::replay_cmd::describe(replay))?;
-        }
-    }
-    // Spans a collector did not take cost the export, not the run.
-    if let Some(streamed) = &streamed {
-        errln!("{}", crate::otlp_arg::describe(streamed));
-    }
-    // A trial in harness_error says nothing about the model: not a success.
-    let harness_errors = text::harness_errors(&trials);
-    if let Some(errors) = &harness_errors {
-        err!("{errors}");
-    }
-    if let Some(errors) = text::infra_errors(&trials, &traces) {
-        err!("{errors}");
-    }
-    if result.interrupted {
-        let covered = if report.is_some() {
-            "the report covers those".to_string()
+/// A finished run as the command shows it: where its traces and report
+/// are, and its trials as the summary table lists them.
+struct Shown<'a> {
+    result: &'a RunResult,
+    trials: &'a [SummaryTrial<'a>],
+    traces: &'a str,
+    report: Option<&'a Path>,
+}
+
+impl Shown<'_> {
+    /// The run's JSON object or its table on stdout; what went wrong, the
+    /// collector's shortfall and an interruption on stderr.
+    fn print(
+        &self,
+        args: &Output,
+        streamed: Option<&tack_interop::otlp::Streamed>,
+    ) -> Result<(), CommandError> {
+        let replay =
+            (args.replay_of.as_ref()).and_then(|of| crate::replay_cmd::difference(of, self.result));
+        if args.json {
+            let mut out = serde_json::json!({
+                "run": self.result,
+                "traces": self.traces,
+                "report": self.report,
+            });
+            if let Some(replay) = &replay {
+                out["replay"] = serde_json::to_value(replay).or_fail(Failure::Internal)?;
+            }
+            if let Some(streamed) = streamed {
+                out["otlp"] = serde_json::to_value(streamed).or_fail(Failure::Internal)?;
+            }
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&out).or_fail(Failure::Internal)?
+            )?;
         } else {
-            format!("`tack report {traces}` writes their report")
-        };
-        errln!(
-            "interrupted: {} ran; {covered}; `tack run --resume {traces}` runs the rest",
-            count(result.trials.len(), "trial")
-        );
-        return Ok(ExitCode::from(130));
+            print_outcome(self.result, self.trials, self.traces, self.report)?;
+            if let Some(replay) = &replay {
+                outln!("{}", crate::replay_cmd::describe(replay))?;
+            }
+        }
+        // Spans a collector did not take cost the export, not the run.
+        if let Some(streamed) = streamed {
+            errln!("{}", crate::otlp_arg::describe(streamed));
+        }
+        // A trial in harness_error says nothing about the model: not a success.
+        if let Some(errors) = text::harness_errors(self.trials) {
+            err!("{errors}");
+        }
+        if let Some(errors) = text::infra_errors(self.trials, self.traces) {
+            err!("{errors}");
+        }
+        if self.result.interrupted {
+            let covered = if self.report.is_some() {
+                "the report covers those".to_string()
+            } else {
+                format!("`tack report {}` writes their report", self.traces)
+            };
+            errln!(
+                "interrupted: {} ran; {covered}; `tack run --resume {}` runs the rest",
+                count(self.result.trials.len(), "trial"),
+                self.traces
+            );
+        }
+        Ok(())
     }
-    if harness_errors.is_some() {
-        return Ok(Failure::Internal.into());
+
+    /// 130 when interrupted, 3 when a trial ended in harness_error, else 0
+    /// (the exit codes `tack run --help` lists).
+    fn exit_code(&self) -> ExitCode {
+        if self.result.interrupted {
+            ExitCode::from(130)
+        } else if (self.trials.iter()).any(|t| t.outcome == TrialOutcome::HarnessError) {
+            Failure::Internal.into()
+        } else {
+            ExitCode::SUCCESS
+        }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The run's report, written under `reports/<run-id>`: its index page.
@@ -533,95 +577,6 @@ fn stop_on_signal(cancel: CancelFlag, run_dir: Arc<OnceLock<PathBuf>>) {
         }
         std::process::exit(130);
     });
-}
-
-/// A progress bar on a terminal; one line per trial otherwise (CI logs);
-/// nothing with --json.
-struct ProgressReporter {
-    bar: Option<ProgressBar>,
-    lines: bool,
-}
-
-fn progress_reporter(json: bool) -> ProgressReporter {
-    let terminal = std::io::stderr().is_terminal();
-    let bar = (!json && terminal).then(|| {
-        let bar = ProgressBar::new(0);
-        let style = ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
-        bar
-    });
-    ProgressReporter {
-        bar,
-        lines: !json && !terminal,
-    }
-}
-
-impl ProgressReporter {
-    fn callback(&self) -> tack_runner::ProgressFn {
-        let bar = self.bar.clone();
-        let lines = self.lines;
-        Arc::new(move |event| match event {
-            Progress::Started {
-                run_id,
-                total,
-                run_dir,
-            } => {
-                if let Some(bar) = &bar {
-                    bar.set_length(total as u64);
-                    bar.set_message(run_id);
-                } else if lines && total > 0 {
-                    errln!(
-                        "running {}; traces in {}",
-                        count(total, "trial"),
-                        run_dir.display()
-                    );
-                }
-            }
-            Progress::TrialFinished {
-                summary,
-                done,
-                total,
-            } => {
-                if let Some(bar) = &bar {
-                    bar.set_position(done as u64);
-                    bar.set_message(format!("{} {}", summary.trial_id, summary.outcome));
-                } else if lines {
-                    errln!(
-                        "[{done}/{total}] {} {} ({})",
-                        summary.trial_id,
-                        summary.outcome,
-                        count(summary.totals.steps, "step")
-                    );
-                }
-                if let Some(path) = &summary.kept_workspace {
-                    let line =
-                        format!("kept workspace of {}: {}", summary.trial_id, path.display());
-                    match &bar {
-                        Some(bar) => bar.println(tack_protocol::printable(&line)),
-                        None if lines => errln!("{line}"),
-                        None => {}
-                    }
-                }
-            }
-            // Installing a task's tools can take minutes: always said, even
-            // under --json (on stderr).
-            // A build log's tail is the task's text: shown, not obeyed,
-            // on the bar as by errln.
-            Progress::Preparing { message } => match &bar {
-                Some(bar) => bar.println(tack_protocol::printable(&message)),
-                None => errln!("{message}"),
-            },
-        })
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }
 
 /// An outcome `--rerun` names.
