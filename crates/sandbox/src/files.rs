@@ -18,7 +18,9 @@
 //! hidden paths here either; staying beneath the workspace is the file
 //! tools' own contract and holds for every profile.
 
+mod error;
 mod resolve;
+mod untrusted;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
@@ -32,84 +34,10 @@ use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::Confinement;
+pub use error::FileAccessError;
+use error::{denied, hard_link, invalid, io_error, outside};
 use resolve::{FileId, MAX_SYMLINKS, Root};
-
-/// Why the file tools could not touch a path.
-#[derive(Debug, thiserror::Error)]
-pub enum FileAccessError {
-    /// The sandbox refuses it (outside the workspace, read-only, hidden,
-    /// hard link): a sandbox denial. `reason` is a whole sentence, written
-    /// for the model, naming the path and what to do instead.
-    #[error("{reason}")]
-    Denied { path: String, reason: String },
-    /// An ordinary I/O error (not found, is a directory, …).
-    #[error("{}", describe(.path, .source))]
-    Io { path: String, source: io::Error },
-}
-
-impl FileAccessError {
-    /// Whether the sandbox refused it (as opposed to an ordinary error).
-    pub fn is_denied(&self) -> bool {
-        matches!(self, FileAccessError::Denied { .. })
-    }
-}
-
-/// Reads at most `limit` bytes of `path`, a file a confined command wrote
-/// (a check's reward): as a regular file only, without following a link
-/// (which would be resolved on the host, outside the command's walls) and
-/// without waiting on a FIFO. `Ok(None)` when there is no such file;
-/// `Err(reason)` says what is wrong with it, as a clause ("is a link").
-pub fn read_left_file(path: &Path, limit: u64) -> Result<Option<String>, String> {
-    let opened = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    );
-    let fd = match opened {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(None),
-        Err(Errno::LOOP) => return Err("is a link, which is not followed".to_string()),
-        Err(errno) => return Err(format!("cannot be read: {}", io::Error::from(errno))),
-    };
-    let file = File::from(fd);
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    if !meta.is_file() {
-        return Err("is not a regular file".to_string());
-    }
-    let mut bytes = Vec::new();
-    file.take(limit)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
-}
-
-/// Reads at most `limit` bytes of `relative`, a file beneath `root` that a
-/// task or an agent controls (a workspace's `AGENTS.md`, a skill), as the
-/// file tools read: a link that stays beneath `root` is followed (AGENTS.md
-/// pointing at CLAUDE.md), one that leads out is refused, and only a
-/// regular file is read (a FIFO would block). `Ok(None)` when there is no
-/// such file; the bytes are cut at `limit`.
-pub fn read_beneath(
-    root: &Path,
-    relative: &str,
-    limit: u64,
-) -> Result<Option<Vec<u8>>, FileAccessError> {
-    let files = WorkspaceFiles::new(root, &Confinement::off())?;
-    let file = match files.open(relative) {
-        Ok(file) => file,
-        Err(FileAccessError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-            return Ok(None);
-        }
-        Err(error) => return Err(error),
-    };
-    let mut bytes = Vec::new();
-    file.take(limit)
-        .read_to_end(&mut bytes)
-        .map_err(|source| io_error(relative, source))?;
-    Ok(Some(bytes))
-}
+pub use untrusted::{read_beneath, read_left_file};
 
 /// The workspace as the file tools may touch it: exactly what the sandbox
 /// lets `bash` touch. Paths are relative to the workspace, or absolute and
@@ -584,62 +512,5 @@ fn regular_file(path: &str, stat: &rustix::fs::Stat) -> Result<(), FileAccessErr
             "is not a regular file (a device, FIFO or socket); the file tools handle regular \
              files only",
         )),
-    }
-}
-
-fn denied(path: &str, reason: String) -> FileAccessError {
-    FileAccessError::Denied {
-        path: path.to_string(),
-        reason,
-    }
-}
-
-fn outside(path: &str, how: &str) -> FileAccessError {
-    denied(
-        path,
-        format!(
-            "`{path}` is outside the workspace ({how}); the file tools work only beneath it: give \
-             a path relative to the workspace"
-        ),
-    )
-}
-
-fn hard_link(path: &str, others: impl std::fmt::Display) -> FileAccessError {
-    denied(
-        path,
-        format!(
-            "`{path}` is a hard link: its content is shared with {others} other path(s), possibly \
-             outside the workspace, so the sandbox does not write it; to change it, replace it \
-             with a copy first (`cp {path} {path}.new && mv {path}.new {path}`)"
-        ),
-    )
-}
-
-fn io_error(path: &str, source: io::Error) -> FileAccessError {
-    FileAccessError::Io {
-        path: path.to_string(),
-        source,
-    }
-}
-
-fn invalid(path: &str, what: &str) -> FileAccessError {
-    io_error(path, io::Error::new(io::ErrorKind::InvalidInput, what))
-}
-
-/// The message of an ordinary error, saying what is wrong with the path.
-fn describe(path: &str, error: &io::Error) -> String {
-    let what = match error.raw_os_error() {
-        Some(libc::ENOENT) => "does not exist".to_string(),
-        Some(libc::EISDIR) => "is a directory, not a file".to_string(),
-        Some(libc::ENOTDIR) => "has a part that is not a directory".to_string(),
-        Some(libc::ELOOP) => "goes through too many symlinks".to_string(),
-        Some(libc::EACCES) => "is not permitted by its file permissions".to_string(),
-        Some(_) => format!("could not be accessed: {error}"),
-        None => error.to_string(),
-    };
-    if path.trim().is_empty() {
-        format!("the path {what}; give a path relative to the workspace")
-    } else {
-        format!("`{path}` {what}")
     }
 }
