@@ -12,7 +12,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::write::{ConvertedTask, TaskMode, WriteError, io, quote, write_table};
+use super::toml_text::{self, quote, write_table};
+use super::write::{ConvertedTask, TaskMode, WriteError, io};
 use super::{ComposeService, ComposeVolume, HarborTask, VolumeSource, write};
 
 /// Why the task in `source` must not be read at all: links in it that
@@ -274,13 +275,13 @@ fn service_table(out: &mut String, service: &ComposeService, build: Option<&(Pat
     let _ = writeln!(
         out,
         "\n# The compose file's service `{}`, started beside the trial's container.",
-        write::in_comment(&service.name)
+        toml_text::in_comment(&service.name)
     );
     if !service.unreproduced.is_empty() {
         let _ = writeln!(
             out,
             "# Not reproduced: {}.",
-            write::in_comment(&service.unreproduced.join(", "))
+            toml_text::in_comment(&service.unreproduced.join(", "))
         );
     }
     let _ = writeln!(
@@ -463,13 +464,13 @@ fn header(task: &HarborTask, image: &Image, notes: &[String], in_engine: bool) -
         out,
         "# Imported by `tack import harbor` from {} (Harbor task `{}`):\n\
          # {}, each trial {}.",
-        write::in_comment(&task.dir.display().to_string()),
-        write::in_comment(&task.name),
+        toml_text::in_comment(&task.dir.display().to_string()),
+        toml_text::in_comment(&task.name),
         match image {
             Image::Built { .. } => "built from its Dockerfile".to_string(),
             Image::Prebuilt(reference) => format!(
                 "run from its prebuilt image {}",
-                write::in_comment(reference)
+                toml_text::in_comment(reference)
             ),
         },
         if in_engine {
@@ -479,7 +480,7 @@ fn header(task: &HarborTask, image: &Image, notes: &[String], in_engine: bool) -
         }
     );
     for note in notes {
-        let _ = writeln!(out, "#   - {}", write::in_comment(note));
+        let _ = writeln!(out, "#   - {}", toml_text::in_comment(note));
     }
     write::unknown_keys_note(&mut out, task);
     out.push('\n');
@@ -545,7 +546,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
     volumes_line(&mut out, &task.environment.volumes);
     if let Some(why) = engine {
         // A comment line: a command quoted in the reason may span lines.
-        let why = write::in_comment(why);
+        let why = toml_text::in_comment(why);
         let _ = writeln!(
             out,
             "# {why}: it runs in a container the engine starts.\nmode = \"engine\""
@@ -562,7 +563,7 @@ fn task_toml(task: &HarborTask, image: &Image, notes: &[String], engine: Option<
     if let Some(health) = &task.config.healthcheck {
         healthcheck_table(&mut out, health);
     }
-    if let Some(wall) = task.config.timeouts.agent.map(write::whole_secs) {
+    if let Some(wall) = task.config.timeouts.agent.map(toml_text::whole_secs) {
         let _ = writeln!(out, "\n[limits]\nmax_wall_secs = {wall}");
     }
     write::check(&mut out, task, task.config.network.allow_internet);

@@ -19,6 +19,7 @@ mod shell;
 mod suite_file;
 #[cfg(test)]
 mod tests;
+mod toml_text;
 mod volumes;
 mod write;
 

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::HarborTask;
-use super::write::{WriteError, in_comment, io, quote, task_id};
+use super::toml_text::{in_comment, quote};
+use super::write::{WriteError, io, task_id};
 
 /// The image an image task starts from (its Dockerfile's last `FROM`, or
 /// its prebuilt image), without a pinned digest: what `[images]` maps.

@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Serialize;
 
 use super::layout::{Layout, layout};
+use super::toml_text::{in_comment, quote, whole_secs, write_list, write_table};
 use super::{Assessment, HarborTask};
 use tack_protocol::shell_quote;
 use tack_suite::requirement_name as distribution;
@@ -294,13 +294,6 @@ fn write_host_task(
 pub(super) const NOTHING_PROTECTED: &str = "# Harbor's tests are copied in at /tests after the agent \
 stops: no file of the workspace is theirs.\nprotected = []\n";
 
-/// `text`, the task's own words (its name, a key, a note), fit for one
-/// comment line of the task.toml written: a line break in it would end
-/// the comment and write settings of the task's choosing.
-pub(super) fn in_comment(text: &str) -> String {
-    tack_protocol::printable(text).replace('\n', "^J")
-}
-
 /// The keys of the task's task.toml that Harbor does not know, as a
 /// comment: what the author meant may be missing from both.
 pub(super) fn unknown_keys_note(out: &mut String, task: &HarborTask) {
@@ -577,37 +570,4 @@ pub(super) fn unenforced_notes(task: &HarborTask, notes: &mut Vec<String>) {
             task.config.artifacts.join(", ")
         ));
     }
-}
-
-pub(super) fn whole_secs(duration: Duration) -> u64 {
-    duration.as_secs_f64().ceil().max(1.0) as u64
-}
-
-/// A TOML string (basic or multi-line, as the serializer chooses).
-pub(super) fn quote(text: &str) -> String {
-    toml::Value::String(text.to_string()).to_string()
-}
-
-fn write_list(out: &mut String, key: &str, items: &[String]) {
-    if items.is_empty() {
-        return;
-    }
-    let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
-    let line = items.join(", ");
-    if line.len() <= 80 {
-        let _ = writeln!(out, "{key} = [{line}]");
-    } else {
-        let _ = writeln!(out, "{key} = [\n  {},\n]", items.join(",\n  "));
-    }
-}
-
-pub(super) fn write_table(out: &mut String, key: &str, table: &BTreeMap<String, String>) {
-    if table.is_empty() {
-        return;
-    }
-    let entries: Vec<String> = table
-        .iter()
-        .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
-        .collect();
-    let _ = writeln!(out, "{key} = {{ {} }}", entries.join(", "));
 }
