@@ -13,7 +13,7 @@ pub use restore::Restored;
 
 use std::time::{Duration, Instant};
 
-use tack_model::{Model, ModelRequest, TokenCounter};
+use tack_model::{Model, ModelError, ModelRequest, ModelResponse, TokenCounter};
 use tack_protocol::{
     COMPACTION_PROMPT, COMPACTION_PURPOSE, Event, EventSink, FinishReason, HarnessConfig, Message,
     ModelCallRecord, Role, SinkError, SpanStatus, StopReason, ToolSpec, Usage,
@@ -262,50 +262,7 @@ impl<'a> Session<'a> {
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
-            let started_at_ms = now_ms();
-            let clock = Instant::now();
-            let request = ModelRequest {
-                messages: match &other {
-                    Some((messages, _)) => messages,
-                    None => self.context.messages(),
-                },
-                tools: &self.tools,
-            };
-            let answer = match self.time_left() {
-                Some(left) => match tokio::time::timeout(left, model.complete(request)).await {
-                    Ok(answer) => answer,
-                    Err(_) => return Err(StopReason::TimeLimit),
-                },
-                None => model.complete(request).await,
-            };
-            let mut record = ModelCallRecord {
-                span_id: self.recorder.next_span_id(),
-                step: self.recorder.steps(),
-                provider: model.provider().to_string(),
-                request_model: model.model_name().to_string(),
-                response_model: String::new(),
-                started_at_ms,
-                duration_ms: clock.elapsed().as_millis() as u64,
-                finish_reason: None,
-                usage: Usage::default(),
-                cost_usd: None,
-                messages: match &other {
-                    Some((_, sent)) => sent.clone(),
-                    None => self.context.sent(),
-                },
-                attempt,
-                retry_wait_ms: wait.as_millis() as u64,
-                rate_limit_wait_ms: 0,
-                fault: None,
-                purpose: other.as_ref().map(|_| COMPACTION_PURPOSE.to_string()),
-                parent_span_id: None,
-                status: SpanStatus::Ok,
-                error: None,
-            };
-            if let Some(note) = model.take_annotation() {
-                record.rate_limit_wait_ms = note.rate_limit_wait_ms;
-                record.fault = note.fault;
-            }
+            let (mut record, answer) = self.attempt(model, other.as_ref(), attempt, wait).await?;
             match answer {
                 Ok(response) => {
                     record.response_model = response.response_model;
@@ -342,6 +299,62 @@ impl<'a> Session<'a> {
             }
         }
         Err(StopReason::ModelError)
+    }
+
+    /// One request to the model, bounded by the time left, and the span
+    /// that records it (its outcome filled in by the caller).
+    async fn attempt(
+        &mut self,
+        model: &mut dyn Model,
+        other: Option<&(Vec<Message>, Vec<u32>)>,
+        attempt: u32,
+        wait: Duration,
+    ) -> Result<(ModelCallRecord, Result<ModelResponse, ModelError>), StopReason> {
+        let started_at_ms = now_ms();
+        let clock = Instant::now();
+        let request = ModelRequest {
+            messages: match other {
+                Some((messages, _)) => messages,
+                None => self.context.messages(),
+            },
+            tools: &self.tools,
+        };
+        let answer = match self.time_left() {
+            Some(left) => match tokio::time::timeout(left, model.complete(request)).await {
+                Ok(answer) => answer,
+                Err(_) => return Err(StopReason::TimeLimit),
+            },
+            None => model.complete(request).await,
+        };
+        let mut record = ModelCallRecord {
+            span_id: self.recorder.next_span_id(),
+            step: self.recorder.steps(),
+            provider: model.provider().to_string(),
+            request_model: model.model_name().to_string(),
+            response_model: String::new(),
+            started_at_ms,
+            duration_ms: clock.elapsed().as_millis() as u64,
+            finish_reason: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            messages: match other {
+                Some((_, sent)) => sent.clone(),
+                None => self.context.sent(),
+            },
+            attempt,
+            retry_wait_ms: wait.as_millis() as u64,
+            rate_limit_wait_ms: 0,
+            fault: None,
+            purpose: other.map(|_| COMPACTION_PURPOSE.to_string()),
+            parent_span_id: None,
+            status: SpanStatus::Ok,
+            error: None,
+        };
+        if let Some(note) = model.take_annotation() {
+            record.rate_limit_wait_ms = note.rate_limit_wait_ms;
+            record.fault = note.fault;
+        }
+        Ok((record, answer))
     }
 
     fn push_message(&mut self, message: Message) -> Result<(), StopReason> {
