@@ -5,7 +5,7 @@ use hyper::StatusCode;
 use minijinja::value::Serde;
 use minijinja::{HtmlEscape, context};
 use serde::Serialize;
-use tack_analysis::browse::{SortKey, TrialQuery, browse};
+use tack_analysis::browse::{BrowsedTrial, SortKey, TrialQuery, browse};
 use tack_analysis::load_trial_trace;
 use tack_protocol::{StopReason, TrialOutcome};
 
@@ -286,55 +286,12 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
         query.offset = (found.total - 1) / PAGE_SIZE * PAGE_SIZE;
         found = find(&query)?;
     }
-    let lines: Vec<TrialLine> = found
-        .rows
-        .iter()
-        .map(|row| {
-            let t = &row.trial;
-            TrialLine {
-                url: link("/trial", &[("run", &row.run_id), ("id", &t.trial_id)]),
-                run_id: row.run_id.clone(),
-                variant: t.variant.clone(),
-                task: t.task.clone(),
-                trial_index: t.trial_index,
-                attempt: t.trial_attempt,
-                outcome: t.outcome.clone(),
-                stop_reason: t.stop_reason.clone(),
-                steps: t.counts.get(tack_trace::schema::col::STEPS),
-                tokens: t.total_tokens,
-                cost: t.cost_usd.map(|c| format!("${c:.4}")),
-                duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
-                error: t.error.clone(),
-            }
-        })
-        .collect();
+    let lines: Vec<TrialLine> = found.rows.iter().map(TrialLine::of).collect();
     let page_params = params.without("page");
     let pages = found.total.div_ceil(PAGE_SIZE).max(1);
     let page = query.offset / PAGE_SIZE + 1;
     let page_url = |n: usize| page_params.with("page", &n.to_string()).url("/trials");
-    let sorts: Vec<SortLink> = SortKey::ALL
-        .into_iter()
-        .map(|key| {
-            let current = query.sort == key;
-            let order = if current && !query.descending {
-                "desc"
-            } else {
-                "asc"
-            };
-            SortLink {
-                label: key.as_str(),
-                url: page_params
-                    .with("sort", key.as_str())
-                    .with("order", order)
-                    .url("/trials"),
-                mark: match (current, query.descending) {
-                    (false, _) => "",
-                    (true, false) => "▲",
-                    (true, true) => "▼",
-                },
-            }
-        })
-        .collect();
+    let sorts = sort_links(&query, &page_params);
     render(
         viewer,
         "trials.html",
@@ -362,6 +319,56 @@ fn trials_page(viewer: &Viewer, params: &Params) -> Result<String, ViewError> {
             unreadable => Serde(&unreadable),
         },
     )
+}
+
+impl TrialLine {
+    /// A found trial as the table lists it.
+    fn of(row: &BrowsedTrial) -> TrialLine {
+        let t = &row.trial;
+        TrialLine {
+            url: link("/trial", &[("run", &row.run_id), ("id", &t.trial_id)]),
+            run_id: row.run_id.clone(),
+            variant: t.variant.clone(),
+            task: t.task.clone(),
+            trial_index: t.trial_index,
+            attempt: t.trial_attempt,
+            outcome: t.outcome.clone(),
+            stop_reason: t.stop_reason.clone(),
+            steps: t.counts.get(tack_trace::schema::col::STEPS),
+            tokens: t.total_tokens,
+            cost: t.cost_usd.map(|c| format!("${c:.4}")),
+            duration: format!("{:.1} s", t.duration_ms as f64 / 1000.0),
+            error: t.error.clone(),
+        }
+    }
+}
+
+/// The table's column headings as links: sort by the column, ascending,
+/// or descending when it is the current sort and ascends.
+fn sort_links(query: &TrialQuery, page_params: &Params) -> Vec<SortLink> {
+    SortKey::ALL
+        .into_iter()
+        .map(|key| {
+            let current = query.sort == key;
+            let order = if current && !query.descending {
+                "desc"
+            } else {
+                "asc"
+            };
+            SortLink {
+                label: key.as_str(),
+                url: page_params
+                    .with("sort", key.as_str())
+                    .with("order", order)
+                    .url("/trials"),
+                mark: match (current, query.descending) {
+                    (false, _) => "",
+                    (true, false) => "▲",
+                    (true, true) => "▼",
+                },
+            }
+        })
+        .collect()
 }
 
 /// The outcome filter's value for every trial that did not pass: what the
