@@ -222,67 +222,8 @@ fn check_services(file: &Path, task: &Task) -> Result<(), SuiteError> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, service) in task.environment.services.iter().enumerate() {
         let at = format!("environment.services[{i}]");
-        let name = &service.name;
-        let host = !name.is_empty()
-            && name.len() <= 63
-            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-        if !host {
-            return Err(SuiteError::invalid(
-                file,
-                format!("{at}.name"),
-                format!(
-                    "`{name}` is not a host name the trial can reach it by: use lowercase \
-                     letters, digits, `-` and `_`"
-                ),
-            ));
-        }
-        if name == "localhost" || !seen.insert(name.as_str()) {
-            return Err(SuiteError::invalid(
-                file,
-                format!("{at}.name"),
-                format!("`{name}` is taken (by `localhost` or another service): rename it"),
-            ));
-        }
-        match (&service.image, &service.dockerfile) {
-            (Some(_), Some(_)) => {
-                return Err(SuiteError::invalid(
-                    file,
-                    format!("{at}.image"),
-                    "and `dockerfile` both name the service's image: keep one",
-                ));
-            }
-            (None, None) => {
-                return Err(SuiteError::invalid(
-                    file,
-                    &at,
-                    format!("service `{name}` names no image: add `image` or `dockerfile`"),
-                ));
-            }
-            (Some(image), None)
-                if image.trim().is_empty() || image.contains(char::is_whitespace) =>
-            {
-                return Err(SuiteError::invalid(
-                    file,
-                    format!("{at}.image"),
-                    format!("`{image}` is not an image reference (e.g. `redis:7`)"),
-                ));
-            }
-            (Some(_), None) if service.context.is_some() => {
-                return Err(SuiteError::invalid(
-                    file,
-                    format!("{at}.context"),
-                    "is the build context of a Dockerfile, and the service names none: add \
-                     `dockerfile` or remove `context`",
-                ));
-            }
-            (Some(_), None) => {}
-            (None, Some(dockerfile)) => {
-                check_build(file, task, &at, dockerfile, service.context.as_deref())?;
-            }
-        }
+        check_service_name(file, &at, &service.name, &mut seen)?;
+        check_service_image(file, task, &at, service)?;
         if service.command.as_ref().is_some_and(Vec::is_empty) {
             return Err(SuiteError::invalid(
                 file,
@@ -311,6 +252,85 @@ fn check_services(file: &Path, task: &Task) -> Result<(), SuiteError> {
                 "is `healthy`, and the service has no health check: add \
                  [environment.services.healthcheck], or wait for `started`",
             ));
+        }
+    }
+    Ok(())
+}
+
+/// A service's name: a host name the trial reaches it by, and its own.
+fn check_service_name<'a>(
+    file: &Path,
+    at: &str,
+    name: &'a str,
+    seen: &mut std::collections::BTreeSet<&'a str>,
+) -> Result<(), SuiteError> {
+    let host = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !host {
+        return Err(SuiteError::invalid(
+            file,
+            format!("{at}.name"),
+            format!(
+                "`{name}` is not a host name the trial can reach it by: use lowercase \
+                 letters, digits, `-` and `_`"
+            ),
+        ));
+    }
+    if name == "localhost" || !seen.insert(name) {
+        return Err(SuiteError::invalid(
+            file,
+            format!("{at}.name"),
+            format!("`{name}` is taken (by `localhost` or another service): rename it"),
+        ));
+    }
+    Ok(())
+}
+
+/// A service's image: a reference, or a Dockerfile of the task to build.
+fn check_service_image(
+    file: &Path,
+    task: &Task,
+    at: &str,
+    service: &crate::Service,
+) -> Result<(), SuiteError> {
+    let name = &service.name;
+    match (&service.image, &service.dockerfile) {
+        (Some(_), Some(_)) => {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.image"),
+                "and `dockerfile` both name the service's image: keep one",
+            ));
+        }
+        (None, None) => {
+            return Err(SuiteError::invalid(
+                file,
+                at,
+                format!("service `{name}` names no image: add `image` or `dockerfile`"),
+            ));
+        }
+        (Some(image), None) if image.trim().is_empty() || image.contains(char::is_whitespace) => {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.image"),
+                format!("`{image}` is not an image reference (e.g. `redis:7`)"),
+            ));
+        }
+        (Some(_), None) if service.context.is_some() => {
+            return Err(SuiteError::invalid(
+                file,
+                format!("{at}.context"),
+                "is the build context of a Dockerfile, and the service names none: add \
+                 `dockerfile` or remove `context`",
+            ));
+        }
+        (Some(_), None) => {}
+        (None, Some(dockerfile)) => {
+            check_build(file, task, at, dockerfile, service.context.as_deref())?;
         }
     }
     Ok(())
