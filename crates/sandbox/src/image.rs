@@ -43,7 +43,6 @@ pub(crate) fn mount_steps(
 ) -> Result<ImageMounts, SetupError> {
     let at = scratch.to_path_buf();
     let overlay = host_overlay(image, c_path(&at)?)?;
-    let mut reach = Vec::new();
     let mut steps = vec![
         (MountStep::MakePrivate, "make / private".to_string()),
         (
@@ -53,9 +52,47 @@ pub(crate) fn mount_steps(
             },
             format!("{} as the root", image.rootfs.display()),
         ),
-        (dirs(Path::new("/dev"))?, "/dev".to_string()),
     ];
-    // The host's devices a container sees too.
+    device_steps(&mut steps)?;
+    // With the host's network, its name service: a container engine gives
+    // a container these two files as well. Read-only: they are the host's.
+    if !confinement.own_network_namespace() {
+        for file in NAME_SERVICE {
+            steps.push((
+                graft(Path::new(file), Path::new(file), Node::File, false)?,
+                format!("the host's {file}"),
+            ));
+            steps.push((
+                MountStep::ReadOnly(c_path(Path::new(file))?),
+                format!("{file} read-only"),
+            ));
+        }
+    }
+    let reach = placement_steps(confinement, &mut steps)?;
+    steps.push((dirs(Path::new("/proc"))?, "/proc".to_string()));
+    steps.push((MountStep::Proc, "a fresh /proc".to_string()));
+    steps.push((MountStep::DropOldRoot, "drop the host's root".to_string()));
+    steps.push((dirs(Path::new("/dev/shm"))?, "/dev/shm".to_string()));
+    steps.push((
+        MountStep::Tmpfs(c"/dev/shm".to_owned()),
+        "private /dev/shm".to_string(),
+    ));
+    // An image without /tmp gets one (its own is kept, as a container's is).
+    if !image.rootfs.join("tmp").is_dir() {
+        steps.push((dirs(Path::new("/tmp"))?, "/tmp".to_string()));
+        steps.push((MountStep::Tmpfs(c"/tmp".to_owned()), "a /tmp".to_string()));
+    }
+    Ok(ImageMounts {
+        steps,
+        reach,
+        overlay,
+    })
+}
+
+/// `/dev` as a container has it: the host's devices a container sees too,
+/// and terminals of the command's own.
+fn device_steps(steps: &mut Vec<(MountStep, String)>) -> Result<(), SetupError> {
+    steps.push((dirs(Path::new("/dev"))?, "/dev".to_string()));
     for device in crate::landlock::DEVICES {
         steps.push((
             graft(Path::new(device), Path::new(device), Node::File, true)?,
@@ -79,20 +116,18 @@ pub(crate) fn mount_steps(
         },
         "/dev/ptmx".to_string(),
     ));
-    // With the host's network, its name service: a container engine gives
-    // a container these two files as well. Read-only: they are the host's.
-    if !confinement.own_network_namespace() {
-        for file in NAME_SERVICE {
-            steps.push((
-                graft(Path::new(file), Path::new(file), Node::File, false)?,
-                format!("the host's {file}"),
-            ));
-            steps.push((
-                MountStep::ReadOnly(c_path(Path::new(file))?),
-                format!("{file} read-only"),
-            ));
-        }
-    }
+    Ok(())
+}
+
+/// The trial's directories placed in the image (its workspace at
+/// `WORKDIR`, `/logs/agent`, …), each reached through a descriptor held
+/// until the mounts are made: the steps are added to `steps`, the
+/// descriptors returned.
+fn placement_steps(
+    confinement: &Confinement,
+    steps: &mut Vec<(MountStep, String)>,
+) -> Result<Vec<Reach>, SetupError> {
+    let mut reach = Vec::new();
     for placement in &confinement.placed {
         let host = crate::places::host_dir(placement)?;
         let shown = placement.at.display().to_string();
@@ -115,24 +150,7 @@ pub(crate) fn mount_steps(
             ));
         }
     }
-    steps.push((dirs(Path::new("/proc"))?, "/proc".to_string()));
-    steps.push((MountStep::Proc, "a fresh /proc".to_string()));
-    steps.push((MountStep::DropOldRoot, "drop the host's root".to_string()));
-    steps.push((dirs(Path::new("/dev/shm"))?, "/dev/shm".to_string()));
-    steps.push((
-        MountStep::Tmpfs(c"/dev/shm".to_owned()),
-        "private /dev/shm".to_string(),
-    ));
-    // An image without /tmp gets one (its own is kept, as a container's is).
-    if !image.rootfs.join("tmp").is_dir() {
-        steps.push((dirs(Path::new("/tmp"))?, "/tmp".to_string()));
-        steps.push((MountStep::Tmpfs(c"/tmp".to_owned()), "a /tmp".to_string()));
-    }
-    Ok(ImageMounts {
-        steps,
-        reach,
-        overlay,
-    })
+    Ok(reach)
 }
 
 /// The overlay on `at`, with the trial's layer made: its upper directory
