@@ -525,10 +525,20 @@ pub fn adopt_parts(from: &Path, into: &Path) -> Result<(), TraceError> {
             }
             let linked = link && fs::hard_link(entry.path(), &to).is_ok();
             if !linked {
-                fs::copy(entry.path(), &to).map_err(|e| TraceError::io(&to, e))?;
+                copy_part(&entry.path(), &to)?;
             }
         }
     }
+    Ok(())
+}
+
+/// Copies the part at `from` to a new file at `to`. Opened as a run's
+/// file is, so that a link put in its place since it was listed is not
+/// followed.
+fn copy_part(from: &Path, to: &Path) -> Result<(), TraceError> {
+    let mut source = crate::fsutil::open_run_file(from).map_err(|e| TraceError::io(from, e))?;
+    let mut target = crate::fsutil::create_fresh(to).map_err(|e| TraceError::io(to, e))?;
+    std::io::copy(&mut source, &mut target).map_err(|e| TraceError::io(to, e))?;
     Ok(())
 }
 
