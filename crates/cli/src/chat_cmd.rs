@@ -3,7 +3,7 @@
 //! the agent's answers and tool calls are printed as they happen, approvals
 //! are asked inline, and Ctrl-C cancels the current turn, not the session.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +17,7 @@ use tack_protocol::{
 };
 
 use crate::exec_cmd::ModelFlags;
-use crate::exit::{Classify, CommandResult, Failure, usage};
+use crate::exit::{Classify, CommandError, CommandResult, Failure, usage};
 use crate::out::{errln, outln};
 use crate::profile_arg::ProfileArg;
 
@@ -96,29 +96,7 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         )));
     }
     let workspace = args.workspace.canonicalize().or_fail(Failure::Usage)?;
-    let mut tools: Vec<String> = tool_names::DEFAULT.iter().map(|t| t.to_string()).collect();
-    tools.push(tool_names::WRITE_TODOS.to_string());
-    let config = HarnessConfig {
-        tools,
-        max_steps: args.max_steps,
-        sandbox: args.sandbox.into(),
-        permissions: Some(args.permissions.clone()),
-        approver: ApproverConfig {
-            policy: ApproverPolicy::Interactive,
-            ..ApproverConfig::default()
-        },
-        mcp_servers: args.mcp.servers()?,
-        ..HarnessConfig::default()
-    };
-    let setup = HarnessSetup::for_directory(
-        config,
-        workspace.clone(),
-        Some(crate::terminal_approver::shared()),
-    )
-    .or_fail(Failure::Internal)?;
-    let harness = Harness::assemble(setup)
-        .await
-        .map_err(crate::exec_cmd::flag_error)?;
+    let harness = assemble(&args, &workspace).await?;
     let (mut model, pricer) = args.model.build("", 0)?;
     let state = Arc::new(Mutex::new(ChatState::default()));
     let mut sink = ChatSink {
@@ -173,17 +151,50 @@ pub async fn run(args: ChatArgs) -> CommandResult {
         }
     }
     if let Some(path) = &history {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(error) = editor.save_history(path) {
-            errln!(
-                "warning: could not save the history to {}: {error}",
-                path.display()
-            );
-        }
+        save_history(&mut editor, path);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The harness of a chat: the default tools and a todo list, commands
+/// asked about at the terminal, the MCP servers of `--mcp-config`.
+async fn assemble(args: &ChatArgs, workspace: &Path) -> Result<Harness, CommandError> {
+    let mut tools: Vec<String> = tool_names::DEFAULT.iter().map(|t| t.to_string()).collect();
+    tools.push(tool_names::WRITE_TODOS.to_string());
+    let config = HarnessConfig {
+        tools,
+        max_steps: args.max_steps,
+        sandbox: args.sandbox.into(),
+        permissions: Some(args.permissions.clone()),
+        approver: ApproverConfig {
+            policy: ApproverPolicy::Interactive,
+            ..ApproverConfig::default()
+        },
+        mcp_servers: args.mcp.servers()?,
+        ..HarnessConfig::default()
+    };
+    let setup = HarnessSetup::for_directory(
+        config,
+        workspace.to_path_buf(),
+        Some(crate::terminal_approver::shared()),
+    )
+    .or_fail(Failure::Internal)?;
+    Harness::assemble(setup)
+        .await
+        .map_err(crate::exec_cmd::flag_error)
+}
+
+/// Saves the line history, saying so when it cannot.
+fn save_history(editor: &mut rustyline::DefaultEditor, path: &Path) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(error) = editor.save_history(path) {
+        errln!(
+            "warning: could not save the history to {}: {error}",
+            path.display()
+        );
+    }
 }
 
 /// `/todos`, `/skills`, `/cost`, `/compact`, `/help`.

@@ -333,3 +333,72 @@ fn the_public_harbor_samples_import_sound_and_pass_with_the_oracle() {
         assert!(!output.contains(".local/bin/env"), "{trial}: {output}");
     }
 }
+
+/// A Dockerfile's `COPY` destination that climbs with `..` lands where
+/// Docker puts it (`..` stops at `/`), as a place of the task inside the
+/// suite: never at the host path it spells, which the import, as root,
+/// would have overwritten.
+#[test]
+fn a_copy_destination_that_climbs_writes_nothing_outside_the_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("source/climber");
+    let minimal = common::repo().join("crates/import/tests/fixtures/harbor/minimal");
+    for file in [
+        "instruction.md",
+        "task.toml",
+        "tests/test.sh",
+        "solution/solve.sh",
+    ] {
+        std::fs::create_dir_all(task.join(file).parent().unwrap()).unwrap();
+        std::fs::copy(minimal.join(file), task.join(file)).unwrap();
+    }
+    std::fs::create_dir_all(task.join("environment/keys")).unwrap();
+    std::fs::write(
+        task.join("environment/payload.txt"),
+        "written by the task\n",
+    )
+    .unwrap();
+    std::fs::write(
+        task.join("environment/keys/authorized_keys"),
+        "ssh-ed25519 AAAA\n",
+    )
+    .unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "the host's own\n").unwrap();
+    let climb = "/..".repeat(20);
+    let dockerfile = format!(
+        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY payload.txt /app{climb}{victim}\n\
+         COPY keys /app{climb}{home}/.ssh\nCOPY payload.txt ../../../../../../../{name}\n",
+        victim = victim.display(),
+        home = dir.path().join("home").display(),
+        name = "climbed.txt",
+    );
+    std::fs::write(task.join("environment/Dockerfile"), dockerfile).unwrap();
+
+    let suite = dir.path().join("suite");
+    let imported = import(dir.path(), &task, &suite, &[]);
+    assert_eq!(imported.status.code(), Some(0), "{imported:?}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the host's own\n"
+    );
+    assert!(!dir.path().join("home").exists());
+    assert!(!Path::new("/climbed.txt").exists());
+    // Each is at the path Docker would have used: the directory as a
+    // place of the task in the suite, the files over host directories
+    // that exist (the tempdir, `/`) as reasons to build the image instead.
+    let task_toml = std::fs::read_to_string(suite.join("tasks/climber/task.toml")).unwrap();
+    let home = dir.path().join("home/.ssh");
+    let place = format!("{{ from = \"places/1\", at = \"{}\" }}", home.display());
+    assert!(task_toml.contains(&place), "{place} in {task_toml}");
+    assert!(
+        suite
+            .join("tasks/climber/places/1/authorized_keys")
+            .is_file()
+    );
+    let report = json_of(&imported);
+    let reasons = report["converted"][0]["container_reasons"].to_string();
+    for at in [victim.display().to_string(), "/climbed.txt".to_string()] {
+        assert!(reasons.contains(&format!("to {at}")), "{at} in {reasons}");
+    }
+}

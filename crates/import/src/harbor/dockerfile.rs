@@ -267,16 +267,33 @@ fn parse(path: &Path, text: &str) -> Result<Dockerfile, HarborError> {
     Ok(file)
 }
 
-/// `path` made absolute against `workdir` (`/` when unknown).
+/// `path` made absolute against `workdir` (`/` when unknown), and clean:
+/// `.` and `..` resolved as Docker resolves them, `..` stopping at `/`
+/// (`COPY x /app/../../etc/y` writes `/etc/y`). What the import writes
+/// is placed by this path, so it never climbs out of where it is put.
 fn resolve(workdir: Option<&str>, path: &str) -> String {
-    if path.starts_with('/') {
-        return path.to_string();
+    let joined = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{}/{path}", workdir.unwrap_or("/"))
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
     }
-    let base = workdir.unwrap_or("/").trim_end_matches('/');
-    match path {
-        "." | "./" => format!("{base}/"),
-        _ => format!("{base}/{}", path.trim_start_matches("./")),
+    // A trailing `/` (or `.`) says "into this directory": kept.
+    let into = joined.ends_with('/') || joined.ends_with("/.") || joined.ends_with("/..");
+    let mut clean = format!("/{}", parts.join("/"));
+    if into && clean != "/" {
+        clean.push('/');
     }
+    clean
 }
 
 fn env_pairs(args: &str) -> Vec<(String, String)> {

@@ -260,10 +260,10 @@ fn write_host_task(
     let fixture = root.join("fixture");
     std::fs::create_dir_all(&fixture).map_err(io(&fixture))?;
     for (source, to) in &files.files {
-        copy(source, &root.join(to), &task.dir)?;
+        copy(source, &beneath(root, to)?, &task.dir)?;
     }
     for (dir, _) in &files.places {
-        let path = root.join(dir);
+        let path = beneath(root, Path::new(dir))?;
         std::fs::create_dir_all(&path).map_err(io(&path))?;
     }
     copy(&task.tests.dir, &root.join("checks"), &task.dir)?;
@@ -306,6 +306,27 @@ pub(super) fn unknown_keys_note(out: &mut String, task: &HarborTask) {
 /// in the task's file.
 pub fn unknown_key_line(key: &str) -> String {
     format!("task.toml: {key} (Harbor ignores it, and so did the import)")
+}
+
+/// `relative` (a path the layout made of the Dockerfile's destinations)
+/// beneath `root`, the task's directory in the suite. The Dockerfile's
+/// paths are made clean as they are read; this holds should one ever not
+/// be: nothing of a task is written above its own directory.
+fn beneath(root: &Path, relative: &Path) -> Result<PathBuf, WriteError> {
+    use std::path::Component;
+    if relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
+        return Ok(root.join(relative));
+    }
+    Err(WriteError {
+        path: root.join(relative),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "leads out of the task's directory: refused, nothing written there",
+        ),
+    })
 }
 
 /// Copies a file or directory of the task at `task` (links as
