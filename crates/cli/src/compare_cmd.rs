@@ -212,6 +212,12 @@ pub async fn load(
 #[derive(Debug, Clone, Copy)]
 enum RunOrigin {
     Finished,
+    /// One shard of a plan (`tack run --shard I/N`, N > 1): some of its
+    /// trials only, however it ended.
+    Shard {
+        index: u32,
+        count: u32,
+    },
     /// A `tack merge` of shards, not all finished or not all there.
     Merged,
     /// An import of another tool's log that did not finish.
@@ -223,6 +229,12 @@ enum RunOrigin {
 impl RunOrigin {
     fn of(manifest: &Manifest) -> RunOrigin {
         let imported = manifest.command_line.get(1).is_some_and(|c| c == "import");
+        if let Some(shard) = manifest.shard.as_ref().filter(|s| s.count > 1) {
+            return RunOrigin::Shard {
+                index: shard.index,
+                count: shard.count,
+            };
+        }
         match manifest.status {
             RunStatus::Finished => RunOrigin::Finished,
             RunStatus::Running => RunOrigin::Running,
@@ -254,6 +266,10 @@ fn incomplete(
         let resume = format!("tack run --resume {}", dir.display());
         let what = match origin {
             RunOrigin::Finished => continue,
+            RunOrigin::Shard { index, count } => format!(
+                "is shard {index}/{count} of its plan, which holds only some of its trials: \
+                 merge the shards (`tack merge`) and compare the merged run"
+            ),
             RunOrigin::Merged => "was merged from shards that did not all finish, or not from \
                                   all of them: complete the shards (resume, or run the missing \
                                   ones) and merge again"

@@ -154,6 +154,23 @@ fn three_shards_merge_into_the_trials_of_one_run() {
         &[],
     );
     assert!(compare.status.success(), "{}", text(&compare.stderr));
+    // One shard is some of the plan's trials: gating on it would judge the
+    // candidate by a third of its tasks, unpaired.
+    let gate = tack(
+        dir.path(),
+        &[
+            "gate",
+            "traces/merged",
+            first.to_str().unwrap(),
+            "--variants",
+            "sim-full",
+        ],
+        &[],
+    );
+    assert_eq!(gate.status.code(), Some(2), "{}", text(&gate.stdout));
+    let said = text(&gate.stderr);
+    assert!(said.contains("is shard 1/3 of its plan"), "{said}");
+    assert!(said.contains("tack merge"), "{said}");
 
     // A shard missing, or the same shard twice, is refused.
     let output = merge(dir.path(), &[&first, &second], "traces/partial");
