@@ -6,7 +6,9 @@ use std::path::PathBuf;
 pub enum AnalysisError {
     #[error(
         "no finished trials in {dir}; did the run start? (a run still going stores its finished \
-         trials every two minutes, a thousand at a time, and when it ends)"
+         trials every two minutes, a thousand at a time, and when it ends; the trials of a run \
+         killed before that are in its journal: `tack report` or `tack run --resume` on the run \
+         stores them)"
     )]
     NoTrials { dir: PathBuf },
 

@@ -165,6 +165,10 @@ pub async fn load(
         Some(candidate) => crate::run_arg::resolve(candidate, &sides.traces).await?,
         None => base_dir.clone(),
     };
+    crate::run_arg::recover_run(&base_dir)?;
+    if candidate_dir != base_dir {
+        crate::run_arg::recover_run(&candidate_dir)?;
+    }
     let base = RunTables::open(&base_dir).map_err(crate::exit::reading)?;
     let other;
     let candidate = if candidate_dir == base_dir {

@@ -35,10 +35,10 @@ pub(crate) async fn resolve(run: &Path, traces: &Path) -> Result<PathBuf, Comman
     }
 }
 
-/// Before a run's tables are read as a whole (a report, a query): the
-/// trials a killed run finished but had not yet stored are stored from their
-/// journals, and a run still going is said to be, so that neither kind is
-/// left out unsaid.
+/// Before a run's tables are read (report, query, show, compare, gate):
+/// the trials a killed run finished but had not yet stored are stored from
+/// their journals, and a run still going is said to be, so that neither
+/// kind is left out unsaid.
 pub(crate) fn recover_run(run: &Path) -> Result<(), CommandError> {
     let writer = tack_trace::run_writer(run);
     if writer.is_live() {

@@ -41,6 +41,7 @@ pub struct ShowArgs {
 
 pub async fn run(args: ShowArgs) -> CommandResult {
     let run_dir = crate::run_arg::resolve(Path::new(&args.run), &args.traces).await?;
+    crate::run_arg::recover_run(&run_dir)?;
     let Some(trial) = args.trial.as_deref() else {
         return Err(tack_trace::trial_not_named(&run_dir)).or_fail(Failure::Usage);
     };

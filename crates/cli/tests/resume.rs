@@ -560,6 +560,32 @@ fn a_query_over_a_killed_run_counts_the_trials_in_its_journals() {
     assert!(journals(&run_dir).is_empty());
 }
 
+/// `tack show` and `tack gate` read a killed run as query and report do:
+/// its journals' trials stored first, then the run judged as interrupted
+/// (not "did the run start?", when its parts were not yet written).
+#[test]
+fn show_and_gate_over_a_killed_run_read_the_trials_in_its_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = killed_with_finished_trials(dir.path(), 2);
+    let run = run_dir.to_str().unwrap();
+    let show = tack(dir.path()).args(["show", run]).output().unwrap();
+    let said = String::from_utf8_lossy(&show.stderr);
+    assert!(said.contains("from their journals"), "{said}");
+    assert!(!said.contains("did the run start"), "{said}");
+    assert!(journals(&run_dir).is_empty());
+    let variant = manifest(&run_dir)["variants"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gate = tack(dir.path())
+        .args(["gate", run, run, "--variants", &variant])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&gate.stderr);
+    assert_eq!(gate.status.code(), Some(2), "{said}");
+    assert!(said.contains("was interrupted: resume it"), "{said}");
+}
+
 /// A run written from another host (shards on a shared traces volume)
 /// cannot be looked up in this host's process table: while its claim is
 /// touched, a reader takes it for running and leaves its journals alone
