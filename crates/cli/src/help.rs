@@ -11,8 +11,33 @@ use clap::{CommandFactory, FromArgMatches};
 /// The command line parsed as `T`, with its help texts reflowed; exits
 /// (2, with clap's message) on bad arguments, as `T::parse` does.
 pub fn parse<T: CommandFactory + FromArgMatches>() -> T {
-    let matches = reflowed(T::command()).get_matches();
-    T::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+    let matches = reflowed(T::command())
+        .try_get_matches()
+        .unwrap_or_else(|error| exit(error));
+    T::from_arg_matches(&matches).unwrap_or_else(|error| exit(error))
+}
+
+/// Whether the command line asks for JSON: every command's `--json` is a
+/// flag of its own, so before `--` the word is that flag.
+pub fn json_asked() -> bool {
+    std::env::args_os()
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json")
+}
+
+/// Exits as clap does on a bad command line (its message on stderr, 2);
+/// under `--json` a script also gets the object every command's failure
+/// prints on stdout, `{"error", "exit_code"}`. `--help` and `--version`
+/// print what they print.
+fn exit(error: clap::Error) -> ! {
+    if error.use_stderr() && json_asked() {
+        let text = error.to_string();
+        let first = text.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        let object = serde_json::json!({ "error": message, "exit_code": error.exit_code() });
+        println!("{object}");
+    }
+    error.exit()
 }
 
 /// `command` and every subcommand with its help texts reflowed.

@@ -200,11 +200,7 @@ fn main() -> ExitCode {
     // and never returns. Before anything else, while this is one thread.
     tack_sandbox::serve_init_if_asked();
     let cli: Cli = help::parse();
-    // Every command's `--json` is a flag of its own; before `--`, the word
-    // is that flag (clap parsed it as one).
-    let wants_json = std::env::args_os()
-        .take_while(|arg| arg != "--")
-        .any(|arg| arg == "--json");
+    let wants_json = help::json_asked();
     if cli.command.reads_runs() {
         purge_freed_memory_after(PURGE_DELAY_MS);
     }

@@ -224,6 +224,17 @@ fn a_candidate_that_skipped_tasks_does_not_pass_the_gate() {
             .contains("task `leap-year-400`: only in the base run"),
         "{json:#}"
     );
+    // So does one whose command line clap refuses before any command runs.
+    let output = tack(
+        dir.path(),
+        &["gate", path(&base), path(&candidate), "--bogus", "--json"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["exit_code"], 2, "{json:#}");
+    let error = json["error"].as_str().unwrap();
+    assert!(error.contains("unexpected argument '--bogus'"), "{error}");
+    assert!(text(&output.stderr).contains("Usage:"));
 
     let (code, json) = gate(
         dir.path(),
