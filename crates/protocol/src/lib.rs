@@ -42,7 +42,7 @@ pub use model_spec::{BuiltinModel, ModelSpec, ModelSpecError, Provider};
 pub use name::is_plain_name;
 pub use nearest::nearest;
 pub use outcome::{StopReason, TrialOutcome};
-pub use printable::printable;
+pub use printable::{printable, printable_line};
 pub use shell::shell_quote;
 pub use solution::{Edit, Solution};
 pub use usage::Usage;

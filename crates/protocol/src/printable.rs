@@ -33,6 +33,14 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as [`printable`] shows it, on one line: a newline is shown as
+/// `^J` too. For a line of a file a program reads back line by line (a
+/// comment of a generated task.toml, a quarantine list), where a line
+/// break in the text would start a line of the text's choosing.
+pub fn printable_line(text: &str) -> String {
+    printable(text).replace('\n', "^J")
+}
+
 fn needs_showing(c: char) -> bool {
     match c {
         '\n' | '\t' => false,
@@ -45,7 +53,12 @@ fn needs_showing(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use super::{printable, printable_line};
+
+    #[test]
+    fn a_printable_line_holds_no_line_break() {
+        assert_eq!(printable_line("a\nb\r\nc\x1b"), "a^Jb^Jc^[");
+    }
 
     #[test]
     fn escapes_are_shown_not_obeyed() {

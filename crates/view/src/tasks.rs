@@ -217,10 +217,41 @@ pub(crate) fn quarantine(viewer: &Viewer, params: &Params) -> Result<String, Vie
     let mut listed: Vec<String> = Vec::new();
     for task in flakiness(&runs) {
         if task.disagreement.is_some_and(|d| d >= min) && !listed.contains(&task.task) {
-            text.push_str(&task.task);
-            text.push('\n');
+            if listable(&task.task) {
+                text.push_str(&task.task);
+                text.push('\n');
+            } else {
+                // A run from elsewhere names its tasks: a line break in one
+                // would list other tasks, a `#` quarantine a shorter name.
+                text.push_str(&format!(
+                    "# not listed, its name is no line of this file: {}\n",
+                    tack_protocol::printable_line(&task.task)
+                ));
+            }
             listed.push(task.task);
         }
     }
     Ok(text)
+}
+
+/// Whether `task` reads back from a quarantine list as itself: one plain
+/// name, no `#` (which starts a comment there), nothing trimmed away.
+fn listable(task: &str) -> bool {
+    tack_protocol::is_plain_name(task) && !task.contains('#') && task.trim() == task
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listable;
+
+    /// What `tack gate --quarantine` would read back as another list than
+    /// the view meant: more names, a shorter one, a trimmed one.
+    #[test]
+    fn only_a_name_that_reads_back_as_itself_is_listed() {
+        assert!(listable("leap-year-400"));
+        assert!(listable("ünïcode task"));
+        for name in ["a\nleap-year-400", "a#b", " padded", "a\rb", "", "x/y"] {
+            assert!(!listable(name), "{name:?}");
+        }
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// comment line of the task.toml written: a line break in it would end
 /// the comment and write settings of the task's choosing.
 pub(super) fn in_comment(text: &str) -> String {
-    tack_protocol::printable(text).replace('\n', "^J")
+    tack_protocol::printable_line(text)
 }
 
 pub(super) fn whole_secs(duration: Duration) -> u64 {
