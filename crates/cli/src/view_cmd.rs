@@ -15,8 +15,10 @@ use crate::out::{errln, outln};
 
 const AFTER_HELP: &str = "\
 Opens nothing by itself: it prints an address with a fresh access token, like Jupyter; open it in
-a browser. Every page needs the token (the first visit trades it for a cookie), so other users of
-this machine cannot read the traces through the port.
+a browser. Every page needs the token (the first visit trades it for a cookie named for the port),
+so other users of this machine cannot read the traces through the port. A browser sends that
+cookie to every port of 127.0.0.1: open only addresses you trust there, or another user's server
+that you browse to gets the token.
 
 Pages:
   /          the runs: suite, status (running / finished / interrupted / shard),

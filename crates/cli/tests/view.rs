@@ -46,6 +46,10 @@ fn the_viewer_shows_runs_trials_a_trial_and_a_comparison() {
         403
     );
     let cookie = viewer.cookie();
+    // The token under another viewer's cookie name is not this one's.
+    let token = cookie.split('=').nth(1).unwrap();
+    let other = format!("tack_view_token={token}");
+    assert_eq!(get(&viewer.base, "/trials", Some(&other)).status, 403);
     let page = |path: &str| {
         let answer = get(&viewer.base, path, Some(&cookie));
         assert_eq!(answer.status, 200, "{path}: {}", answer.body);

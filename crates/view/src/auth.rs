@@ -5,7 +5,8 @@ use std::io::Read;
 
 use crate::ViewError;
 
-/// The cookie that carries the token after the first visit.
+/// The cookie that carries the token after the first visit, its name
+/// followed by `_` and the viewer's port.
 pub(crate) const COOKIE: &str = "tack_view_token";
 
 /// A fresh token: 128 random bits as 32 hex digits.
@@ -28,12 +29,12 @@ pub(crate) fn same_token(given: &str, token: &str) -> bool {
             == 0
 }
 
-/// The token in a `Cookie` header's value, if it has ours.
-pub(crate) fn token_in_cookies(header: &str) -> Option<&str> {
+/// The token in a `Cookie` header's value, if it has the cookie `cookie`.
+pub(crate) fn token_in_cookies<'a>(header: &'a str, cookie: &str) -> Option<&'a str> {
     header
         .split(';')
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(name, _)| *name == cookie)
         .map(|(_, value)| value)
 }
 
@@ -61,7 +62,7 @@ mod tests {
     #[test]
     fn the_token_is_found_among_cookies() {
         let header = format!("other=1; {COOKIE}=f00d; x=y");
-        assert_eq!(token_in_cookies(&header), Some("f00d"));
-        assert_eq!(token_in_cookies("other=1"), None);
+        assert_eq!(token_in_cookies(&header, COOKIE), Some("f00d"));
+        assert_eq!(token_in_cookies("other=1", COOKIE), None);
     }
 }

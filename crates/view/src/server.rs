@@ -31,6 +31,12 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 /// Serves `viewer` on `listener` until `stop` resolves.
 pub async fn serve(listener: TcpListener, viewer: Arc<Viewer>, stop: impl Future<Output = ()>) {
     let mut connections = JoinSet::new();
+    // A browser sends a host's cookies to every port of it: named for the
+    // port, two viewers on one machine keep a cookie each.
+    let cookie: Arc<str> = match listener.local_addr() {
+        Ok(address) => format!("{COOKIE}_{}", address.port()).into(),
+        Err(_) => COOKIE.into(),
+    };
     tokio::pin!(stop);
     loop {
         tokio::select! {
@@ -38,8 +44,11 @@ pub async fn serve(listener: TcpListener, viewer: Arc<Viewer>, stop: impl Future
                 // A failed accept concerns that one client.
                 let Ok((stream, _)) = accepted else { continue };
                 let viewer = viewer.clone();
+                let cookie = cookie.clone();
                 connections.spawn(async move {
-                    let service = service_fn(move |request| answer(viewer.clone(), request));
+                    let service = service_fn(move |request| {
+                        answer(viewer.clone(), cookie.clone(), request)
+                    });
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -56,6 +65,7 @@ pub async fn serve(listener: TcpListener, viewer: Arc<Viewer>, stop: impl Future
 
 async fn answer(
     viewer: Arc<Viewer>,
+    cookie_name: Arc<str>,
     request: Request<hyper::body::Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -79,7 +89,7 @@ async fn answer(
             path.as_str()
         };
         let mut response = respond(Answer::Redirect(params.without("token").url(local)));
-        let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+        let cookie = format!("{cookie_name}={token}; HttpOnly; SameSite=Strict; Path=/");
         if let Ok(value) = HeaderValue::from_str(&cookie) {
             response.headers_mut().insert(header::SET_COOKIE, value);
         }
@@ -90,7 +100,7 @@ async fn answer(
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .filter_map(token_in_cookies)
+        .filter_map(|header| token_in_cookies(header, &cookie_name))
         .any(|given| same_token(given, &token));
     if !cookie_ok {
         return Ok(respond(forbidden()));

@@ -48,6 +48,12 @@ impl Viewer {
             set.contains("HttpOnly") && set.contains("SameSite=Strict"),
             "{set}"
         );
+        // Named for the port: a browser sends it to every port of the host.
+        let port = self.base.rsplit(':').next().unwrap();
+        assert!(
+            set.starts_with(&format!("tack_view_token_{port}=")),
+            "{set}"
+        );
         set.split(';').next().unwrap().to_string()
     }
 }
