@@ -477,10 +477,10 @@ impl CostReport {
             };
             let per_success = r.usd_per_success.map(plain_usd).unwrap_or_default();
             let mut fields = vec![
-                csv_field(&self.run_id),
-                csv_field(&r.variant),
-                csv_field(&r.model),
-                csv_field(r.task.as_deref().unwrap_or("")),
+                csv_name(&self.run_id),
+                csv_name(&r.variant),
+                csv_name(&r.model),
+                csv_name(r.task.as_deref().unwrap_or("")),
                 r.simulated.to_string(),
             ];
             fields.extend(r.count_cells());
@@ -509,11 +509,41 @@ fn plain_usd(usd: f64) -> String {
     }
 }
 
+/// A name in cost.csv (a run, variant, model or task, which a run received
+/// from elsewhere chooses) as a CSV field that a spreadsheet shows and
+/// does not compute: one starting as a formula does (`=HYPERLINK(…)`,
+/// `+`, `-`, `@`, a tab or carriage return) gets a leading `'`, as OWASP
+/// advises. Numbers are written by tack and are left as they are.
+fn csv_name(text: &str) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        csv_field(&format!("'{text}"))
+    } else {
+        csv_field(text)
+    }
+}
+
 /// A CSV field, quoted when it holds a separator, quote or line break.
 pub fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {
         text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_name;
+
+    /// A name a received run chose is shown by a spreadsheet, not run.
+    #[test]
+    fn a_name_that_reads_as_a_formula_is_shown_as_text() {
+        assert_eq!(
+            csv_name("=HYPERLINK(\"https://x\",\"open\")"),
+            "\"'=HYPERLINK(\"\"https://x\"\",\"\"open\"\")\""
+        );
+        assert_eq!(csv_name("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_name("-2+3"), "'-2+3");
+        assert_eq!(csv_name("leap-year-400"), "leap-year-400");
     }
 }

@@ -98,7 +98,9 @@ fn later_attempts(
     trial: &tack_analysis::TrialRow,
 ) -> Result<Vec<String>, CommandError> {
     let stored = tack_trace::stored_trial_ids(run_dir).or_fail(Failure::Internal)?;
-    Ok((trial.trial_attempt + 1..)
+    // A received run's attempt may be any number: no overflow at the top.
+    Ok((trial.trial_attempt.checked_add(1).into_iter())
+        .flat_map(|next| next..=u32::MAX)
         .map(|attempt| {
             tack_protocol::trial_id(&trial.variant, &trial.task, trial.trial_index, attempt)
         })

@@ -179,7 +179,7 @@ pub fn trajectory(trace: &TrialTrace, run: &RunInfo) -> Result<Value, InteropErr
         .iter()
         .filter(|span| span.kind == kind::MODEL_CALL)
         .filter_map(|span| span.cache_read_tokens)
-        .reduce(|a, b| a + b);
+        .reduce(u64::saturating_add);
     if let Some(cached) = cached {
         root["final_metrics"]["total_cached_tokens"] = json!(cached);
     }

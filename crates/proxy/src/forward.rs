@@ -260,7 +260,7 @@ pub(crate) async fn handle<S: EventSink + 'static>(
             started_at_ms: now_ms(),
             started: Instant::now(),
             // The real key too: an upstream's error may quote it.
-            secrets: Secrets::of(&parts.headers)
+            secrets: Secrets::of(&parts.headers, parts.uri.query())
                 .and(shared.key.as_ref().map(|key| key.key.expose())),
         }
     });

@@ -80,15 +80,18 @@ impl Scrub {
 }
 
 /// Every header value the request carried, and its part after a scheme
-/// (`Bearer …`): whatever the upstream echoes back of them is cut out of
-/// recorded text. Scrubbing all values, not only known key headers, covers
-/// keys in headers this proxy has never heard of.
+/// (`Bearer …`), and every value of its query string (`?key=…`, as
+/// Gemini's API takes one): whatever the upstream echoes back of them is
+/// cut out of recorded text. Scrubbing all values, not only known key
+/// headers, covers keys in places this proxy has never heard of.
 #[derive(Debug, Default)]
 pub(crate) struct Secrets(Vec<String>);
 
 impl Secrets {
-    pub(crate) fn of(headers: &HeaderMap) -> Secrets {
-        let mut values = Vec::new();
+    pub(crate) fn of(headers: &HeaderMap, query: Option<&str>) -> Secrets {
+        let mut values: Vec<String> = (query.unwrap_or_default().split('&'))
+            .filter_map(|pair| Some(pair.split_once('=')?.1.to_string()))
+            .collect();
         for value in headers.values() {
             let Ok(text) = value.to_str() else { continue };
             let text = text.trim();
@@ -180,11 +183,22 @@ mod tests {
         );
         headers.insert("x-custom-token", HeaderValue::from_static("tok-ABCDEFGH"));
         headers.insert("accept", HeaderValue::from_static("json"));
-        let secrets = Secrets::of(&headers);
+        let secrets = Secrets::of(&headers, None);
         let text = "Incorrect API key sk-test-SECRET123; also tok-ABCDEFGH as json";
         assert_eq!(
             secrets.scrub(text),
             "Incorrect API key [redacted]; also [redacted] as json"
+        );
+    }
+
+    #[test]
+    fn query_values_are_scrubbed_from_text() {
+        let query = Some("api_key=sk-query-SECRET999&alt=sse&flag");
+        let secrets = Secrets::of(&HeaderMap::new(), query);
+        let text = "GET /v1/models?api_key=sk-query-SECRET999&alt=sse: 401";
+        assert_eq!(
+            secrets.scrub(text),
+            "GET /v1/models?api_key=[redacted]&alt=sse: 401"
         );
     }
 }
