@@ -195,9 +195,16 @@ fn power(out: &mut String, c: &Comparison) {
 fn metric_line(m: &MetricDelta) -> String {
     let value = |v: Option<f64>| match v {
         Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
-        // Three decimals at most, none written that say nothing (55.5, not 55.500).
+        // Three decimals, or three significant digits below 1 (a cost per
+        // success of $0.00039 is not 0), none written that say nothing
+        // (55.5, not 55.500).
         Some(v) => {
-            let text = format!("{v:.3}");
+            let decimals = if v != 0.0 && v.abs() < 1.0 {
+                (2 - v.abs().log10().floor() as i32).clamp(3, 9) as usize
+            } else {
+                3
+            };
+            let text = format!("{v:.decimals$}");
             text.trim_end_matches('0').trim_end_matches('.').to_string()
         }
         None => "unknown".to_string(),
@@ -320,5 +327,23 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn small_dollars_keep_three_significant_digits() {
+        let line = metric_line(&MetricDelta {
+            name: "cost per success".to_string(),
+            unit: "USD".to_string(),
+            base: Some(0.00039),
+            candidate: Some(0.0065),
+            delta: Some(0.00611),
+            relative: Some(15.67),
+            ci_low: Some(0.0),
+            ci_high: Some(0.0123456),
+            skipped_resamples: 0,
+        });
+        assert!(line.contains(" 0.00039 "), "{line}");
+        assert!(line.contains(" 0.0065 "), "{line}");
+        assert!(line.contains("[0, 0.0123]"), "{line}");
     }
 }
