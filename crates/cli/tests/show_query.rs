@@ -190,6 +190,36 @@ fn show_json_holds_the_row_every_span_and_every_message() {
     assert!(spans.iter().any(|s| s["kind"] == "approval"));
 }
 
+/// `--full` shows each tool call's arguments as the model wrote them:
+/// a failed edit is about the whitespace a one-line summary folds.
+#[test]
+fn show_full_keeps_the_arguments_whole() {
+    let run = shared_run();
+    let run_dir = run.run_dir.to_str().unwrap();
+    let trial = trial_ids(run, "sim-full").remove(0);
+    let json: Value =
+        serde_json::from_str(&stdout(&tack(&["show", run_dir, &trial, "--json"]))).unwrap();
+    let arguments: Vec<&str> = json["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["tool_arguments"].as_str())
+        .collect();
+    assert!(!arguments.is_empty(), "{json:#}");
+    let full = stdout(&tack(&["show", run_dir, &trial, "--full"]));
+    for argument in &arguments {
+        assert!(full.contains(argument), "{argument} in\n{full}");
+    }
+    let spaced = arguments.iter().find(|a| a.contains("  ") || a.len() > 120);
+    let summary = stdout(&tack(&["show", run_dir, &trial]));
+    if let Some(spaced) = spaced {
+        assert!(
+            !summary.contains(spaced),
+            "folded without --full:\n{summary}"
+        );
+    }
+}
+
 #[test]
 fn an_unknown_trial_or_run_exits_2_and_lists_what_there_is() {
     let run = shared_run();

@@ -343,11 +343,17 @@ fn tool_call(span: &SpanRow, denials: Option<&Vec<String>>, s: TrialStyle) -> St
     } else {
         format!(" → {}", status.join(" · "))
     };
+    // In full, the arguments as the model wrote them: a failed
+    // str_replace is about the very whitespace a one-line summary folds.
+    let arguments = if s.full {
+        printable(arguments).into_owned()
+    } else {
+        one_line(arguments, 120)
+    };
     let mut out = format!(
-        "{}{} {}{status}\n",
+        "{}{} {arguments}{status}\n",
         s.dim(&step(span)),
         s.bold(&name),
-        one_line(arguments, 120),
     );
     for denial in denials.into_iter().flatten() {
         let _ = writeln!(
