@@ -66,8 +66,8 @@ pub struct SidesArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub sides: SidesArgs,
-    /// A difference in success rate (e.g. 0.05), up or down, to size the trials for.
-    #[arg(long)]
+    /// A difference in success rate (0.05 or 5%), up or down, to size the trials for.
+    #[arg(long, value_parser = crate::fraction_arg::parse_fraction)]
     pub effect: Option<f64>,
     /// Print the comparison as JSON.
     #[arg(long)]
@@ -99,7 +99,7 @@ pub async fn run(args: CompareArgs) -> CommandResult {
         && !(effect > 0.0 && effect < 1.0)
     {
         return Err(usage(
-            "--effect is a difference in success rate between 0 and 1, e.g. 0.05",
+            "--effect is a difference in success rate between 0 and 1, e.g. 0.05 or 5%",
         ));
     }
     let loaded = load(&args.sides, args.effect, BTreeMap::new()).await?;

@@ -16,6 +16,7 @@ mod events_cmd;
 mod exec_cmd;
 mod exit;
 mod export_cmd;
+mod fraction_arg;
 mod gate_cmd;
 mod help;
 mod import_cmd;

@@ -167,10 +167,14 @@ fn a_task_that_changed_between_runs_is_not_paired() {
             "--allow-drift",
             "--no-report",
             "--json",
+            "--effect",
+            "5%",
         ],
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // A percentage, as gate's --max-drop takes one.
+    assert_eq!(json["comparison"]["power"]["effect"], 0.05, "{json:#}");
     let tasks: Vec<&str> = json["comparison"]["tasks"]
         .as_array()
         .unwrap()
