@@ -169,8 +169,8 @@ fn print_verdict(
 ) -> Result<(), CommandError> {
     // Variant and suite names of imported runs come from elsewhere.
     outln!("{}", tack_protocol::printable(line))?;
-    if loaded.comparison.simulated() {
-        outln!("note: results from a simulated (built-in) model, not an LLM")?;
+    if let Some(note) = tack_report::text::simulated_note(&loaded.comparison) {
+        outln!("{note}")?;
     }
     for drift in &loaded.drift {
         outln!("drift: {}", tack_protocol::printable(drift))?;

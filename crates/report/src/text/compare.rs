@@ -102,9 +102,23 @@ fn notes(out: &mut String, c: &Comparison) {
             );
         }
     }
-    if c.simulated() {
-        out.push_str("note: results from a simulated (built-in) model, not an LLM\n");
+    if let Some(note) = simulated_note(c) {
+        out.push_str(&note);
+        out.push('\n');
     }
+}
+
+/// Which side's results come from a built-in model, when one's do.
+pub fn simulated_note(c: &Comparison) -> Option<String> {
+    let whose = match (c.base.simulated, c.candidate.simulated) {
+        (true, true) => "results",
+        (true, false) => "the base's results",
+        (false, true) => "the candidate's results",
+        (false, false) => return None,
+    };
+    Some(format!(
+        "note: {whose} from a simulated (built-in) model, not an LLM"
+    ))
 }
 
 /// Each task's passes on both sides and its flip; the tasks not paired.
@@ -345,5 +359,16 @@ mod tests {
         assert!(line.contains(" 0.00039 "), "{line}");
         assert!(line.contains(" 0.0065 "), "{line}");
         assert!(line.contains("[0, 0.0123]"), "{line}");
+    }
+
+    #[test]
+    fn the_simulated_note_names_the_side() {
+        let mut c = example();
+        c.base.simulated = true;
+        c.candidate.simulated = false;
+        let note = simulated_note(&c).unwrap();
+        assert!(note.starts_with("note: the base's results from"), "{note}");
+        c.base.simulated = false;
+        assert_eq!(simulated_note(&c), None);
     }
 }

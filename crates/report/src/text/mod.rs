@@ -11,7 +11,7 @@ mod query;
 mod summary;
 mod trial;
 
-pub use compare::comparison;
+pub use compare::{comparison, simulated_note};
 pub use cost::cost;
 pub use events::{chat_event, exec_event, exec_outcome};
 pub use query::{query_csv, query_json, query_table};
