@@ -44,6 +44,7 @@ fn main() {
         }
         test!(runs_commands_as_its_children);
         test!(keeps_output_and_exit_status);
+        test!(many_short_commands_at_once_each_report_their_end);
         test!(kills_the_group_on_timeout);
         test!(kills_the_group_when_cancelled);
         test!(reports_a_command_that_cannot_start);
@@ -135,6 +136,24 @@ async fn keeps_output_and_exit_status() {
     assert_eq!((out.exit_code, out.signal), (None, Some(15)));
     let out = sh("head -c 200000 /dev/zero | tr '\\0' x", dir.path()).await;
     assert!(out.stdout_truncated && out.stdout.len() == 64 * 1024);
+}
+
+/// A command that ends before its start is reported is still reported as
+/// started, then ended: the spawner's worker that started it and the one
+/// that reaped it reply in that order (they raced, and the reply that came
+/// first under load said the spawner had stopped).
+async fn many_short_commands_at_once_each_report_their_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let confinement = Confinement::strict(dir.path());
+    let mut running = tokio::task::JoinSet::new();
+    for _ in 0..400 {
+        let (cwd, confinement) = (dir.path().to_path_buf(), confinement.clone());
+        running.spawn(async move { run(&spec("exit 7", &cwd, &confinement)).await });
+    }
+    while let Some(ended) = running.join_next().await {
+        let out = ended.unwrap().unwrap();
+        assert_eq!(out.exit_code, Some(7), "{out:?}");
+    }
 }
 
 /// Placements cross to the spawner with the rest of the confinement, and

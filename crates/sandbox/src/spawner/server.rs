@@ -187,17 +187,16 @@ fn work(spawner: &Spawner, jobs: &Mutex<Receiver<Job>>) {
 
 /// Prepares and forks one command, and reports its pid or why it failed.
 fn start(spawner: &Spawner, request: Request, fds: Vec<OwnedFd>) {
-    let id = request.id;
-    let reply = match spawn_watched(spawner, &request, fds) {
-        Ok(pid) => Reply::Started { id, pid },
-        Err(failure) => Reply::Failed { id, failure },
-    };
-    spawner.reply(&reply);
+    if let Err(failure) = spawn_watched(spawner, &request, fds) {
+        let id = request.id;
+        spawner.reply(&Reply::Failed { id, failure });
+    }
 }
 
-/// Starts the command and puts it in the running set and the epoll set,
-/// in that order, so that its end is always found in the set.
-fn spawn_watched(spawner: &Spawner, request: &Request, fds: Vec<OwnedFd>) -> Result<u32, Failure> {
+/// Starts the command, puts it in the running set and the epoll set, in
+/// that order, so that its end is always found in the set, and reports it
+/// started.
+fn spawn_watched(spawner: &Spawner, request: &Request, fds: Vec<OwnedFd>) -> Result<(), Failure> {
     let mut fds = fds.into_iter();
     let (Some(stdout), Some(stderr)) = (fds.next(), fds.next()) else {
         return Err(Failure::Setup(
@@ -253,6 +252,14 @@ fn spawn_watched(spawner: &Spawner, request: &Request, fds: Vec<OwnedFd>) -> Res
             _pidfd: pidfd,
         },
     );
+    // Said while the set is held: a command that ends at once is taken
+    // from the set by the event loop, and reaped and reported by another
+    // worker, only after this. Said after, its end could reach tack
+    // before its start, which tack takes for a spawner that stopped.
+    spawner.reply(&Reply::Started {
+        id: request.id,
+        pid,
+    });
     drop(running);
     if watched.is_err() || spawner.closing.load(Ordering::Acquire) {
         // Never reported ended, or tack is gone: its end comes from here.
@@ -261,7 +268,7 @@ fn spawn_watched(spawner: &Spawner, request: &Request, fds: Vec<OwnedFd>) -> Res
             finish(spawner, pid, command);
         }
     }
-    Ok(pid)
+    Ok(())
 }
 
 /// Starts bash, or with `init` a trial's sandbox init and its socket.
