@@ -200,6 +200,8 @@ fn main() -> ExitCode {
     // A trial's sandbox init is this binary, started by tack: it serves
     // and never returns. Before anything else, while this is one thread.
     tack_sandbox::serve_init_if_asked();
+    // Before anything is forked: nothing tack was handed reaches a command.
+    tack_sandbox::keep_inherited_descriptors_from_children();
     let cli: Cli = help::parse();
     let wants_json = help::json_asked();
     if cli.command.reads_runs() {

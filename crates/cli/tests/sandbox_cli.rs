@@ -254,6 +254,33 @@ fn strict_blocks_etc_but_not_the_workspace() {
     assert!(dir.path().join("inside").exists());
 }
 
+/// A descriptor open when tack starts (a shell's `exec 9>>file`, make's
+/// jobserver) does not reach a confined command: through it the command
+/// would write the host file behind it, past every wall.
+#[test]
+fn descriptors_tack_inherits_do_not_reach_the_command() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (workspace, host_file) = (dir.path().join("ws"), dir.path().join("host.log"));
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(&host_file, "").unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(r#"exec 9>>"$1"; exec "$2" sandbox exec --workspace "$3" -- 'echo pwned >&9'"#)
+        .arg("bash")
+        .arg(&host_file)
+        .arg(env!("CARGO_BIN_EXE_tack"))
+        .arg(&workspace)
+        .env_remove("TACK_SANDBOX_DISABLE")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(text(&out.stderr).contains("Bad file descriptor"), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&host_file).unwrap(), "");
+}
+
 #[test]
 fn exit_status_timeouts_and_signals_pass_through() {
     if !strict_available() {
