@@ -281,6 +281,31 @@ fn descriptors_tack_inherits_do_not_reach_the_command() {
     assert_eq!(std::fs::read_to_string(&host_file).unwrap(), "");
 }
 
+/// A confined command has an IPC namespace of its own: the host's System V
+/// shared memory (a database's, another trial's) is not there to read or
+/// overwrite.
+#[test]
+fn the_hosts_shared_memory_is_out_of_reach() {
+    if !strict_available() {
+        return;
+    }
+    let made = Command::new("ipcmk").args(["-M", "4096"]).output().unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let id: String = text(&made.stdout)
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let out = exec(dir.path(), &[], &format!("ipcs -m -i {id}"));
+    let removed = Command::new("ipcrm").args(["-m", &id]).status().unwrap();
+    assert!(removed.success());
+    assert!(text(&out.stderr).contains("not found"), "{out:?}");
+    assert!(
+        !text(&out.stdout).contains("Shared memory Segment"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn exit_status_timeouts_and_signals_pass_through() {
     if !strict_available() {

@@ -190,7 +190,10 @@ pub(crate) fn prepare(
         landlock_rules(probe, confinement, &writable, &sealed_or_tmp, &placed, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) = std::io::pipe().map_err(SetupError::Pipe)?;
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    // Its own IPC namespace: the host's (and other trials') System V and
+    // POSIX shared memory, semaphores and queues are out of reach.
+    let mut flags =
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
     if own_netns {
         flags |= libc::CLONE_NEWNET;
     }
@@ -272,7 +275,8 @@ fn prepare_in_image(
     ];
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) = std::io::pipe().map_err(SetupError::Pipe)?;
-    let mut unshare_flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    let mut unshare_flags =
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
     if confinement.own_network_namespace() {
         unshare_flags |= libc::CLONE_NEWNET;
     }
