@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use tack_protocol::HarnessConfig;
-use tack_sandbox::{CommandOutput, CommandSpec, Confinement, SandboxError};
+use tack_sandbox::{CommandOutput, CommandSpec, SandboxError};
 
 use crate::argv::command_line;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
@@ -97,7 +97,10 @@ async fn exec(args: ExecArgs) -> CommandResult {
         .or_fail(Failure::Usage);
     }
     let defaults = HarnessConfig::default();
-    let mut confinement = Confinement::for_profile(args.profile.into(), &workspace);
+    // The agent's walls, trials' roots included: other trials' workspaces
+    // sealed and their hidden checks covered, as for a trial's own command.
+    let mut confinement = tack_suite::CommandSandbox::new(args.profile.into(), Vec::new())
+        .agent_confinement(&workspace);
     if confinement.is_confined() {
         confinement.hidden.extend(args.hide.iter().cloned());
         confinement.read_only.extend(args.read_only.iter().cloned());

@@ -306,6 +306,41 @@ fn the_hosts_shared_memory_is_out_of_reach() {
     );
 }
 
+/// `tack sandbox exec` runs a command as the agent's bash tool does: the
+/// trials running beside it (their workspaces, their hidden checks) are
+/// out of its sight.
+#[test]
+fn sandbox_exec_does_not_see_the_trials_beside_it() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    let check = tmp.join("tack-checks/other/checks/expected.txt");
+    let workspace = tmp.join("tack-trials/other/workspace/solved.py");
+    for file in [&check, &workspace] {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, "SECRET_EXPECTED_ANSWER=42\n").unwrap();
+    }
+    let mine = dir.path().join("ws");
+    std::fs::create_dir(&mine).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args([
+            "sandbox",
+            "exec",
+            "--workspace",
+            mine.to_str().unwrap(),
+            "--",
+        ])
+        .arg(format!("cat {} {}", check.display(), workspace.display()))
+        .env("TMPDIR", &tmp)
+        .env_remove("TACK_SANDBOX_DISABLE")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(!text(&out.stdout).contains("SECRET"), "{out:?}");
+}
+
 #[test]
 fn exit_status_timeouts_and_signals_pass_through() {
     if !strict_available() {
