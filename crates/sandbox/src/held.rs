@@ -10,6 +10,10 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+pub use remove::remove_tree;
+
+mod remove;
+
 /// The lock file of a held directory (beside what it holds, so out of the
 /// sight of the commands that use it). Named when only trial directories
 /// had one: kept, so that what runs of earlier versions left is swept too.
@@ -140,7 +144,7 @@ fn remove_lock_last(dir: &Path) -> std::io::Result<()> {
             continue;
         }
         if entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(entry.path())?;
+            remove_tree(&entry.path())?;
         } else {
             std::fs::remove_file(entry.path())?;
         }
