@@ -359,3 +359,26 @@ async fn grep_reports_a_bad_regex_with_the_parser_error() {
         assert!(error.message.contains(why), "{}", error.message);
     }
 }
+
+/// The ignore files are the agent's: read as the file tools read, so one
+/// linked to /dev/zero or to a host file, or a FIFO, is not read (tack,
+/// outside the sandbox, filled its memory or hung on them).
+#[tokio::test]
+async fn ignore_files_that_are_links_or_fifos_are_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kept.txt"), "hello\n").unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/also.txt"), "hello\n").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join(".gitignore")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("sub/.ignore"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let d = dispatcher(dir.path(), 4096);
+    let listing = tokio::time::timeout(Duration::from_secs(10), lines(&d, "list_files", json!({})))
+        .await
+        .expect("list_files returns, whatever the ignore files are");
+    assert!(listing.contains(&"kept.txt".to_string()), "{listing:?}");
+    assert!(listing.contains(&"sub/also.txt".to_string()), "{listing:?}");
+}

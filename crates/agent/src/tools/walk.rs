@@ -2,10 +2,13 @@
 //! does, filtering by glob, and cutting long listings with a marker that says
 //! how much was left out.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::WalkBuilder;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::{Match, WalkBuilder};
 
 use super::{ToolError, ToolOutput};
 
@@ -22,16 +25,21 @@ pub(crate) const COUNT_CEILING: usize = 10_000;
 /// the way to `target` are entered.
 pub(crate) fn files(workspace: &Path, target: &Path) -> impl Iterator<Item = PathBuf> + use<> {
     let target = target.to_path_buf();
+    let ignores = IgnoreFiles::new(workspace);
     let mut builder = WalkBuilder::new(workspace);
     builder
         // Dotfiles such as `.env` or `.github/` are part of a project; only
         // `.git` is skipped, below.
         .hidden(false)
         .parents(false)
-        // Trial workspaces are plain folders, not git checkouts: honour
-        // `.gitignore` anyway, and never the host's global excludes, which
+        // The ignore files are the agent's: read by `IgnoreFiles`, as the
+        // file tools read, never by the walker, which opens them as they
+        // are (a `.gitignore` linked to /dev/zero filled tack's memory, a
+        // FIFO hung it). Never the host's global excludes either, which
         // would make results depend on the machine.
-        .require_git(false)
+        .git_ignore(false)
+        .git_exclude(false)
+        .ignore(false)
         .git_global(false)
         // A symlink may point out of the workspace; neither listed nor read.
         .follow_links(false)
@@ -41,7 +49,10 @@ pub(crate) fn files(workspace: &Path, target: &Path) -> impl Iterator<Item = Pat
         .filter_entry(move |entry| {
             let path = entry.path();
             let git_dir = entry.depth() > 0 && entry.file_name() == ".git";
-            !git_dir && (target.starts_with(path) || path.starts_with(&target))
+            let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
+            !git_dir
+                && (target.starts_with(path) || path.starts_with(&target))
+                && (entry.depth() == 0 || !ignores.ignored(path, is_dir))
         });
     builder
         .build()
@@ -49,6 +60,67 @@ pub(crate) fn files(workspace: &Path, target: &Path) -> impl Iterator<Item = Pat
         .filter_map(Result::ok)
         .filter(|entry| entry.file_type().is_some_and(|kind| kind.is_file()))
         .map(ignore::DirEntry::into_path)
+}
+
+/// The `.gitignore` and `.ignore` files of a workspace's folders, read as
+/// the file tools read (regular files beneath the workspace, at most
+/// [`IGNORE_FILE_LIMIT`] bytes) and kept by folder as the walk meets them.
+struct IgnoreFiles {
+    workspace: PathBuf,
+    by_dir: Mutex<HashMap<PathBuf, Arc<Gitignore>>>,
+}
+
+/// More than any ignore file a project writes.
+const IGNORE_FILE_LIMIT: u64 = 1 << 20;
+
+impl IgnoreFiles {
+    fn new(workspace: &Path) -> IgnoreFiles {
+        IgnoreFiles {
+            workspace: workspace.to_path_buf(),
+            by_dir: Mutex::default(),
+        }
+    }
+
+    /// Whether `path` is ignored by its folders' files, the nearest first
+    /// (a `!pattern` there takes back what a folder above ignores).
+    fn ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let mut dir = path.parent();
+        while let Some(here) = dir.filter(|d| d.starts_with(&self.workspace)) {
+            match self.of(here).matched(path, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => dir = here.parent(),
+            }
+        }
+        false
+    }
+
+    /// The patterns of `dir`'s `.gitignore` then `.ignore` (whose lines,
+    /// coming later, win, as ripgrep gives `.ignore` precedence).
+    fn of(&self, dir: &Path) -> Arc<Gitignore> {
+        let mut by_dir = self.by_dir.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = by_dir.get(dir) {
+            return found.clone();
+        }
+        let mut builder = GitignoreBuilder::new(dir);
+        let relative = dir.strip_prefix(&self.workspace).unwrap_or(dir);
+        for name in [".gitignore", ".ignore"] {
+            let file = relative.join(name);
+            let read = tack_sandbox::read_beneath(
+                &self.workspace,
+                &file.to_string_lossy(),
+                IGNORE_FILE_LIMIT,
+            );
+            let Ok(Some(bytes)) = read else { continue };
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                // A line that is no pattern is skipped, as git skips it.
+                let _ = builder.add_line(None, line);
+            }
+        }
+        let built = Arc::new(builder.build().unwrap_or_else(|_| Gitignore::empty()));
+        by_dir.insert(dir.to_path_buf(), built.clone());
+        built
+    }
 }
 
 /// `path` relative to the workspace, with `/` separators, for output.
