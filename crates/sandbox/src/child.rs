@@ -125,6 +125,16 @@ pub(crate) enum MountStep {
     /// A fresh procfs on /proc, while the host's is still in sight (the
     /// kernel lets a user namespace mount one only then).
     Proc,
+    /// Covers `/tmp` with an empty tmpfs that holds only `keep`: built on
+    /// `stage` (an empty directory of the command's own), each host path
+    /// of `keep` bound at its place there (`dirs` made first), then moved
+    /// over `/tmp`. Other programs' sockets there (tmux's, an ssh agent's,
+    /// X11's) are then out of reach, which Landlock cannot do for connect.
+    CoverTmp {
+        stage: CString,
+        dirs: Vec<CString>,
+        keep: Vec<(CString, CString)>,
+    },
 }
 
 /// What a [`MountStep::Graft`] creates.

@@ -88,6 +88,7 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
                 done => done,
             }
         }
+        MountStep::CoverTmp { stage, dirs, keep } => cover_tmp(stage, dirs, keep),
         // SAFETY: umount2 and rmdir read a NUL-terminated path.
         MountStep::DropOldRoot => unsafe {
             check(libc::umount2(OLD_ROOT_C.as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
@@ -97,6 +98,25 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
 }
 
 const OLD_ROOT_C: &std::ffi::CStr = c"/.tack-old-root";
+
+/// See [`MountStep::CoverTmp`]: the sources are bound while the host's
+/// `/tmp` is still in sight, then the whole tmpfs moves over it.
+fn cover_tmp(stage: &CString, dirs: &[CString], keep: &[(CString, CString)]) -> io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    tmpfs(
+        stage,
+        libc::MS_NOSUID | libc::MS_NODEV,
+        c"size=1m,mode=0755",
+    )?;
+    for dir in dirs {
+        make(dir, &Node::Dir)?;
+    }
+    for (source, target) in keep {
+        let flags = libc::MS_BIND | libc::MS_REC;
+        sys_mount(source.as_ptr(), target.as_ptr(), none, flags, none)?;
+    }
+    sys_mount(stage.as_ptr(), c"/tmp".as_ptr(), none, libc::MS_MOVE, none)
+}
 
 /// The tmpfs becomes the root; the host's root moves beneath it. Its mode
 /// lets the command list and cross it; it is made read-only with the rest.

@@ -88,6 +88,18 @@ impl PrivateTmp {
         &self.path
     }
 
+    /// An empty directory beside the tmp, where the tmpfs that covers the
+    /// system tmp is built ([`MountStep::CoverTmp`]).
+    fn stage(&self) -> Result<PathBuf, SetupError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let stage = self.held.path().join("cover");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&stage)
+            .map_err(SetupError::TmpDir)?;
+        Ok(stage)
+    }
+
     /// Lets an image's root, which is not the host's, pass through (not
     /// list) the tmp and the directory holding it: the image's root is
     /// mounted below them (`prepare_in_image`).
@@ -184,8 +196,20 @@ pub(crate) fn prepare(
         .unwrap_or(tmp.path());
     let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
     let new_root = std::mem::take(&mut placed.steps);
-    let (mounts, mount_targets, shm) =
-        mount_steps(confinement, &writable, new_root, &placed.writable_at)?;
+    let cover = match tmp_kept(confinement, &writable) {
+        Some(kept) => Some(TmpCover {
+            stage: tmp.stage()?,
+            kept,
+        }),
+        None => None,
+    };
+    let (mounts, mount_targets, shm) = mount_steps(
+        confinement,
+        &writable,
+        new_root,
+        &placed.writable_at,
+        cover.as_ref(),
+    )?;
     let (built, late_rules) =
         landlock_rules(probe, confinement, &writable, &sealed_or_tmp, &placed, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
@@ -511,6 +535,76 @@ fn with_placed(confinement: &Confinement, paths: Vec<PathBuf>) -> Vec<PathBuf> {
 
 type MountSteps = (Vec<MountStep>, Vec<String>, Option<CString>);
 
+/// The system tmp. Other programs keep their sockets there (tmux's, an ssh
+/// agent's, X11's, an editor's): a confined command that could connect to
+/// one would be outside its walls (a tmux server runs what it is sent, as
+/// its user), and Landlock does not govern connecting to a socket file
+/// before ABI 9. So a confined command sees none of it but what it may use.
+const SYSTEM_TMP: &str = "/tmp";
+
+/// How the system tmp is covered ([`MountStep::CoverTmp`]).
+struct TmpCover {
+    stage: PathBuf,
+    /// The granted paths beneath it, outermost only.
+    kept: Vec<PathBuf>,
+}
+
+impl TmpCover {
+    fn step(&self) -> Result<MountStep, SetupError> {
+        let in_stage = |path: &Path| {
+            let below = path.strip_prefix(SYSTEM_TMP).unwrap_or(path);
+            self.stage.join(below)
+        };
+        let mut dirs = Vec::new();
+        let mut keep = Vec::new();
+        for path in &self.kept {
+            let target = in_stage(path);
+            for dir in target.ancestors().collect::<Vec<_>>().into_iter().rev() {
+                if dir.starts_with(&self.stage) && dir != self.stage {
+                    let dir = c_path(dir)?;
+                    if !dirs.contains(&dir) {
+                        dirs.push(dir);
+                    }
+                }
+            }
+            keep.push((c_path(path)?, c_path(&target)?));
+        }
+        Ok(MountStep::CoverTmp {
+            stage: c_path(&self.stage)?,
+            dirs,
+            keep,
+        })
+    }
+
+    /// Whether `path` is still there once the system tmp is covered.
+    fn shows(&self, path: &Path) -> bool {
+        !path.starts_with(SYSTEM_TMP) || self.kept.iter().any(|kept| path.starts_with(kept))
+    }
+}
+
+/// What of the system tmp a confined command keeps (the `writable` paths
+/// beneath it: its workspace, its private tmp, what is exposed to it), or
+/// `None` when it is not covered: a tmp of the command's own is shown there
+/// already (`tmp_at`), a path granted is the system tmp itself, or it is a
+/// link.
+fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    let tmp = Path::new(SYSTEM_TMP);
+    if confinement.tmp_at.is_some() || !tmp.is_dir() || tmp.is_symlink() {
+        return None;
+    }
+    let mut kept: Vec<PathBuf> = writable
+        .iter()
+        .filter(|path| path.starts_with(tmp))
+        .cloned()
+        .collect();
+    if kept.iter().any(|path| path == tmp) {
+        return None;
+    }
+    kept.sort();
+    kept.dedup_by(|later, earlier| later.starts_with(earlier));
+    Some(kept)
+}
+
 /// The host's `/dev/shm`, which every confined command is given fresh (a
 /// tmpfs of its own), covering whatever the host keeps there. One that is a
 /// symlink (to `/run/shm`) is left alone.
@@ -530,6 +624,7 @@ fn mount_steps(
     writable: &[PathBuf],
     new_root: Vec<(MountStep, String)>,
     writable_at: &[PathBuf],
+    cover: Option<&TmpCover>,
 ) -> Result<MountSteps, SetupError> {
     let mut steps = vec![MountStep::MakePrivate];
     let mut targets = vec!["make / private".to_string()];
@@ -537,13 +632,21 @@ fn mount_steps(
         steps.push(step);
         targets.push(target);
     }
+    if let Some(cover) = cover {
+        steps.push(cover.step()?);
+        targets.push(format!(
+            "{SYSTEM_TMP} covered, but for what the command may use"
+        ));
+    }
     steps.push(MountStep::AllReadOnly);
     targets.push("/ read-only".to_string());
     for path in writable.iter().chain(writable_at) {
         steps.push(MountStep::Writable(c_path(path)?));
         targets.push(format!("{} writable", path.display()));
     }
-    let in_sight = |path: &PathBuf| !confinement.covered_by_tmp(path);
+    let in_sight = |path: &PathBuf| {
+        !confinement.covered_by_tmp(path) && cover.is_none_or(|cover| cover.shows(path))
+    };
     for path in with_placed(confinement, existing(&confinement.read_only))
         .into_iter()
         .filter(in_sight)
