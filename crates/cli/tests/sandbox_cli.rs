@@ -341,6 +341,25 @@ fn sandbox_exec_does_not_see_the_trials_beside_it() {
     assert!(!text(&out.stdout).contains("SECRET"), "{out:?}");
 }
 
+/// A confined command's terminals are its own (a devpts instance): the
+/// host's, where an operator types or `tack chat` asks its approvals, are
+/// not there to read or write; opening a new one works.
+#[test]
+fn terminals_are_the_commands_own() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = "ls /dev/pts; python3 -c 'import os, pty; m, s = pty.openpty(); \
+                  os.write(m, b\"hi\\n\"); print(os.ttyname(s), os.read(s, 3))'";
+    let out = exec(dir.path(), &[], script);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let listed = text(&out.stdout);
+    let mut lines = listed.lines();
+    assert_eq!(lines.next(), Some("ptmx"), "{listed}");
+    assert_eq!(lines.next(), Some("/dev/pts/0 b'hi\\n'"), "{listed}");
+}
+
 #[test]
 fn exit_status_timeouts_and_signals_pass_through() {
     if !strict_available() {

@@ -54,6 +54,10 @@ pub(crate) struct Built {
     pub proc_access: u64,
     /// Rights for a root of the command's own (added in the child).
     pub root_access: u64,
+    /// Rights for the command's own devpts and its ptmx (added in the
+    /// child): a terminal's reads, writes and ioctls, no execution.
+    pub pts_access: u64,
+    pub ptmx_access: u64,
 }
 
 /// Why Landlock is unavailable, or why a ruleset could not be built.
@@ -189,6 +193,8 @@ pub(crate) fn build(
         shm_access: all.bits(),
         proc_access: read_access().bits(),
         root_access: BitFlags::<AccessFs>::from(AccessFs::ReadDir).bits(),
+        pts_access: ((file & !AccessFs::Execute) | AccessFs::ReadDir).bits(),
+        ptmx_access: (file & !AccessFs::Execute).bits(),
     })
 }
 
@@ -250,6 +256,8 @@ pub(crate) fn build_for_image(
         shm_access: all.bits(),
         proc_access: read_access().bits(),
         root_access: all.bits(),
+        pts_access: all.bits(),
+        ptmx_access: all.bits(),
     })
 }
 

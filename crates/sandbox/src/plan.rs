@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tack_protocol::SandboxProfile;
 
-use crate::child::{ChildPlan, LateRule, MountStep, Step};
+use crate::child::{ChildPlan, LateRule, MountStep, Node, Step};
 use crate::held::HeldDir;
 use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
@@ -480,6 +480,18 @@ fn landlock_rules(
             access: built.shm_access,
         });
     }
+    // The devpts of the command's own is not the host's: the rules made
+    // on the host's /dev/pts and /dev/ptmx do not reach it.
+    if private_pts() {
+        late_rules.push(LateRule {
+            path: c"/dev/pts".to_owned(),
+            access: built.pts_access,
+        });
+        late_rules.push(LateRule {
+            path: c"/dev/ptmx".to_owned(),
+            access: built.ptmx_access,
+        });
+    }
     // A root of the command's own is a tmpfs of the child's: the host
     // root's rule does not reach it.
     if !placed.rebuilt.is_empty() {
@@ -675,7 +687,27 @@ fn mount_steps(
     } else {
         None
     };
+    if private_pts() {
+        steps.push(MountStep::Devpts(c"/dev/pts".to_owned()));
+        targets.push("a devpts of its own on /dev/pts".to_string());
+        steps.push(MountStep::Graft {
+            target: c"/dev/ptmx".to_owned(),
+            node: Node::File,
+            source: Some(c"/dev/pts/ptmx".to_owned()),
+            optional: false,
+        });
+        targets.push("its /dev/ptmx".to_string());
+    }
     Ok((steps, targets, shm))
+}
+
+/// Whether a confined command on the host gets terminals of its own: a
+/// devpts instance (`newinstance`) on /dev/pts, its ptmx on /dev/ptmx. The
+/// host's are other people's terminals (an operator typing a password, the
+/// terminal `tack chat` asks its approvals in): a command could read their
+/// keystrokes and write text into them, and use up the host's pool.
+fn private_pts() -> bool {
+    Path::new("/dev/pts").is_dir() && Path::new("/dev/ptmx").exists()
 }
 
 #[cfg(test)]
