@@ -45,6 +45,7 @@ fn main() {
         test!(a_command_cannot_stop_the_init);
         test!(commands_run_at_once);
         test!(kills_the_group_on_timeout);
+        test!(a_process_left_holding_the_output_does_not_hold_the_command);
         test!(a_cancelled_run_kills_its_command);
         test!(nothing_outlives_the_session);
         test!(closing_waits_until_nothing_is_left);
@@ -74,6 +75,25 @@ async fn session(dir: &Path) -> Session {
 
 async fn sh(session: &Session, script: &str, cwd: &Path) -> CommandOutput {
     session.run(&spec(script, cwd)).await.unwrap()
+}
+
+/// A process that left the command's group (`setsid`) and holds its
+/// output open does not hold the command: its output is what came before
+/// the end and a line saying the rest is missing (the tool call outlasted
+/// its timeout and the trial its wall time, for as long as that process
+/// lived).
+async fn a_process_left_holding_the_output_does_not_hold_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path()).await;
+    let started = std::time::Instant::now();
+    // The leader waits a moment: a background job killed with its group
+    // before it left it holds nothing.
+    let script = "setsid sh -c 'echo early; sleep 60' & sleep 1; echo done";
+    let out = sh(&session, script, dir.path()).await;
+    assert!(started.elapsed() < Duration::from_secs(30), "{out:?}");
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("early\n") && out.stdout.contains("done\n"), "{out:?}");
+    assert!(out.stdout.contains("kept its output open"), "{out:?}");
 }
 
 async fn keeps_output_and_exit_status() {
