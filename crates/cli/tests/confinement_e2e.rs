@@ -247,12 +247,20 @@ fn a_confined_run_over_a_crowded_system_tmp_says_so() {
     assert_eq!(json["run"]["trials"][0]["outcome"], "passed", "{stderr}");
 }
 
+/// A directory outside `/tmp`, which a confined command sees covered (but
+/// for what it may use): there the walls themselves (read-only mounts,
+/// Landlock's seal) are what stop a write or a read, and what these tests
+/// show.
+fn outside_the_system_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 #[test]
 fn a_check_that_imports_the_agents_code_cannot_write_outside() {
     if !sandbox_available() {
         return;
     }
-    let probe = tempfile::tempdir().unwrap();
+    let probe = outside_the_system_tmp();
     let target = probe.path().join("x");
     // The "fix" also writes outside the workspace when imported; the check
     // imports it.
@@ -346,7 +354,7 @@ fn suite_check_runs_setup_and_solution_scripts_in_the_sandbox() {
     if !sandbox_available() {
         return;
     }
-    let probe = tempfile::tempdir().unwrap();
+    let probe = outside_the_system_tmp();
     let (from_setup, from_solution) = (probe.path().join("setup"), probe.path().join("solution"));
     let case = Case::new(
         "raise SystemExit(0)\n",
@@ -405,7 +413,7 @@ fn an_agent_cannot_read_another_trials_workspace() {
         return;
     }
     // Another trial's workspace, already solved, where tack makes them.
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = outside_the_system_tmp();
     let other = tmp.path().join("tack-trials/other-trial/workspace");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("answer.txt"), "the solved answer").unwrap();
@@ -431,7 +439,7 @@ fn a_check_cannot_read_another_trials_hidden_checks() {
     if !sandbox_available() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = outside_the_system_tmp();
     let other = tmp.path().join("tack-checks/victim-trial/checks");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("expected.txt"), "the hidden answer").unwrap();
