@@ -125,7 +125,7 @@ pub(crate) enum MountStep {
     /// A fresh procfs on /proc, while the host's is still in sight (the
     /// kernel lets a user namespace mount one only then).
     Proc,
-    /// Covers `/tmp` with an empty tmpfs that holds only `keep`: built on
+    /// Covers `/tmp` with a tmpfs that holds only `keep`: built on
     /// `stage` (an empty directory of the command's own), each host path
     /// of `keep` bound at its place there (`dirs` made first), then moved
     /// over `/tmp`. Other programs' sockets there (tmux's, an ssh agent's,
@@ -133,8 +133,21 @@ pub(crate) enum MountStep {
     CoverTmp {
         stage: CString,
         dirs: Vec<CString>,
-        keep: Vec<(CString, CString)>,
+        keep: Vec<KeptInTmp>,
     },
+}
+
+/// What [`MountStep::CoverTmp`] binds back.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct KeptInTmp {
+    pub source: CString,
+    /// Its place on the stage.
+    pub target: CString,
+    pub is_dir: bool,
+    /// An entry of the system tmp, which may be gone by the time the
+    /// command's walls are made (others' files come and go); a path the
+    /// command was granted may not be.
+    pub optional: bool,
 }
 
 /// What a [`MountStep::Graft`] creates.

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::AsRawFd;
 
-use crate::child::{MountStep, Node, check};
+use crate::child::{KeptInTmp, MountStep, Node, check};
 
 /// Where the host's root stays while a new root is built (see
 /// [`MountStep::NewRoot`]); removed before the command runs.
@@ -101,7 +101,7 @@ const OLD_ROOT_C: &std::ffi::CStr = c"/.tack-old-root";
 
 /// See [`MountStep::CoverTmp`]: the sources are bound while the host's
 /// `/tmp` is still in sight, then the whole tmpfs moves over it.
-fn cover_tmp(stage: &CString, dirs: &[CString], keep: &[(CString, CString)]) -> io::Result<()> {
+fn cover_tmp(stage: &CString, dirs: &[CString], keep: &[KeptInTmp]) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
     tmpfs(
         stage,
@@ -111,9 +111,20 @@ fn cover_tmp(stage: &CString, dirs: &[CString], keep: &[(CString, CString)]) -> 
     for dir in dirs {
         make(dir, &Node::Dir)?;
     }
-    for (source, target) in keep {
+    for kept in keep {
+        let node = if kept.is_dir { &Node::Dir } else { &Node::File };
+        make(&kept.target, node)?;
         let flags = libc::MS_BIND | libc::MS_REC;
-        sys_mount(source.as_ptr(), target.as_ptr(), none, flags, none)?;
+        match sys_mount(
+            kept.source.as_ptr(),
+            kept.target.as_ptr(),
+            none,
+            flags,
+            none,
+        ) {
+            Err(e) if kept.optional && e.raw_os_error() == Some(libc::ENOENT) => {}
+            done => done?,
+        }
     }
     sys_mount(stage.as_ptr(), c"/tmp".as_ptr(), none, libc::MS_MOVE, none)
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tack_protocol::SandboxProfile;
 
-use crate::child::{ChildPlan, LateRule, MountStep, Node, Step};
+use crate::child::{ChildPlan, KeptInTmp, LateRule, MountStep, Node, Step};
 use crate::held::HeldDir;
 use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
@@ -557,8 +557,9 @@ const SYSTEM_TMP: &str = "/tmp";
 /// How the system tmp is covered ([`MountStep::CoverTmp`]).
 struct TmpCover {
     stage: PathBuf,
-    /// The granted paths beneath it, outermost only.
-    kept: Vec<PathBuf>,
+    /// What is bound back, outermost only, each with whether it is a
+    /// directory and whether it is an entry found there (which may go).
+    kept: Vec<(PathBuf, bool, bool)>,
 }
 
 impl TmpCover {
@@ -569,9 +570,10 @@ impl TmpCover {
         };
         let mut dirs = Vec::new();
         let mut keep = Vec::new();
-        for path in &self.kept {
+        for (path, is_dir, found) in &self.kept {
             let target = in_stage(path);
-            for dir in target.ancestors().collect::<Vec<_>>().into_iter().rev() {
+            let above: Vec<&Path> = target.ancestors().skip(1).collect();
+            for dir in above.into_iter().rev() {
                 if dir.starts_with(&self.stage) && dir != self.stage {
                     let dir = c_path(dir)?;
                     if !dirs.contains(&dir) {
@@ -579,7 +581,12 @@ impl TmpCover {
                     }
                 }
             }
-            keep.push((c_path(path)?, c_path(&target)?));
+            keep.push(KeptInTmp {
+                source: c_path(path)?,
+                target: c_path(&target)?,
+                is_dir: *is_dir,
+                optional: *found,
+            });
         }
         Ok(MountStep::CoverTmp {
             stage: c_path(&self.stage)?,
@@ -590,31 +597,70 @@ impl TmpCover {
 
     /// Whether `path` is still there once the system tmp is covered.
     fn shows(&self, path: &Path) -> bool {
-        !path.starts_with(SYSTEM_TMP) || self.kept.iter().any(|kept| path.starts_with(kept))
+        !path.starts_with(SYSTEM_TMP) || self.kept.iter().any(|(kept, ..)| path.starts_with(kept))
     }
 }
 
-/// What of the system tmp a confined command keeps (the `writable` paths
-/// beneath it: its workspace, its private tmp, what is exposed to it), or
-/// `None` when it is not covered: a tmp of the command's own is shown there
-/// already (`tmp_at`), a path granted is the system tmp itself, or it is a
-/// link.
-fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Option<Vec<PathBuf>> {
+/// What of the system tmp a confined command keeps, or `None` when it is
+/// not covered: a tmp of the command's own is shown there already
+/// (`tmp_at`), a path granted is the system tmp itself, or it is a link.
+/// Kept: the `writable` paths beneath it (its workspace, its private tmp,
+/// what is exposed to it), and the entries there now but for sockets,
+/// directories holding one, links and the sealed directories (the trials'
+/// roots, of which a command sees its own alone). An entry made later is
+/// not there (a tmux started after the trial).
+fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Option<Vec<(PathBuf, bool, bool)>> {
     let tmp = Path::new(SYSTEM_TMP);
     if confinement.tmp_at.is_some() || !tmp.is_dir() || tmp.is_symlink() {
         return None;
     }
-    let mut kept: Vec<PathBuf> = writable
+    let mut kept: Vec<(PathBuf, bool, bool)> = writable
         .iter()
         .filter(|path| path.starts_with(tmp))
-        .cloned()
+        .map(|path| (path.clone(), true, false))
         .collect();
-    if kept.iter().any(|path| path == tmp) {
+    if kept.iter().any(|(path, ..)| path == tmp) {
         return None;
     }
+    let sealed: Vec<PathBuf> = (confinement.sealed.iter().chain([&tmp_root()]))
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect();
+    for entry in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if sealed.contains(&path) {
+            continue;
+        }
+        if kind.is_dir() && !holds_a_socket(&path) {
+            kept.push((path, true, true));
+        } else if kind.is_file() {
+            kept.push((path, false, true));
+        }
+    }
     kept.sort();
-    kept.dedup_by(|later, earlier| later.starts_with(earlier));
+    kept.dedup_by(|later, earlier| {
+        let within = later.0.starts_with(&earlier.0);
+        // A granted path inside an entry found there: the entry may go, the
+        // grant may not.
+        if within {
+            earlier.2 &= later.2;
+        }
+        within
+    });
     Some(kept)
+}
+
+/// Whether a socket is directly in `dir` (tmux's, an ssh agent's, X11's
+/// directory).
+fn holds_a_socket(dir: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| entry.file_type().is_ok_and(|kind| kind.is_socket()))
 }
 
 /// The host's `/dev/shm`, which every confined command is given fresh (a

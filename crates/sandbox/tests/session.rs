@@ -92,7 +92,10 @@ async fn a_process_left_holding_the_output_does_not_hold_the_command() {
     let out = sh(&session, script, dir.path()).await;
     assert!(started.elapsed() < Duration::from_secs(30), "{out:?}");
     assert_eq!(out.exit_code, Some(0), "{out:?}");
-    assert!(out.stdout.contains("early\n") && out.stdout.contains("done\n"), "{out:?}");
+    assert!(
+        out.stdout.contains("early\n") && out.stdout.contains("done\n"),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("kept its output open"), "{out:?}");
 }
 
@@ -121,8 +124,7 @@ async fn keeps_output_and_exit_status() {
 
 /// Every trial's private tmp is in tack's tmp root, which is sealed: a
 /// trial started later cannot read (or list) what an earlier one keeps
-/// there. The rest of a tmp elsewhere stays readable; of /tmp, which holds
-/// other programs' sockets, a command sees only what it may use.
+/// there, though the rest of the system tmp stays readable.
 async fn another_trials_tmp_is_out_of_reach() {
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let readable = readable();
@@ -131,10 +133,9 @@ async fn another_trials_tmp_is_out_of_reach() {
     let script = format!("cat '{tmp}/kept'; ls \"$(dirname '{tmp}')\"; cat '{readable}'");
     let out = sh(&second, &script, two.path()).await;
     assert_refused(&out);
-    assert_eq!(
+    assert!(
         out.stdout.contains("readable"),
-        !readable.starts_with("/tmp/"),
-        "the rest of a tmp but /tmp stays readable: {out:?}"
+        "the rest of /tmp stays readable: {out:?}"
     );
 }
 
@@ -166,7 +167,8 @@ async fn a_trial_keeping_a_secret(workspace: &Path) -> (Session, String) {
 }
 
 /// Another trial's secret was not read: the sandbox refused, or (in /tmp,
-/// covered but for what the command may use) it was not there to read.
+/// where the sealed roots are not shown but for the command's own) it was
+/// not there to read.
 fn assert_refused(out: &CommandOutput) {
     assert!(!out.stdout.contains("secret"), "{out:?}");
     assert!(

@@ -644,7 +644,10 @@ mod tests {
         std::fs::create_dir_all(repo.join(".git/worktrees/wt")).unwrap();
         std::fs::create_dir_all(repo.join("suites/demo")).unwrap();
         let git = repo.join(".git").canonicalize().unwrap();
-        assert_eq!(git_dirs_holding(&repo.join("suites/demo")), std::slice::from_ref(&git));
+        assert_eq!(
+            git_dirs_holding(&repo.join("suites/demo")),
+            std::slice::from_ref(&git)
+        );
 
         let worktree = dir.path().join("wt");
         std::fs::create_dir_all(worktree.join("suite")).unwrap();
