@@ -12,6 +12,7 @@ mod container;
 mod copy;
 mod error;
 mod format;
+mod git_dirs;
 mod hash;
 mod health;
 mod images;
