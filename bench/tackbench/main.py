@@ -248,7 +248,9 @@ def filesystem_note(env: Env) -> str:
     entries = doctor["system_tmp"]["entries"]
     return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
             f"({kind}, {source} on {point}); its {entries} entries are a Landlock read "
-            "rule each in every trial's session and check (`tack doctor`)")
+            "rule each in every trial's session and check (`tack doctor`), and in /tmp "
+            "a bind mount each too (the /tmp a confined command sees holds them, but "
+            "sockets)")
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
