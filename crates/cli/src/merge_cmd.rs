@@ -43,6 +43,10 @@ pub struct MergeArgs {
     /// Merge although some shards are missing; the merged run is then marked interrupted.
     #[arg(long)]
     allow_partial: bool,
+    /// Print one JSON object instead of text: the merged run (`run_id`, `run`: where it is),
+    /// the shard runs, the trial attempts and whether every shard was there (`complete`).
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn run(args: MergeArgs) -> CommandResult {
@@ -61,13 +65,24 @@ pub async fn run(args: MergeArgs) -> CommandResult {
     if let Some(url) = &out.url {
         crate::store_arg::publish(&out.dir, url).await?;
     }
-    outln!(
-        "merged {} ({}) into {}",
-        count(shards.shards().len(), "shard run"),
-        // A trial run again is there once per attempt.
-        count(shards.trials(), "trial attempt"),
-        out.shown
-    )?;
+    if args.json {
+        let object = serde_json::json!({
+            "run_id": out.run_id,
+            "run": out.shown,
+            "shards": shards.shards().len(),
+            "trial_attempts": shards.trials(),
+            "complete": shards.complete(),
+        });
+        outln!("{object}")?;
+    } else {
+        outln!(
+            "merged {} ({}) into {}",
+            count(shards.shards().len(), "shard run"),
+            // A trial run again is there once per attempt.
+            count(shards.trials(), "trial attempt"),
+            out.shown
+        )?;
+    }
     if !shards.complete() {
         errln!("note: shards are missing; the merged run is marked interrupted");
     }

@@ -108,6 +108,7 @@ fn three_shards_merge_into_the_trials_of_one_run() {
 
     let output = merge(dir.path(), &[&third, &first, &second], "traces/merged");
     assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).starts_with("merged 3 shard runs (12 trial attempts)"));
     let merged = dir.path().join("traces/merged");
     let ids = trial_ids(&merged);
     assert_eq!(ids, trial_ids(&whole));
@@ -128,8 +129,16 @@ fn three_shards_merge_into_the_trials_of_one_run() {
         .iter()
         .map(|run| Path::new(run.file_name().unwrap()))
         .collect();
-    let output = merge(dir.path(), &ids, "traces/by-id");
+    let mut args = vec!["merge"];
+    args.extend(ids.iter().map(|id| id.to_str().unwrap()));
+    args.extend(["--out", "traces/by-id", "--json"]);
+    let output = tack(dir.path(), &args, &[]);
     assert!(output.status.success(), "{}", text(&output.stderr));
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["run_id"], "by-id", "{json}");
+    assert_eq!(json["shards"], 3, "{json}");
+    assert_eq!(json["trial_attempts"], 12, "{json}");
+    assert_eq!(json["complete"], true, "{json}");
     assert_eq!(
         trial_ids(&dir.path().join("traces/by-id")),
         trial_ids(&whole)
