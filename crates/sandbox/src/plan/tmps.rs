@@ -155,13 +155,22 @@ pub(super) const SYSTEM_TMP: &str = "/tmp";
 /// How the system tmp is covered ([`MountStep::CoverTmp`]).
 pub(super) struct TmpCover {
     stage: PathBuf,
-    /// What is bound back, outermost only, each with whether it is a
-    /// directory and whether it is an entry found there (which may go).
-    kept: Vec<(PathBuf, bool, bool)>,
+    /// What is bound back, outermost only.
+    kept: Vec<Kept>,
+}
+
+/// A path of the system tmp that a covered one keeps.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Kept {
+    path: PathBuf,
+    is_dir: bool,
+    /// An entry found there, which may be gone by the time the walls are
+    /// made; a path the command was granted may not.
+    found: bool,
 }
 
 impl TmpCover {
-    pub(super) fn new(stage: PathBuf, kept: Vec<(PathBuf, bool, bool)>) -> TmpCover {
+    pub(super) fn new(stage: PathBuf, kept: Vec<Kept>) -> TmpCover {
         TmpCover { stage, kept }
     }
 
@@ -172,7 +181,12 @@ impl TmpCover {
         };
         let mut dirs = Vec::new();
         let mut keep = Vec::new();
-        for (path, is_dir, found) in &self.kept {
+        for Kept {
+            path,
+            is_dir,
+            found,
+        } in &self.kept
+        {
             let target = in_stage(path);
             let above: Vec<&Path> = target.ancestors().skip(1).collect();
             for dir in above.into_iter().rev() {
@@ -199,7 +213,7 @@ impl TmpCover {
 
     /// Whether `path` is still there once the system tmp is covered.
     pub(super) fn shows(&self, path: &Path) -> bool {
-        !path.starts_with(SYSTEM_TMP) || self.kept.iter().any(|(kept, ..)| path.starts_with(kept))
+        !path.starts_with(SYSTEM_TMP) || self.kept.iter().any(|kept| path.starts_with(&kept.path))
     }
 }
 
@@ -211,20 +225,21 @@ impl TmpCover {
 /// directories holding one, links and the sealed directories (the trials'
 /// roots, of which a command sees its own alone). An entry made later is
 /// not there (a tmux started after the trial).
-pub(super) fn tmp_kept(
-    confinement: &Confinement,
-    writable: &[PathBuf],
-) -> Option<Vec<(PathBuf, bool, bool)>> {
+pub(super) fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Option<Vec<Kept>> {
     let tmp = Path::new(SYSTEM_TMP);
     if confinement.tmp_at.is_some() || !tmp.is_dir() || tmp.is_symlink() {
         return None;
     }
-    let mut kept: Vec<(PathBuf, bool, bool)> = writable
+    let mut kept: Vec<Kept> = writable
         .iter()
         .filter(|path| path.starts_with(tmp))
-        .map(|path| (path.clone(), true, false))
+        .map(|path| Kept {
+            path: path.clone(),
+            is_dir: true,
+            found: false,
+        })
         .collect();
-    if kept.iter().any(|(path, ..)| path == tmp) {
+    if kept.iter().any(|kept| kept.path == tmp) {
         return None;
     }
     let sealed: Vec<PathBuf> = (confinement.sealed.iter().chain([&tmp_root()]))
@@ -239,18 +254,26 @@ pub(super) fn tmp_kept(
             continue;
         }
         if kind.is_dir() && !holds_a_socket(&path) {
-            kept.push((path, true, true));
+            kept.push(Kept {
+                path,
+                is_dir: true,
+                found: true,
+            });
         } else if kind.is_file() {
-            kept.push((path, false, true));
+            kept.push(Kept {
+                path,
+                is_dir: false,
+                found: true,
+            });
         }
     }
     kept.sort();
     kept.dedup_by(|later, earlier| {
-        let within = later.0.starts_with(&earlier.0);
+        let within = later.path.starts_with(&earlier.path);
         // A granted path inside an entry found there: the entry may go, the
         // grant may not.
         if within {
-            earlier.2 &= later.2;
+            earlier.found &= later.found;
         }
         within
     });
