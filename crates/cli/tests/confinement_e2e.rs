@@ -648,12 +648,69 @@ fn what_a_killed_run_leaves_is_swept_by_the_next() {
     assert!(!entries("tack-trials").is_empty(), "nothing was left");
     // The slow check's copy of the task's checks.
     assert!(!entries("tack-checks").is_empty(), "nothing was left");
+    // The slow check's pids cgroup, where the machine gives them.
+    let killed = [slow.id(), spawner[0]];
+    let cgroups = pids_cgroup_base();
+    if let Some(base) = &cgroups {
+        assert!(!cgroups_of(base, &killed).is_empty(), "no cgroup was left");
+    }
 
     let quick = tack("quick").output().unwrap();
     assert!(quick.status.success(), "{quick:?}");
     assert_eq!(entries("tack-sandbox-tmp"), Vec::<String>::new());
     assert_eq!(entries("tack-trials"), Vec::<String>::new());
     assert_eq!(entries("tack-checks"), Vec::<String>::new());
+    if let Some(base) = &cgroups {
+        assert_eq!(cgroups_of(base, &killed), Vec::<String>::new());
+    }
+}
+
+/// This process's own cgroup in the pids hierarchy (cgroup v1) or the
+/// unified one, where tack makes a cgroup per command, if it can.
+fn pids_cgroup_base() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = |v1: bool| {
+        own.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            let found = if v1 {
+                controllers.split(',').any(|c| c == "pids")
+            } else {
+                controllers.is_empty()
+            };
+            found.then(|| path.trim_start_matches('/').to_owned())
+        })
+    };
+    let point = |v1: bool| {
+        mountinfo.lines().find_map(|line| {
+            let (mount, fs) = line.split_once(" - ")?;
+            let mut fs = fs.split(' ');
+            let (kind, options) = (fs.next()?, fs.nth(1)?);
+            let found = if v1 {
+                kind == "cgroup" && options.split(',').any(|o| o == "pids")
+            } else {
+                kind == "cgroup2"
+            };
+            found.then(|| mount.split(" ").nth(4).map(PathBuf::from))?
+        })
+    };
+    let base = point(true)
+        .zip(own(true))
+        .or_else(|| point(false).zip(own(false)))
+        .map(|(point, own)| point.join(own))?;
+    base.join("cgroup.procs").exists().then_some(base)
+}
+
+/// The cgroups under `base` that tack made in the processes `pids`.
+fn cgroups_of(base: &Path, pids: &[u32]) -> Vec<String> {
+    let prefixes: Vec<String> = pids.iter().map(|pid| format!("tack-{pid}-")).collect();
+    std::fs::read_dir(base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| prefixes.iter().any(|p| name.starts_with(p.as_str())))
+        .collect()
 }
 
 /// Whether a process whose command line holds `word` runs.

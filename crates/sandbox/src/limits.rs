@@ -160,7 +160,53 @@ pub(crate) fn find_pids_cgroup_base() -> Result<PathBuf, CgroupError> {
         Ok(test) => drop(test),
         Err(source) => return Err(CgroupError::Create { base, source }),
     }
+    sweep_stale(&base);
     Ok(base)
+}
+
+/// Removes the cgroups of processes that are gone: a process killed before
+/// its commands ended (`kill -9` of tack or its spawner) leaves theirs, and
+/// nothing else would ever remove them.
+///
+/// The pid in a name is the maker's in the pid namespace tack runs in; a
+/// pid that is alive, whoever has it now, keeps its cgroups, and rmdir
+/// refuses a cgroup that still holds a process.
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(maker_pid) else {
+            continue;
+        };
+        if gone(pid) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// Whether `pid` is no process, or one that has exited and waits to be
+/// reaped (a killed tack's spawner, until init reaps it).
+fn gone(pid: libc::pid_t) -> bool {
+    #[allow(unsafe_code)]
+    // SAFETY: signal 0 sends nothing; it asks whether the pid exists.
+    if unsafe { libc::kill(pid, 0) } == -1 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    // The state follows the command's name, which may hold ") ".
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat.get(stat.rfind(") ")? + 2..)?.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The pid in a cgroup name `tack-<pid>-<n>` that [`PidsCgroup::create`]
+/// gives.
+fn maker_pid(name: &str) -> Option<libc::pid_t> {
+    let (pid, n) = name.strip_prefix("tack-")?.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok().filter(|pid| *pid > 0)
 }
 
 /// The pids hierarchy's mount point joined with our cgroup path in it.
@@ -253,6 +299,67 @@ mod tests {
         for dir in &stale {
             let _ = std::fs::remove_dir(dir);
         }
+    }
+
+    #[test]
+    fn only_cgroups_named_as_tack_makes_them_are_swept() {
+        assert_eq!(maker_pid("tack-4242-17"), Some(4242));
+        for other in [
+            "tack-4242",
+            "tack-x-1",
+            "tack-0-1",
+            "tack--5-1",
+            "libpod_parent",
+            "tack-1-x",
+        ] {
+            assert_eq!(maker_pid(other), None, "{other}");
+        }
+    }
+
+    /// A cgroup left by a process that is gone is removed when the next
+    /// process looks for the base; one of a live process is kept.
+    #[test]
+    fn cgroups_of_processes_that_are_gone_are_swept() {
+        let Ok(base) = find_pids_cgroup_base() else {
+            eprintln!("skipped: no pids cgroup can be made here");
+            return;
+        };
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let left = base.join(format!("tack-{dead}-0"));
+        let live = base.join(format!("tack-{}-999999", std::process::id()));
+        std::fs::create_dir(&left).unwrap();
+        std::fs::create_dir(&live).unwrap();
+        sweep_stale(&base);
+        let (left_there, live_there) = (left.exists(), live.exists());
+        let _ = std::fs::remove_dir(&left);
+        let _ = std::fs::remove_dir(&live);
+        assert!(!left_there, "{} is left", left.display());
+        assert!(live_there, "{} was removed", live.display());
+    }
+
+    /// An exited child not yet reaped is gone; a live one and this process
+    /// are not.
+    #[test]
+    fn a_zombie_is_gone_a_live_process_is_not() {
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        let pid = zombie.id() as libc::pid_t;
+        let started = std::time::Instant::now();
+        while !gone(pid) {
+            assert!(started.elapsed().as_secs() < 10, "true never exited");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut live = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let live_gone = gone(live.id() as libc::pid_t);
+        live.kill().unwrap();
+        live.wait().unwrap();
+        zombie.wait().unwrap();
+        assert!(!live_gone);
+        assert!(!gone(std::process::id() as libc::pid_t));
     }
 
     #[test]
