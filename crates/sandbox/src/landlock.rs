@@ -52,6 +52,8 @@ pub(crate) struct Built {
     pub shm_access: u64,
     /// Rights for the fresh `/proc` (added in the child).
     pub proc_access: u64,
+    /// Rights for the cover of [`Paths::covered`] (added in the child).
+    pub covered_access: u64,
     /// Rights for a root of the command's own (added in the child).
     pub root_access: u64,
     /// Rights for the command's own devpts and its ptmx (added in the
@@ -137,6 +139,11 @@ pub(crate) struct Paths<'a> {
     /// Directories the command sees rebuilt in a root of its own: the read
     /// rules go on their entries (the binds it sees), not on them.
     pub rebuilt: &'a [PathBuf],
+    /// A directory the command sees covered by a tmpfs of its own, holding
+    /// only what it may see (the system tmp): no rule goes on the host's
+    /// entries there; one rule, added in the child ([`Built::covered_access`]),
+    /// grants the cover.
+    pub covered: Option<&'a Path>,
 }
 
 /// Builds the ruleset for a command that may use `paths` as they say, and,
@@ -151,7 +158,14 @@ pub(crate) fn build(
     let file = AccessFs::from_file(abi);
     let mut created = new_ruleset(abi, tcp_connect)?;
     created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
-    for root in read_roots(top_level_entries()?, paths.sealed, paths.rebuilt) {
+    let roots = read_roots(top_level_entries()?, paths.sealed, paths.rebuilt)
+        .into_iter()
+        .filter(|root| {
+            !paths
+                .covered
+                .is_some_and(|covered| root.path.starts_with(covered))
+        });
+    for root in roots {
         let access = if root.dir {
             read_access()
         } else {
@@ -192,6 +206,7 @@ pub(crate) fn build(
         ruleset,
         shm_access: all.bits(),
         proc_access: read_access().bits(),
+        covered_access: read_access().bits(),
         root_access: BitFlags::<AccessFs>::from(AccessFs::ReadDir).bits(),
         pts_access: ((file & !AccessFs::Execute) | AccessFs::ReadDir).bits(),
         ptmx_access: (file & !AccessFs::Execute).bits(),
@@ -255,6 +270,7 @@ pub(crate) fn build_for_image(
         ruleset,
         shm_access: all.bits(),
         proc_access: read_access().bits(),
+        covered_access: read_access().bits(),
         root_access: all.bits(),
         pts_access: all.bits(),
         ptmx_access: all.bits(),
@@ -415,6 +431,7 @@ mod tests {
             readable: &[],
             sealed: &[],
             rebuilt: &[],
+            covered: None,
         }
     }
 

@@ -118,8 +118,14 @@ pub(crate) fn prepare(
         &placed.writable_at,
         cover.as_ref(),
     )?;
-    let (built, late_rules) =
-        landlock_rules(probe, confinement, &writable, &sealed_or_tmp, &placed, shm)?;
+    let covered = cover.as_ref().map(|_| Path::new(SYSTEM_TMP));
+    let paths = LandlockPaths {
+        writable: &writable,
+        sealed: &sealed_or_tmp,
+        placed: &placed,
+        covered,
+    };
+    let (built, late_rules) = landlock_rules(probe, confinement, &paths, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
     let (failure, failure_write) = std::io::pipe().map_err(SetupError::Pipe)?;
     let pid_max = probe.namespace_pid_max.then(|| {
@@ -329,29 +335,39 @@ pub(crate) fn prepare_session(
     Ok((prepared, args))
 }
 
+/// What the Landlock rules of a command on the host are about.
+struct LandlockPaths<'a> {
+    writable: &'a [PathBuf],
+    sealed: &'a [PathBuf],
+    placed: &'a places::Placed,
+    /// The system tmp, when a tmpfs covers it ([`TmpCover`]).
+    covered: Option<&'a Path>,
+}
+
 /// The Landlock ruleset, and the rules the child adds for mounts that only
 /// exist there.
 fn landlock_rules(
     probe: &Probe,
     confinement: &Confinement,
-    writable: &[PathBuf],
-    sealed: &[PathBuf],
-    placed: &places::Placed,
+    paths: &LandlockPaths<'_>,
     shm: Option<CString>,
 ) -> Result<(landlock::Built, Vec<LateRule>), SetupError> {
     let abi = probe.landlock_abi.ok_or(SetupError::NoLandlock)?;
-    let writable: Vec<PathBuf> = writable
+    let placed = paths.placed;
+    let writable: Vec<PathBuf> = paths
+        .writable
         .iter()
         .chain(&placed.host_writable)
         .cloned()
         .collect();
-    let paths = landlock::Paths {
+    let rules = landlock::Paths {
         writable: &writable,
         readable: &placed.host_readable,
-        sealed,
+        sealed: paths.sealed,
         rebuilt: &placed.rebuilt,
+        covered: paths.covered,
     };
-    let built = landlock::build(abi, &paths, confinement.tcp_connect.as_deref())?;
+    let built = landlock::build(abi, &rules, confinement.tcp_connect.as_deref())?;
     let mut late_rules = Vec::new();
     if let Some(path) = shm {
         late_rules.push(LateRule {
@@ -369,6 +385,15 @@ fn landlock_rules(
         late_rules.push(LateRule {
             path: c"/dev/ptmx".to_owned(),
             access: built.ptmx_access,
+        });
+    }
+    // The cover holds only what the command may see of the system tmp, so
+    // one rule on it stands for one per entry there (a rule costs an open
+    // and a syscall, and /tmp may hold thousands).
+    if paths.covered.is_some() {
+        late_rules.push(LateRule {
+            path: c_path(Path::new(SYSTEM_TMP))?,
+            access: built.covered_access,
         });
     }
     // A root of the command's own is a tmpfs of the child's: the host

@@ -267,6 +267,41 @@ async fn pathname_unix_sockets_in_tmp_are_out_of_reach_and_elsewhere_below_abi_9
     );
 }
 
+/// With the trials' root in a directory of the system tmp (`TMPDIR=/tmp/ci`
+/// in CI), the command's /tmp shows that directory's other entries, read
+/// only, and in the sealed root its own workspace alone.
+#[tokio::test]
+async fn a_sealed_directory_deep_in_the_system_tmp_shows_only_the_commands_own() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let top = dir.path().canonicalize().unwrap();
+    let sealed = top.join("tack-trials");
+    let (ws, other, beside) = (sealed.join("ws"), sealed.join("other"), top.join("beside"));
+    for d in [&ws, &other, &beside] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(beside.join("script.sh"), "echo from beside\n").unwrap();
+    std::fs::write(other.join("secret.txt"), "not yours\n").unwrap();
+    let confinement = Confinement::strict(&ws).sealing([sealed.clone()]);
+    let script = format!(
+        "sh {b}/script.sh; ls {s}; cat {o}/secret.txt 2>/dev/null && exit 10; \
+         echo x >> {b}/script.sh 2>/dev/null && exit 11; echo ok > mine.txt",
+        b = beside.display(),
+        s = sealed.display(),
+        o = other.display(),
+    );
+    let out = sh(&confinement, &ws, &script).await;
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "from beside\nws\n");
+    assert_eq!(
+        std::fs::read_to_string(beside.join("script.sh")).unwrap(),
+        "echo from beside\n"
+    );
+    assert!(ws.join("mine.txt").exists());
+}
+
 /// Offloaded results sit beside the workspaces, under their seal: the
 /// command reads its own results directory, cannot write it, and still
 /// cannot read another trial's workspace.

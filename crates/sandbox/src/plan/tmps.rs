@@ -245,28 +245,7 @@ pub(super) fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Optio
     let sealed: Vec<PathBuf> = (confinement.sealed.iter().chain([&tmp_root()]))
         .filter_map(|path| std::fs::canonicalize(path).ok())
         .collect();
-    for entry in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if sealed.contains(&path) {
-            continue;
-        }
-        if kind.is_dir() && !holds_a_socket(&path) {
-            kept.push(Kept {
-                path,
-                is_dir: true,
-                found: true,
-            });
-        } else if kind.is_file() {
-            kept.push(Kept {
-                path,
-                is_dir: false,
-                found: true,
-            });
-        }
-    }
+    keep_found(tmp, &sealed, &mut kept);
     kept.sort();
     kept.dedup_by(|later, earlier| {
         let within = later.path.starts_with(&earlier.path);
@@ -280,6 +259,38 @@ pub(super) fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Optio
     Some(kept)
 }
 
+/// The entries of `dir` a covered tmp keeps: its files, and its
+/// directories but those holding a socket; a directory holding a sealed
+/// one is kept entry by entry, the sealed one left out (with `TMPDIR` in
+/// a directory of the system tmp, the trials' roots are there). Links are
+/// not kept: a link to a sealed directory would show it.
+fn keep_found(dir: &Path, sealed: &[PathBuf], kept: &mut Vec<Kept>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if sealed.contains(&path) {
+            continue;
+        }
+        if kind.is_dir() && sealed.iter().any(|sealed| sealed.starts_with(&path)) {
+            keep_found(&path, sealed, kept);
+        } else if kind.is_dir() && !holds_a_socket(&path) {
+            kept.push(Kept {
+                path,
+                is_dir: true,
+                found: true,
+            });
+        } else if kind.is_file() {
+            kept.push(Kept {
+                path,
+                is_dir: false,
+                found: true,
+            });
+        }
+    }
+}
+
 /// Whether a socket is directly in `dir` (tmux's, an ssh agent's, X11's
 /// directory).
 fn holds_a_socket(dir: &Path) -> bool {
@@ -289,4 +300,43 @@ fn holds_a_socket(dir: &Path) -> bool {
         .flatten()
         .flatten()
         .any(|entry| entry.file_type().is_ok_and(|kind| kind.is_socket()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files and directories are kept; a directory holding a socket, a
+    /// link and a sealed directory are not, and the directory holding the
+    /// sealed one is kept entry by entry.
+    #[test]
+    fn a_covered_tmp_keeps_all_but_sockets_links_and_sealed_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().canonicalize().unwrap();
+        for path in ["kept-dir", "sockets", "ci/tack-trials/other", "ci/beside"] {
+            std::fs::create_dir_all(tmp.join(path)).unwrap();
+        }
+        std::fs::write(tmp.join("kept-file"), "x").unwrap();
+        std::fs::write(tmp.join("ci/file"), "x").unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(tmp.join("sockets/s")).unwrap();
+        std::os::unix::fs::symlink(tmp.join("ci/tack-trials"), tmp.join("link")).unwrap();
+        let sealed = [tmp.join("ci/tack-trials")];
+        let mut kept = Vec::new();
+        keep_found(&tmp, &sealed, &mut kept);
+        kept.sort();
+        let kept: Vec<(String, bool)> = kept
+            .iter()
+            .map(|kept| {
+                let path = kept.path.strip_prefix(&tmp).unwrap();
+                (path.display().to_string(), kept.is_dir)
+            })
+            .collect();
+        let expected = [
+            ("ci/beside", true),
+            ("ci/file", false),
+            ("kept-dir", true),
+            ("kept-file", false),
+        ];
+        assert_eq!(kept, expected.map(|(path, dir)| (path.to_string(), dir)));
+    }
 }
