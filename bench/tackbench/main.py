@@ -243,13 +243,14 @@ def filesystem_note(env: Env) -> str:
         journal = any(name.startswith(device + "-") for name in os.listdir("/proc/fs/jbd2")) \
             if os.path.isdir("/proc/fs/jbd2") else False
         kind = "ext4 with a journal" if journal else "ext4 without a journal"
-    # Counted as tack counts them for its rules.
+    # Counted as tack counts them for every confined command's walls.
     doctor = json.loads(run([env.tack, "doctor", "--json"], ok_codes=(0, 1)).stdout)
-    entries = doctor["system_tmp"]["entries"]
+    tmps = [doctor["system_tmp"]] + ([doctor["covered_tmp"]] if "covered_tmp" in doctor else [])
+    each = "; ".join(f"{t['path']}'s {t['entries']} entries are {t['each_entry']} each"
+                     for t in tmps)
     return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
-            f"({kind}, {source} on {point}); its {entries} entries are a Landlock read "
-            "rule each in every trial's session and check (`tack doctor`), and in /tmp "
-            "a bind mount each too (the /tmp a confined command sees holds them, but "
+            f"({kind}, {source} on {point}); {each} in every trial's session and check "
+            "(`tack doctor`; the /tmp a confined command sees holds what was there, but "
             "sockets)")
 
 

@@ -536,7 +536,7 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
     let confined = plan.selected_variants().is_ok_and(|variants| {
         (variants.iter()).any(|v| v.harness.sandbox != tack_protocol::SandboxProfile::Off)
     });
-    // An unconfined run lists nothing: its commands make no rules.
+    // An unconfined run lists nothing: its commands have no walls.
     if !confined {
         return Ok(());
     }
@@ -544,8 +544,11 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
         return Ok(());
     };
     tmp.usable()?;
-    if tmp.crowded() {
-        errln!("warning: the system tmp {}", tmp.advice());
+    let covered = tack_sandbox::SystemTmp::covered().and_then(Result::ok);
+    for tmp in std::iter::once(tmp).chain(covered) {
+        if tmp.crowded() {
+            errln!("warning: the system tmp {}", tmp.advice());
+        }
     }
     Ok(())
 }

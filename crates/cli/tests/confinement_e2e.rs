@@ -221,8 +221,9 @@ fn a_confined_run_below_dev_shm_is_refused_before_it_starts() {
     assert!(!below.path().join("tack-trials").exists(), "{stderr}");
 }
 
-/// Each entry of the system tmp is a read rule of every confined command:
-/// a run over a crowded one says so before it starts, and still runs.
+/// Each entry of the system tmp is work in every confined command's walls
+/// (a bind mount in /tmp, a read rule elsewhere): a run over a crowded one
+/// says so before it starts, and still runs.
 #[test]
 fn a_confined_run_over_a_crowded_system_tmp_says_so() {
     if !sandbox_available() {

@@ -103,11 +103,17 @@ fn doctor_json_lists_every_mechanism_and_profile() {
 }
 
 /// A system tmp of thousands of entries is a Landlock rule each for every
-/// confined command: doctor counts them and, past CROWDED_TMP, says how to
+/// confined command (a bind mount each in /tmp, which is covered wherever
+/// TMPDIR points): doctor counts them and, past CROWDED_TMP, says how to
 /// keep them out of the way.
 #[test]
 fn doctor_counts_the_system_tmp_and_says_when_it_is_crowded() {
-    let (crowded, tidy) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Outside /tmp, where each entry is a rule.
+    let target = env!("CARGO_TARGET_TMPDIR");
+    let (crowded, tidy) = (
+        tempfile::tempdir_in(target).unwrap(),
+        tempfile::tempdir_in(target).unwrap(),
+    );
     for i in 0..tack_sandbox::CROWDED_TMP {
         std::fs::write(crowded.path().join(format!("f{i}")), "").unwrap();
     }
@@ -126,10 +132,15 @@ fn doctor_counts_the_system_tmp_and_says_when_it_is_crowded() {
     let entries = system_tmp["entries"].as_u64().unwrap();
     assert!(entries >= tack_sandbox::CROWDED_TMP as u64, "{json}");
     assert_eq!(system_tmp["crowded"], Value::Bool(true));
+    assert_eq!(system_tmp["each_entry"], "a Landlock read rule");
+    // /tmp is covered all the same: its entries are bound back.
+    assert_eq!(json["covered_tmp"]["path"], "/tmp", "{json}");
+    assert_eq!(json["covered_tmp"]["each_entry"], "a bind mount", "{json}");
     let out = text(&run(crowded.path(), &["doctor"]).stdout);
     assert!(
-        out.contains("entries — a read rule each")
-            && out.contains("point TMPDIR at a directory of tack's own"),
+        out.contains("entries — a Landlock read rule each")
+            && out.contains("point TMPDIR at a directory of tack's own")
+            && out.contains("covered tmp         /tmp ("),
         "{out}"
     );
     let json: Value =
@@ -137,7 +148,15 @@ fn doctor_counts_the_system_tmp_and_says_when_it_is_crowded() {
     assert_eq!(json["system_tmp"]["crowded"], Value::Bool(false), "{json}");
     let out = text(&run(tidy.path(), &["doctor"]).stdout);
     assert!(
-        out.contains("a read rule each for every confined command)"),
+        out.contains("a Landlock read rule each in every confined command's walls)"),
+        "{out}"
+    );
+    // With TMPDIR=/tmp there is one line, its entries bound back.
+    let out = text(&run(Path::new("/tmp"), &["doctor"]).stdout);
+    assert!(
+        out.contains("system tmp          /tmp (")
+            && !out.contains("covered tmp")
+            && out.contains("a bind mount each"),
         "{out}"
     );
 }

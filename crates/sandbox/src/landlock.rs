@@ -287,68 +287,6 @@ fn top_level_entries() -> Result<Vec<PathBuf>, LandlockError> {
         .collect())
 }
 
-/// Entries of the system tmp from which [`SystemTmp`] calls it crowded.
-pub const CROWDED_TMP: usize = 1000;
-
-/// The system tmp (`$TMPDIR`, else `/tmp`) and how many entries it holds.
-/// Every confined command's read rules grant it entry by entry (all but
-/// the sealed directories tack keeps there), so each entry is a rule made
-/// at every command's (or trial's) start: with thousands, starting one
-/// costs many times what it does in a tidy tmp.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SystemTmp {
-    pub path: PathBuf,
-    pub entries: usize,
-}
-
-impl SystemTmp {
-    /// Lists the system tmp.
-    pub fn count() -> std::io::Result<SystemTmp> {
-        let path = std::env::temp_dir();
-        let entries = std::fs::read_dir(&path)?.count();
-        Ok(SystemTmp { path, entries })
-    }
-
-    /// Whether confined commands can work here: a system tmp below
-    /// `/dev/shm` (`TMPDIR=/dev/shm`) is covered by each command's own, so
-    /// every trial's workspace would vanish from under it.
-    pub fn usable(&self) -> Result<(), crate::SetupError> {
-        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
-        match crate::plan::private_shm() {
-            Some(shm) if path.starts_with(shm) => Err(crate::SetupError::BelowPrivateShm(path)),
-            _ => Ok(()),
-        }
-    }
-
-    /// At least [`CROWDED_TMP`] entries.
-    pub fn crowded(&self) -> bool {
-        self.entries >= CROWDED_TMP
-    }
-
-    /// Where it is and what its entries cost; when crowded, [`advice`](Self::advice).
-    pub fn summary(&self) -> String {
-        if self.crowded() {
-            return self.advice();
-        }
-        format!(
-            "{} ({} entries; a read rule each for every confined command)",
-            self.path.display(),
-            self.entries
-        )
-    }
-
-    /// What a crowded one costs and what to do about it.
-    pub fn advice(&self) -> String {
-        format!(
-            "{} holds {} entries — a read rule each for every confined command, which slows \
-             each one's start; point TMPDIR at a directory of tack's own in a tidy parent \
-             (e.g. TMPDIR=/var/tmp/tack) or clear out {0}",
-            self.path.display(),
-            self.entries
-        )
-    }
-}
-
 /// A place a read rule goes: a path and whether it is a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ReadRoot {

@@ -57,6 +57,7 @@ mod session;
 mod setup_error;
 pub mod spawner;
 mod supervise;
+mod system_tmp;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -70,7 +71,7 @@ pub use environment::{ALLOWED_ENV_VARS, scrubbed_environment};
 pub use files::{FileAccessError, HeldWorkspace, WorkspaceFiles, read_beneath, read_left_file};
 pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
 pub use inherited::keep_inherited_descriptors_from_children;
-pub use landlock::{CROWDED_TMP, LandlockError, MIN_ABI as MIN_LANDLOCK_ABI, SystemTmp};
+pub use landlock::{LandlockError, MIN_ABI as MIN_LANDLOCK_ABI};
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
 pub use profiles::{check_confinement, check_profile};
 pub use seccomp::{SeccompError, denied_calls};
@@ -78,6 +79,7 @@ pub use service::{Service, ServiceSpec, spawn_service};
 pub use session::{INIT_ARG, INIT_ENV, Session, SessionSlot, init_program, serve_init_if_asked};
 pub use setup_error::{PlaceError, SetupError};
 pub use spawner::SpawnerError;
+pub use system_tmp::{CROWDED_TMP, EntryCost, SystemTmp};
 pub use tack_protocol::SandboxProfile;
 
 /// What to run and how.

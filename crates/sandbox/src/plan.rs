@@ -14,8 +14,9 @@ use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
 use crate::setup_error::{SetupError, c_path};
 use crate::{Confinement, landlock, places, seccomp};
+pub(crate) use tmps::SYSTEM_TMP;
 pub(crate) use tmps::{PrivateTmp, tmp_root};
-use tmps::{SYSTEM_TMP, ShownTmp, TmpCover, tmp_env, tmp_kept};
+use tmps::{ShownTmp, TmpCover, tmp_env, tmp_kept};
 
 mod tmps;
 

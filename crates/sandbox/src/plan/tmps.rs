@@ -150,7 +150,7 @@ pub(super) fn tmp_env(confinement: &Confinement, writable: &[PathBuf]) -> Vec<(S
 /// one would be outside its walls (a tmux server runs what it is sent, as
 /// its user), and Landlock does not govern connecting to a socket file
 /// before ABI 9. So a confined command sees none of it but what it may use.
-pub(super) const SYSTEM_TMP: &str = "/tmp";
+pub(crate) const SYSTEM_TMP: &str = "/tmp";
 
 /// How the system tmp is covered ([`MountStep::CoverTmp`]).
 pub(super) struct TmpCover {
