@@ -325,6 +325,55 @@ fn the_hosts_shared_memory_is_out_of_reach() {
     );
 }
 
+/// What a confined command writes on the host is its user's (root's here,
+/// in CI): it cannot leave a set-uid or set-gid program there, nor one
+/// with capabilities, for the machine's other users to run; the refusals
+/// are shown as denials, and an ordinary chmod works.
+#[test]
+fn no_set_id_program_is_left_on_the_host() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = exec(
+        dir.path(),
+        &[],
+        "cp /bin/true t && chmod 755 t && echo plain; chmod u+s t; chmod g+s t; \
+         install -m 4755 /bin/true t2; mkdir d; chmod 2775 d; \
+         python3 -c \"import os; os.setxattr('t', 'security.capability', \
+         (0x02000001).to_bytes(4, 'little') + (1 << 21).to_bytes(4, 'little') + bytes(12))\" \
+         2>/dev/null || echo no-caps",
+    );
+    assert_eq!(text(&out.stdout), "plain\nno-caps\n", "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("[tack sandbox] denied under profile strict"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("chmod: changing permissions of 't': Operation not permitted"),
+        "{stderr}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["t", "t2", "d"] {
+        let Ok(meta) = std::fs::metadata(dir.path().join(name)) else {
+            continue;
+        };
+        assert_eq!(
+            meta.permissions().mode() & 0o6000,
+            0,
+            "{name} is set-id: {out:?}"
+        );
+    }
+    let caps = Command::new("getfattr")
+        .args(["-n", "security.capability"])
+        .arg(dir.path().join("t"))
+        .output();
+    if let Ok(caps) = caps {
+        assert!(!caps.status.success(), "t has capabilities: {caps:?}");
+    }
+}
+
 /// `tack sandbox exec` runs a command as the agent's bash tool does: the
 /// trials running beside it (their workspaces, their hidden checks) are
 /// out of its sight.

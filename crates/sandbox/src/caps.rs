@@ -11,6 +11,8 @@
 
 use std::io;
 
+use crate::seccomp::SetIdFiles;
+
 /// Docker's default capabilities, by number (linux/capability.h).
 const KEPT: [u32; 14] = [
     0,  // CAP_CHOWN
@@ -50,11 +52,15 @@ pub(crate) fn become_user(uid: u32, gid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// `CAP_SETFCAP`: writing `security.capability`, a file's capabilities.
+const SETFCAP: u32 = 31;
+
 /// Drops every other capability from the bounding set, so the program
-/// exec'd next cannot hold it.
-pub(crate) fn drop_bounding() -> io::Result<()> {
+/// exec'd next cannot hold it; `CAP_SETFCAP` too where set-id files are
+/// refused (a file given capabilities on the host is one).
+pub(crate) fn drop_bounding(set_id: SetIdFiles) -> io::Result<()> {
     for cap in 0..=LAST {
-        if KEPT.contains(&cap) {
+        if KEPT.contains(&cap) && !(cap == SETFCAP && set_id == SetIdFiles::Refused) {
             continue;
         }
         // SAFETY: prctl(PR_CAPBSET_DROP) takes integers only.

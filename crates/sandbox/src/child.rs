@@ -209,6 +209,9 @@ pub(crate) struct ChildPlan {
     pub proc_access: u64,
     pub landlock: Option<OwnedFd>,
     pub seccomp: Vec<&'static BpfProgram>,
+    /// Whether the command may make set-id files: with them refused,
+    /// `CAP_SETFCAP` goes too (file capabilities are set-id by another name).
+    pub set_id: crate::seccomp::SetIdFiles,
     /// A trial's sandbox init ([`crate::session`]): its commands lock
     /// themselves down, each before its exec. The Landlock ruleset (with the
     /// late rules added) and `inherit` stay open across the init's exec;
@@ -336,7 +339,7 @@ fn lock_down(
         }
         return Ok(());
     }
-    crate::caps::drop_bounding().map_err(|e| fail(Step::Capabilities, 0, e))?;
+    crate::caps::drop_bounding(plan.set_id).map_err(|e| fail(Step::Capabilities, 0, e))?;
     if let Some((uid, gid)) = plan.user {
         crate::caps::become_user(uid, gid).map_err(|e| fail(Step::Capabilities, 1, e))?;
     }

@@ -12,6 +12,7 @@ use tack_protocol::SandboxProfile;
 use crate::child::{ChildPlan, LateRule, MountStep, Node, Step};
 use crate::limits::{self, PidsCgroup};
 use crate::probe::{Probe, user_ns_plan};
+use crate::seccomp::SetIdFiles;
 use crate::setup_error::{SetupError, c_path};
 use crate::{Confinement, landlock, places, seccomp};
 pub(crate) use tmps::SYSTEM_TMP;
@@ -147,7 +148,8 @@ pub(crate) fn prepare(
         late_rules,
         proc_access: built.proc_access,
         landlock: Some(built.ruleset),
-        seccomp: seccomp::filters(sockets(confinement))?.to_vec(),
+        seccomp: seccomp::filters(sockets(confinement), SetIdFiles::Refused)?.to_vec(),
+        set_id: SetIdFiles::Refused,
         ..user_ns_plan(namespaces(own_netns))
     };
     Ok(Prepared {
@@ -247,7 +249,8 @@ fn prepare_in_image(
         late_rules,
         proc_access: built.proc_access,
         landlock: Some(built.ruleset),
-        seccomp: seccomp::filters(sockets(confinement))?.to_vec(),
+        seccomp: seccomp::filters(sockets(confinement), SetIdFiles::Allowed)?.to_vec(),
+        set_id: SetIdFiles::Allowed,
         user: image.user.map(|user| (user.uid, user.gid)),
         reach,
         host_overlay: Some(overlay),
@@ -274,6 +277,9 @@ pub(crate) struct InitArgs {
     pub socket: i32,
     pub ruleset: Option<i32>,
     pub sockets: seccomp::Sockets,
+    /// Whether its commands may make set-id files (on the host they may not).
+    #[serde(default)]
+    pub set_id: SetIdFiles,
     /// In an image's filesystem, the mounts the init makes itself once it
     /// runs: it is a host program, and the image has none of the libraries
     /// it loads, so it is exec'd before the host's root goes.
@@ -330,6 +336,7 @@ pub(crate) fn prepare_session(
         socket,
         ruleset: plan.landlock.as_ref().map(AsRawFd::as_raw_fd),
         sockets: sockets(confinement),
+        set_id: plan.set_id,
         setup,
         user: plan.user,
     };

@@ -362,7 +362,8 @@ fn try_pid_max() -> Result<(), ProbeError> {
 }
 
 fn try_seccomp() -> Result<(), ProbeError> {
-    let filters = seccomp::filters(seccomp::Sockets::UnixOnly).map_err(ProbeError::Seccomp)?;
+    let filters = seccomp::filters(seccomp::Sockets::UnixOnly, seccomp::SetIdFiles::Refused)
+        .map_err(ProbeError::Seccomp)?;
     let plan = ChildPlan {
         seccomp: filters.to_vec(),
         ..ChildPlan::default()

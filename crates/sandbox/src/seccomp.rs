@@ -4,10 +4,12 @@
 //!
 //! Two filters, both installed (the kernel applies the stricter verdict):
 //! the deny list below answers EPERM; a small hand-written guard answers
-//! ENOSYS for `clone3` (its flags sit behind a pointer, so only refusing it
-//! keeps new namespaces out, and glibc falls back to `clone` on ENOSYS)
-//! and for x32 system call numbers, which would otherwise bypass the
-//! x86-64 table.
+//! ENOSYS for `clone3` and `openat2` (their flags and modes sit behind a
+//! pointer, so only refusing them keeps new namespaces and set-id files
+//! out; glibc falls back to `clone` on ENOSYS, and `openat2` is Linux
+//! 5.6's, so its callers have a fallback) and for x32 system call numbers,
+//! which would otherwise bypass the x86-64 table. Commands whose files land
+//! on the host get a third ([`SetIdFiles`]), and narrowed sockets a fourth.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -78,6 +80,20 @@ pub(crate) enum Sockets {
     UnixAndTcp,
 }
 
+/// Whether a command may make set-user-id and set-group-id files. On the
+/// host it may not: what it writes lands there as its user's (root's, when
+/// tack runs as root), and a set-uid copy of a shell left in a workspace
+/// would be anyone's way to that user who can reach it (a path shows in
+/// `/proc/PID/mountinfo`). In an image's filesystem its ids are the image's
+/// own, mapped to unused ones on the host, and root there may `chmod`.
+/// (File capabilities need `CAP_SETFCAP`, dropped with it: `caps`.)
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) enum SetIdFiles {
+    #[default]
+    Refused,
+    Allowed,
+}
+
 /// Names of everything the filters refuse, for `tack doctor`.
 pub fn denied_calls(network: bool) -> Vec<String> {
     let sockets = if network {
@@ -91,7 +107,8 @@ pub fn denied_calls(network: bool) -> Vec<String> {
 pub(crate) fn denied_calls_for(sockets: Sockets) -> Vec<String> {
     let mut names: Vec<String> = DENIED.iter().map(|(name, _)| name.to_string()).collect();
     names.push("clone with namespace flags".to_string());
-    names.push("clone3 (ENOSYS)".to_string());
+    names.push("clone3 and openat2 (ENOSYS)".to_string());
+    names.push("set-uid and set-gid modes (chmod, open, mknod) on the host".to_string());
     match sockets {
         Sockets::Any => {}
         Sockets::UnixOnly => names.push("socket other than AF_UNIX".to_string()),
@@ -117,14 +134,18 @@ pub enum SeccompError {
 type Compiled = OnceLock<Result<BpfProgram, SeccompError>>;
 
 /// The compiled filters for a command allowed `sockets`: the deny list,
-/// the guard, and (when sockets are narrowed) the families filter. A
-/// failure is kept like a filter (compiling again would fail again), so it
-/// is lent.
-pub(crate) fn filters(sockets: Sockets) -> Result<Vec<&'static BpfProgram>, &'static SeccompError> {
+/// the guard, the set-id filter where they are refused, and (when sockets
+/// are narrowed) the families filter. A failure is kept like a filter
+/// (compiling again would fail again), so it is lent.
+pub(crate) fn filters(
+    sockets: Sockets,
+    set_id: SetIdFiles,
+) -> Result<Vec<&'static BpfProgram>, &'static SeccompError> {
     static ANY: Compiled = OnceLock::new();
     static UNIX_ONLY: Compiled = OnceLock::new();
     static UNIX_AND_TCP: Compiled = OnceLock::new();
     static GUARD: Compiled = OnceLock::new();
+    static SET_ID: Compiled = OnceLock::new();
     static FAMILIES: Compiled = OnceLock::new();
     let cell = match sockets {
         Sockets::Any => &ANY,
@@ -135,10 +156,66 @@ pub(crate) fn filters(sockets: Sockets) -> Result<Vec<&'static BpfProgram>, &'st
         cell.get_or_init(|| compile(sockets)).as_ref()?,
         GUARD.get_or_init(guard).as_ref()?,
     ];
+    if set_id == SetIdFiles::Refused {
+        all.push(SET_ID.get_or_init(set_id_modes).as_ref()?);
+    }
     if sockets != Sockets::Any {
         all.push(FAMILIES.get_or_init(families).as_ref()?);
     }
     Ok(all)
+}
+
+/// `__O_TMPFILE`, the bit of `O_TMPFILE` beside `O_DIRECTORY`: a file made
+/// with it takes the call's mode, and `linkat` then gives it a name.
+const TMPFILE_BIT: u32 = 0o2000_0000;
+
+/// Calls that would give a file a set-user-id or set-group-id mode, EPERM:
+/// `chmod` and its kin, and the calls that create a file with a mode
+/// (`open` with `O_CREAT` or `O_TMPFILE`, `creat`, `mknod`). Each rule is
+/// one mode bit in the mode argument (and a creating flag in the flags
+/// one); any rule refuses.
+fn set_id_modes() -> Result<BpfProgram, SeccompError> {
+    let bits = [libc::S_ISUID, libc::S_ISGID];
+    let bit = |arg: u8, bit: u32| {
+        SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(bit.into()),
+            bit.into(),
+        )
+    };
+    let mode_at = |arg: u8| -> Result<Vec<SeccompRule>, BackendError> {
+        bits.iter()
+            .map(|b| SeccompRule::new(vec![bit(arg, *b)?]))
+            .collect()
+    };
+    let created = |flags: u8, mode: u8| -> Result<Vec<SeccompRule>, BackendError> {
+        let mut rules = Vec::new();
+        for flag in [libc::O_CREAT as u32, TMPFILE_BIT] {
+            for b in bits {
+                rules.push(SeccompRule::new(vec![bit(flags, flag)?, bit(mode, b)?])?);
+            }
+        }
+        Ok(rules)
+    };
+    let rules = BTreeMap::from([
+        (libc::SYS_chmod, mode_at(1)?),
+        (libc::SYS_fchmod, mode_at(1)?),
+        (libc::SYS_fchmodat, mode_at(2)?),
+        (libc::SYS_fchmodat2, mode_at(2)?),
+        (libc::SYS_creat, mode_at(1)?),
+        (libc::SYS_mknod, mode_at(1)?),
+        (libc::SYS_mknodat, mode_at(2)?),
+        (libc::SYS_open, created(1, 2)?),
+        (libc::SYS_openat, created(2, 3)?),
+    ]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        target_arch()?,
+    )?;
+    Ok(BpfProgram::try_from(filter)?)
 }
 
 /// Sockets of a family other than AF_UNIX, AF_INET and AF_INET6 (netlink,
@@ -257,8 +334,8 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 
-/// `clone3` and x32 numbers → ENOSYS; everything else allowed (other
-/// architectures are killed by the main filter's own arch check).
+/// `clone3`, `openat2` and x32 numbers → ENOSYS; everything else allowed
+/// (other architectures are killed by the main filter's own arch check).
 fn guard() -> Result<BpfProgram, SeccompError> {
     let arch = match target_arch()? {
         TargetArch::x86_64 => AUDIT_ARCH_X86_64,
@@ -278,12 +355,13 @@ fn guard() -> Result<BpfProgram, SeccompError> {
     const RET_K: u16 = 0x06;
     Ok(vec![
         stmt(LD_W_ABS, 4),                                    // 0: arch
-        jump(JEQ_K, arch, 0, 4),                              // 1: other arch → 6
+        jump(JEQ_K, arch, 0, 5),                              // 1: other arch → 7
         stmt(LD_W_ABS, 0),                                    // 2: syscall number
-        jump(JGE_K, X32_SYSCALL_BIT, 1, 0),                   // 3: x32 → 5
-        jump(JEQ_K, libc::SYS_clone3 as u32, 0, 1),           // 4: clone3 → 5, else 6
-        stmt(RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32), // 5
-        stmt(RET_K, SECCOMP_RET_ALLOW),                       // 6
+        jump(JGE_K, X32_SYSCALL_BIT, 2, 0),                   // 3: x32 → 6
+        jump(JEQ_K, libc::SYS_clone3 as u32, 1, 0),           // 4: clone3 → 6
+        jump(JEQ_K, libc::SYS_openat2 as u32, 0, 1),          // 5: openat2 → 6, else 7
+        stmt(RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32), // 6
+        stmt(RET_K, SECCOMP_RET_ALLOW),                       // 7
     ])
 }
 
@@ -293,19 +371,69 @@ mod tests {
 
     #[test]
     fn every_filter_compiles() {
-        let [strict, guard, families] = filters(Sockets::UnixOnly).unwrap()[..] else {
+        let allowed = SetIdFiles::Allowed;
+        let [strict, guard, families] = filters(Sockets::UnixOnly, allowed).unwrap()[..] else {
             panic!("a narrowed command has three filters")
         };
-        let open = filters(Sockets::Any).unwrap()[0];
-        let tcp = filters(Sockets::UnixAndTcp).unwrap()[0];
-        assert_eq!(filters(Sockets::Any).unwrap().len(), 2);
+        let open = filters(Sockets::Any, allowed).unwrap()[0];
+        let tcp = filters(Sockets::UnixAndTcp, allowed).unwrap()[0];
+        assert_eq!(filters(Sockets::Any, allowed).unwrap().len(), 2);
         assert!(families.len() > 3);
         assert!(
             strict.len() > open.len(),
             "the socket rule adds instructions"
         );
         assert!(tcp.len() > strict.len());
-        assert_eq!(guard.len(), 7);
+        assert_eq!(guard.len(), 8);
+        let on_host = filters(Sockets::UnixOnly, SetIdFiles::Refused).unwrap();
+        assert_eq!(on_host.len(), 4);
+        assert!(on_host[2].len() > 20, "the set-id rules");
+    }
+
+    /// On the host no call makes a set-uid or set-gid file, and no file
+    /// gets capabilities; ordinary modes still work. In an image's
+    /// filesystem root may (run in a child: the filters stay there).
+    #[test]
+    fn set_id_modes_are_refused_on_the_host_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "import os, stat\n\
+             d = {dir:?}\n\
+             refused = 0\n\
+             def tries(f):\n    \
+                 global refused\n    \
+                 try:\n        f()\n    \
+                 except PermissionError:\n        refused += 1\n\
+             open(d + '/plain', 'w').close()\n\
+             os.chmod(d + '/plain', 0o755)\n\
+             tries(lambda: os.chmod(d + '/plain', 0o4755))\n\
+             tries(lambda: os.chmod(d + '/plain', 0o2755))\n\
+             fd = os.open(d + '/plain', os.O_RDONLY)\n\
+             tries(lambda: os.fchmod(fd, 0o6755))\n\
+             tries(lambda: os.close(os.open(d + '/made', os.O_CREAT | os.O_WRONLY, 0o4755)))\n\
+             tries(lambda: os.mknod(d + '/node', stat.S_IFREG | 0o4755))\n\
+             tries(lambda: os.close(os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o2755)))\n\
+             caps = (0x02000001).to_bytes(4, 'little') + (1 << 21).to_bytes(4, 'little') + bytes(12)\n\
+             tries(lambda: os.setxattr(d + '/plain', 'security.capability', caps))\n\
+             modes = [os.stat(os.path.join(d, n)).st_mode for n in os.listdir(d)]\n\
+             set_id = [m for m in modes if m & 0o6000]\n\
+             raise SystemExit(0 if refused == 7 and not set_id else 1)\n",
+            dir = dir.path().display().to_string(),
+        );
+        let plan = crate::child::ChildPlan {
+            seccomp: filters(Sockets::Any, SetIdFiles::Refused).unwrap(),
+            ..Default::default()
+        };
+        crate::probe::works_with(plan, "python3", &["-c", &script]).unwrap();
+        let allowed = format!(
+            "import os\nopen({p:?}, 'w').close()\nos.chmod({p:?}, 0o4755)\n",
+            p = dir.path().join("allowed").display().to_string()
+        );
+        let plan = crate::child::ChildPlan {
+            seccomp: filters(Sockets::Any, SetIdFiles::Allowed).unwrap(),
+            ..Default::default()
+        };
+        crate::probe::works_with(plan, "python3", &["-c", &allowed]).unwrap();
     }
 
     #[test]
@@ -323,7 +451,7 @@ mod tests {
     #[test]
     fn tcp_only_refuses_udp_raw_and_other_families() {
         let plan = crate::child::ChildPlan {
-            seccomp: filters(Sockets::UnixAndTcp).unwrap(),
+            seccomp: filters(Sockets::UnixAndTcp, SetIdFiles::Allowed).unwrap(),
             ..Default::default()
         };
         let script = [

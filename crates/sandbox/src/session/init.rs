@@ -90,7 +90,7 @@ impl Init {
         // SAFETY: prctl(PR_SET_DUMPABLE) takes integer arguments only.
         #[allow(unsafe_code)]
         check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } as libc::c_long)?;
-        let filters = seccomp::filters(args.sockets).map_err(std::io::Error::other)?;
+        let filters = seccomp::filters(args.sockets, args.set_id).map_err(std::io::Error::other)?;
         let tmp = ["TMPDIR", "TMP", "TEMP"]
             .into_iter()
             .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
@@ -98,6 +98,7 @@ impl Init {
         lock_down(
             ruleset.as_ref().map(AsRawFd::as_raw_fd),
             &filters,
+            args.set_id,
             args.user,
         )?;
         Ok(Init {
@@ -309,9 +310,10 @@ fn enter(setup: &crate::plan::InitSetup, ruleset: Option<i32>) -> std::io::Resul
 fn lock_down(
     ruleset: Option<i32>,
     filters: &[&'static BpfProgram],
+    set_id: seccomp::SetIdFiles,
     user: Option<(u32, u32)>,
 ) -> std::io::Result<()> {
-    crate::caps::drop_bounding()?;
+    crate::caps::drop_bounding(set_id)?;
     if let Some((uid, gid)) = user {
         crate::caps::become_user(uid, gid)?;
     }
