@@ -245,13 +245,13 @@ def filesystem_note(env: Env) -> str:
         kind = "ext4 with a journal" if journal else "ext4 without a journal"
     # Counted as tack counts them for every confined command's walls.
     doctor = json.loads(run([env.tack, "doctor", "--json"], ok_codes=(0, 1)).stdout)
-    tmps = [doctor["system_tmp"]] + ([doctor["covered_tmp"]] if "covered_tmp" in doctor else [])
-    each = "; ".join(f"{t['path']}'s {t['entries']} entries are {t['each_entry']} each"
-                     for t in tmps)
+    system_tmp = doctor["system_tmp"]
+    cost = ("cost nothing each: confined commands see /tmp through a read-only overlay"
+            if system_tmp["each_entry"] == "nothing"
+            else f"are {system_tmp['each_entry']} each in every trial's session and check")
     return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
-            f"({kind}, {source} on {point}); {each} in every trial's session and check "
-            "(`tack doctor`; the /tmp a confined command sees holds what was there, but "
-            "sockets)")
+            f"({kind}, {source} on {point}); its {system_tmp['entries']} entries {cost} "
+            "(`tack doctor`)")
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:

@@ -55,10 +55,7 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             Err(error) => serde_json::json!({ "name": null, "error": error.to_string() }),
         };
         json["session_init"] = serde_json::json!(init.as_ref().map(|p| p.display().to_string()));
-        json["system_tmp"] = tmp_json(tack_sandbox::SystemTmp::count(), true);
-        if let Some(covered) = tack_sandbox::SystemTmp::covered() {
-            json["covered_tmp"] = tmp_json(covered, false);
-        }
+        json["system_tmp"] = tmp_json(tack_sandbox::SystemTmp::count());
         json["spawner"] = serde_json::json!({
             "enabled": tack_sandbox::spawner::enabled(),
             "program": tack_sandbox::spawner::program().map(|p| p.display().to_string()),
@@ -108,41 +105,27 @@ fn init_text(init: Option<&std::path::Path>) -> String {
     format!("Trial sandboxes\n{init}\n{spawner}\n{}", tmp_text())
 }
 
-/// The system tmp's lines (`$TMPDIR`, and `/tmp` when it is elsewhere):
-/// each entry is work in every confined command's walls, so a crowded one
-/// says how to keep it out of the way.
+/// The system tmp's line: where a `$TMPDIR` outside `/tmp` makes each of
+/// its entries a read rule of every confined command, a crowded one says
+/// how to keep it out of the way.
 fn tmp_text() -> String {
-    let mut text = match tack_sandbox::SystemTmp::count() {
+    match tack_sandbox::SystemTmp::count() {
         Ok(tmp) => match tmp.usable() {
             Ok(()) => format!("  system tmp          {}", tmp.summary()),
             Err(error) => format!("  system tmp          UNUSABLE — {error}"),
         },
         Err(error) => format!("  system tmp          cannot be listed: {error}"),
-    };
-    match tack_sandbox::SystemTmp::covered() {
-        Some(Ok(tmp)) => text.push_str(&format!("\n  covered tmp         {}", tmp.summary())),
-        Some(Err(error)) => text.push_str(&format!(
-            "\n  covered tmp         cannot be listed: {error}"
-        )),
-        None => {}
     }
-    text
 }
 
-/// A tmp in `tack doctor --json`; `usable` only where trials are made.
-fn tmp_json(tmp: std::io::Result<tack_sandbox::SystemTmp>, usable: bool) -> serde_json::Value {
+/// The system tmp in `tack doctor --json`.
+fn tmp_json(tmp: std::io::Result<tack_sandbox::SystemTmp>) -> serde_json::Value {
     match tmp {
-        Ok(tmp) => {
-            let mut json = serde_json::json!({
-                "path": tmp.path.display().to_string(), "entries": tmp.entries,
-                "each_entry": tmp.each.as_str(), "crowded": tmp.crowded(),
-            });
-            if usable {
-                json["unusable"] =
-                    serde_json::json!(tmp.usable().err().map(|error| error.to_string()));
-            }
-            json
-        }
+        Ok(tmp) => serde_json::json!({
+            "path": tmp.path.display().to_string(), "entries": tmp.entries,
+            "each_entry": tmp.each.as_str(), "crowded": tmp.crowded(),
+            "unusable": tmp.usable().err().map(|error| error.to_string()),
+        }),
         Err(error) => serde_json::json!({ "error": error.to_string() }),
     }
 }

@@ -544,11 +544,8 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
         return Ok(());
     };
     tmp.usable()?;
-    let covered = tack_sandbox::SystemTmp::covered().and_then(Result::ok);
-    for tmp in std::iter::once(tmp).chain(covered) {
-        if tmp.crowded() {
-            errln!("warning: the system tmp {}", tmp.advice());
-        }
+    if tmp.crowded() {
+        errln!("warning: the system tmp {}", tmp.advice());
     }
     Ok(())
 }

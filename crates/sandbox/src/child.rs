@@ -125,29 +125,30 @@ pub(crate) enum MountStep {
     /// A fresh procfs on /proc, while the host's is still in sight (the
     /// kernel lets a user namespace mount one only then).
     Proc,
-    /// Covers `/tmp` with a tmpfs that holds only `keep`: built on
-    /// `stage` (an empty directory of the command's own), each host path
-    /// of `keep` bound at its place there (`dirs` made first), then moved
-    /// over `/tmp`. Other programs' sockets there (tmux's, an ssh agent's,
-    /// X11's) are then out of reach, which Landlock cannot do for connect.
-    CoverTmp {
-        stage: CString,
-        dirs: Vec<CString>,
-        keep: Vec<KeptInTmp>,
-    },
+    /// Covers `/tmp` with a read-only overlay of it: see [`CoverSteps`].
+    CoverTmp(CoverSteps),
 }
 
-/// What [`MountStep::CoverTmp`] binds back.
+/// A read-only overlay of `/tmp` over it, where no socket answers
+/// `connect` (an overlay's inode is not the socket's): other programs'
+/// sockets there (tmux's, an ssh agent's, X11's, at any depth, made at any
+/// time) are then out of reach, which Landlock cannot do before ABI 9.
+/// Built in a tmpfs on `stage` (an empty directory of the command's own):
+/// the overlay (`layers`: `/tmp` over `empty`, made there) on `view`, each
+/// `sealed` root in it covered by a directory made in the stage (a bind:
+/// cheaper than a tmpfs each), `dirs` made in those, each `keep` (host
+/// path, place in the view) bound, and `view` moved over `/tmp`. Every
+/// path is made before the fork.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub(crate) struct KeptInTmp {
-    pub source: CString,
-    /// Its place on the stage.
-    pub target: CString,
-    pub is_dir: bool,
-    /// An entry of the system tmp, which may be gone by the time the
-    /// command's walls are made (others' files come and go); a path the
-    /// command was granted may not be.
-    pub optional: bool,
+pub(crate) struct CoverSteps {
+    pub stage: CString,
+    pub empty: CString,
+    pub view: CString,
+    pub layers: CString,
+    /// (its cover in the stage, the root in the view)
+    pub sealed: Vec<(CString, CString)>,
+    pub dirs: Vec<CString>,
+    pub keep: Vec<(CString, CString)>,
 }
 
 /// What a [`MountStep::Graft`] creates.

@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::AsRawFd;
 
-use crate::child::{KeptInTmp, MountStep, Node, check};
+use crate::child::{CoverSteps, MountStep, Node, check};
 
 /// Where the host's root stays while a new root is built (see
 /// [`MountStep::NewRoot`]); removed before the command runs.
@@ -88,7 +88,7 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
                 done => done,
             }
         }
-        MountStep::CoverTmp { stage, dirs, keep } => cover_tmp(stage, dirs, keep),
+        MountStep::CoverTmp(cover) => cover_tmp(cover),
         // SAFETY: umount2 and rmdir read a NUL-terminated path.
         MountStep::DropOldRoot => unsafe {
             check(libc::umount2(OLD_ROOT_C.as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
@@ -99,34 +99,42 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
 
 const OLD_ROOT_C: &std::ffi::CStr = c"/.tack-old-root";
 
-/// See [`MountStep::CoverTmp`]: the sources are bound while the host's
-/// `/tmp` is still in sight, then the whole tmpfs moves over it.
-fn cover_tmp(stage: &CString, dirs: &[CString], keep: &[KeptInTmp]) -> io::Result<()> {
+/// See [`MountStep::CoverTmp`].
+fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
-    tmpfs(
-        stage,
-        libc::MS_NOSUID | libc::MS_NODEV,
-        c"size=1m,mode=0755",
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    tmpfs(&cover.stage, flags, c"size=1m,mode=0755")?;
+    make(&cover.empty, &Node::Dir)?;
+    make(&cover.view, &Node::Dir)?;
+    let overlay = c"overlay".as_ptr();
+    sys_mount(
+        overlay,
+        cover.view.as_ptr(),
+        overlay,
+        flags | libc::MS_RDONLY,
+        cover.layers.as_ptr().cast(),
     )?;
-    for dir in dirs {
+    let bind = |source: &CString, target: &CString| {
+        let flags = libc::MS_BIND | libc::MS_REC;
+        sys_mount(source.as_ptr(), target.as_ptr(), none, flags, none)
+    };
+    for (stage_dir, root) in &cover.sealed {
+        make(stage_dir, &Node::Dir)?;
+        bind(stage_dir, root)?;
+    }
+    for dir in &cover.dirs {
         make(dir, &Node::Dir)?;
     }
-    for kept in keep {
-        let node = if kept.is_dir { &Node::Dir } else { &Node::File };
-        make(&kept.target, node)?;
-        let flags = libc::MS_BIND | libc::MS_REC;
-        match sys_mount(
-            kept.source.as_ptr(),
-            kept.target.as_ptr(),
-            none,
-            flags,
-            none,
-        ) {
-            Err(e) if kept.optional && e.raw_os_error() == Some(libc::ENOENT) => {}
-            done => done?,
-        }
+    for (source, target) in &cover.keep {
+        bind(source, target)?;
     }
-    sys_mount(stage.as_ptr(), c"/tmp".as_ptr(), none, libc::MS_MOVE, none)
+    sys_mount(
+        cover.view.as_ptr(),
+        c"/tmp".as_ptr(),
+        none,
+        libc::MS_MOVE,
+        none,
+    )
 }
 
 /// The tmpfs becomes the root; the host's root moves beneath it. Its mode

@@ -17,7 +17,7 @@ use crate::setup_error::{SetupError, c_path};
 use crate::{Confinement, landlock, places, seccomp};
 pub(crate) use tmps::SYSTEM_TMP;
 pub(crate) use tmps::{PrivateTmp, tmp_root};
-use tmps::{ShownTmp, TmpCover, tmp_env, tmp_kept};
+use tmps::{ShownTmp, TmpCover, tmp_cover, tmp_env};
 
 mod tmps;
 
@@ -98,8 +98,8 @@ pub(crate) fn prepare(
     let writable = host_writable(confinement, &tmp)?;
     let sealed = existing(&confinement.sealed);
     // Every command's tmp lives in the tmp root: sealed, so that no command
-    // reads another's, and so that the rules (which grant the rest of the
-    // system tmp entry by entry) do not grow with the trials running.
+    // reads another's, and so that the rules (which grant a TMPDIR outside
+    // /tmp entry by entry) do not grow with the trials running.
     let mut sealed_or_tmp = sealed.clone();
     sealed_or_tmp.extend(existing(&[tmp_root()]));
     let scratch = shown
@@ -109,10 +109,7 @@ pub(crate) fn prepare(
         .unwrap_or(tmp.path());
     let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
     let new_root = std::mem::take(&mut placed.steps);
-    let cover = match tmp_kept(confinement, &writable) {
-        Some(kept) => Some(TmpCover::new(tmp.stage()?, kept)),
-        None => None,
-    };
+    let cover = tmp_cover(confinement, &writable, || tmp.stage())?;
     let (mounts, mount_targets, shm) = mount_steps(
         confinement,
         &writable,
@@ -348,7 +345,7 @@ struct LandlockPaths<'a> {
     writable: &'a [PathBuf],
     sealed: &'a [PathBuf],
     placed: &'a places::Placed,
-    /// The system tmp, when a tmpfs covers it ([`TmpCover`]).
+    /// The system tmp, when an overlay covers it ([`TmpCover`]).
     covered: Option<&'a Path>,
 }
 

@@ -1,12 +1,12 @@
 //! What the system tmp costs every confined command, for `tack doctor` and
 //! the warning before a confined run.
 //!
-//! Two directories grow with what other programs leave: `/tmp`, which a
-//! confined command sees covered, each entry bound back into the cover
-//! (`plan::tmps`), and `$TMPDIR` where it is elsewhere, whose entries are
-//! a Landlock read rule each beside the trials' sealed roots kept there.
-//! Either way each entry is work at every command's (or trial's) start:
-//! with thousands, starting one costs many times what it does in a tidy tmp.
+//! `/tmp` costs nothing per entry: a confined command sees it through a
+//! read-only overlay (`plan::tmps`), whatever it holds. A `$TMPDIR`
+//! elsewhere does: its entries, and those of the directories above it, are
+//! a Landlock read rule each beside the trials' sealed roots kept there, so
+//! with thousands, starting a command costs many times what it does in a
+//! tidy one.
 
 use std::path::{Path, PathBuf};
 
@@ -18,8 +18,8 @@ pub const CROWDED_TMP: usize = 1000;
 /// What each entry of a tmp is in every confined command's walls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryCost {
-    /// Bound back into the cover of `/tmp`.
-    BindMount,
+    /// Nothing: in `/tmp`, seen through the overlay that covers it.
+    Nothing,
     /// A Landlock read rule.
     ReadRule,
 }
@@ -27,13 +27,14 @@ pub enum EntryCost {
 impl EntryCost {
     pub fn as_str(self) -> &'static str {
         match self {
-            EntryCost::BindMount => "a bind mount",
+            EntryCost::Nothing => "nothing",
             EntryCost::ReadRule => "a Landlock read rule",
         }
     }
 }
 
-/// A tmp and how many entries it holds.
+/// `$TMPDIR` (else `/tmp`), where the trials' directories are made, and how
+/// many entries it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemTmp {
     pub path: PathBuf,
@@ -42,23 +43,16 @@ pub struct SystemTmp {
 }
 
 impl SystemTmp {
-    /// `$TMPDIR` (else `/tmp`), where the trials' directories are made.
+    /// Lists `$TMPDIR` (else `/tmp`).
     pub fn count() -> std::io::Result<SystemTmp> {
         SystemTmp::list(std::env::temp_dir())
-    }
-
-    /// `/tmp`, when `$TMPDIR` is elsewhere: covered all the same.
-    pub fn covered() -> Option<std::io::Result<SystemTmp>> {
-        let tmpdir = std::env::temp_dir();
-        let tmpdir = std::fs::canonicalize(&tmpdir).unwrap_or(tmpdir);
-        (tmpdir != Path::new(SYSTEM_TMP)).then(|| SystemTmp::list(PathBuf::from(SYSTEM_TMP)))
     }
 
     fn list(path: PathBuf) -> std::io::Result<SystemTmp> {
         let entries = std::fs::read_dir(&path)?.count();
         let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-        let each = if canonical.starts_with(SYSTEM_TMP) {
-            EntryCost::BindMount
+        let each = if in_system_tmp(&canonical) {
+            EntryCost::Nothing
         } else {
             EntryCost::ReadRule
         };
@@ -80,9 +74,9 @@ impl SystemTmp {
         }
     }
 
-    /// At least [`CROWDED_TMP`] entries.
+    /// At least [`CROWDED_TMP`] entries, each a rule.
     pub fn crowded(&self) -> bool {
-        self.entries >= CROWDED_TMP
+        self.each == EntryCost::ReadRule && self.entries >= CROWDED_TMP
     }
 
     /// Where it is and what its entries cost; when crowded, [`advice`](Self::advice).
@@ -90,35 +84,38 @@ impl SystemTmp {
         if self.crowded() {
             return self.advice();
         }
-        format!(
-            "{} ({} entries; {} each in every confined command's walls)",
-            self.path.display(),
-            self.entries,
-            self.each.as_str()
-        )
+        match self.each {
+            EntryCost::Nothing => format!(
+                "{} ({} entries; confined commands see {SYSTEM_TMP} through a read-only \
+                 overlay, whatever it holds)",
+                self.path.display(),
+                self.entries
+            ),
+            EntryCost::ReadRule => format!(
+                "{} ({} entries; a Landlock read rule each in every confined command's walls)",
+                self.path.display(),
+                self.entries
+            ),
+        }
     }
 
-    /// What a crowded one costs and what to do about it. `/tmp` is covered
-    /// wherever `TMPDIR` points, so clearing it out is the only way there.
+    /// What a crowded one costs and what to do about it.
     pub fn advice(&self) -> String {
-        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
-        let what = if path == Path::new(SYSTEM_TMP) {
-            format!("clear out {}", self.path.display())
-        } else {
-            format!(
-                "point TMPDIR at a directory of tack's own in a tidy parent \
-                 (e.g. TMPDIR=/var/tmp/tack) or clear out {}",
-                self.path.display()
-            )
-        };
         format!(
-            "{} holds {} entries — {} each in every confined command's walls, which slows \
-             each one's start; {what}",
+            "{} holds {} entries — a Landlock read rule each in every confined command's \
+             walls, which slows each one's start; point TMPDIR at a directory in {SYSTEM_TMP} \
+             (or unset it), or at a directory of tack's own in a tidy parent \
+             (e.g. TMPDIR=/var/tmp/tack), or clear out {0}",
             self.path.display(),
-            self.entries,
-            self.each.as_str()
+            self.entries
         )
     }
+}
+
+/// Whether `path` is in the system tmp, which confined commands see through
+/// an overlay.
+fn in_system_tmp(path: &Path) -> bool {
+    path.starts_with(SYSTEM_TMP)
 }
 
 #[cfg(test)]
@@ -126,34 +123,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn entries_of_the_system_tmp_are_mounts_and_elsewhere_rules() {
+    fn entries_of_the_system_tmp_cost_nothing_and_elsewhere_a_rule() {
         let tmp = SystemTmp::list(PathBuf::from("/tmp")).unwrap();
-        assert_eq!(tmp.each, EntryCost::BindMount);
+        assert_eq!(tmp.each, EntryCost::Nothing);
+        let crowded_tmp = SystemTmp {
+            entries: 5 * CROWDED_TMP,
+            ..tmp
+        };
+        assert!(!crowded_tmp.crowded());
+        assert!(crowded_tmp.summary().contains("read-only overlay"));
         let dir = tempfile::tempdir().unwrap();
         for i in 0..CROWDED_TMP {
             std::fs::write(dir.path().join(format!("f{i}")), "").unwrap();
         }
         let listed = SystemTmp::list(dir.path().to_path_buf()).unwrap();
         assert_eq!(listed.entries, CROWDED_TMP);
-        assert!(listed.crowded());
-        let in_tmp = dir.path().canonicalize().unwrap().starts_with("/tmp");
-        assert_eq!(listed.each == EntryCost::BindMount, in_tmp);
+        let in_tmp = in_system_tmp(&dir.path().canonicalize().unwrap());
+        assert_eq!(listed.each == EntryCost::Nothing, in_tmp);
         let elsewhere = SystemTmp {
             each: EntryCost::ReadRule,
             ..listed
         };
+        assert!(elsewhere.crowded());
         let said = elsewhere.summary();
         assert!(
             said.contains("a Landlock read rule each") && said.contains("point TMPDIR at"),
-            "{said}"
-        );
-        let covered = SystemTmp {
-            entries: CROWDED_TMP,
-            ..tmp
-        };
-        let said = covered.summary();
-        assert!(
-            said.contains("a bind mount each") && said.ends_with("clear out /tmp"),
             "{said}"
         );
     }

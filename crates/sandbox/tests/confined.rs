@@ -247,6 +247,31 @@ async fn pathname_unix_sockets_in_tmp_are_out_of_reach_and_elsewhere_below_abi_9
     let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     let out = sh(&Confinement::strict(ws.path()), ws.path(), &connect(&path)).await;
     assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+    // At any depth (an editor's /tmp/nvim.user/XXX/nvim.N.0), and made
+    // after the walls, in a directory that was empty then (a tmux started
+    // again in /tmp/tmux-0).
+    let deep = in_tmp.path().join("a/b/deep.sock");
+    std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
+    let _deep = std::os::unix::net::UnixListener::bind(&deep).unwrap();
+    let late_dir = in_tmp.path().join("later");
+    std::fs::create_dir(&late_dir).unwrap();
+    let late = late_dir.join("late.sock");
+    let script = format!(
+        "{}; sleep 1; test -S {} && echo THERE; {}",
+        connect(&deep),
+        late.display(),
+        connect(&late)
+    );
+    let strict = Confinement::strict(ws.path());
+    let (out, _late) = tokio::join!(sh(&strict, ws.path(), &script), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::os::unix::net::UnixListener::bind(&late).unwrap()
+    });
+    assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+    assert!(
+        out.stdout.contains("THERE"),
+        "the late socket is seen: {out:?}"
+    );
 
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = outside.path().join("daemon.sock");

@@ -139,9 +139,9 @@ async fn another_trials_tmp_is_out_of_reach() {
     );
 }
 
-/// The rest of the system tmp is readable entry by entry; an entry that is
-/// a symbolic link to another trial's tmp (anyone may make one there) is not
-/// a way in: the link gets no rule, and what it points at keeps its own.
+/// The rest of the system tmp is readable; an entry that is a symbolic link
+/// to another trial's tmp (anyone may make one there) is not a way in: it
+/// leads into the cover, where the other trial's tmp is not.
 async fn a_link_in_the_system_tmp_does_not_open_a_sealed_directory() {
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (_first, tmp) = a_trial_keeping_a_secret(one.path()).await;

@@ -7,16 +7,18 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::Confinement;
-use crate::child::{KeptInTmp, MountStep};
+use std::ffi::CString;
+
+use crate::child::{CoverSteps, MountStep};
 use crate::held::HeldDir;
 use crate::setup_error::{SetupError, c_path};
 
 /// The directory in the system tmp that holds every private tmp tack's
-/// sandbox makes. Directly in the system tmp each would be one more entry
-/// that every later command's Landlock rules list (they grant the system
-/// tmp entry by entry, all but the sealed directories), and readable by
-/// those commands: with 200 trials at once, 200 more rules per command and
-/// each trial's tmp open to the others.
+/// sandbox makes, sealed: directly in the system tmp each would be readable
+/// by the other commands, and with `TMPDIR` outside `/tmp` one more entry
+/// that every later command's Landlock rules list (they grant it entry by
+/// entry, all but the sealed directories): with 200 trials at once, 200
+/// more rules per command.
 pub(crate) fn tmp_root() -> PathBuf {
     std::env::temp_dir().join("tack-sandbox-tmp")
 }
@@ -48,8 +50,8 @@ impl PrivateTmp {
         &self.path
     }
 
-    /// An empty directory beside the tmp, where the tmpfs that covers the
-    /// system tmp is built ([`MountStep::CoverTmp`]).
+    /// An empty directory beside the tmp, where the cover of the system tmp
+    /// is built ([`MountStep::CoverTmp`]).
     pub(super) fn stage(&self) -> Result<PathBuf, SetupError> {
         use std::os::unix::fs::DirBuilderExt;
         let stage = self.held.path().join("cover");
@@ -146,197 +148,180 @@ pub(super) fn tmp_env(confinement: &Confinement, writable: &[PathBuf]) -> Vec<(S
 }
 
 /// The system tmp. Other programs keep their sockets there (tmux's, an ssh
-/// agent's, X11's, an editor's): a confined command that could connect to
-/// one would be outside its walls (a tmux server runs what it is sent, as
-/// its user), and Landlock does not govern connecting to a socket file
-/// before ABI 9. So a confined command sees none of it but what it may use.
+/// agent's, X11's, an editor's, at any depth, made at any time): a confined
+/// command that could connect to one would be outside its walls (a tmux
+/// server runs what it is sent, as its user), and Landlock does not govern
+/// connecting to a socket file before ABI 9. So a confined command sees it
+/// through a read-only overlay ([`MountStep::CoverTmp`]), where no socket
+/// answers.
 pub(crate) const SYSTEM_TMP: &str = "/tmp";
 
 /// How the system tmp is covered ([`MountStep::CoverTmp`]).
 pub(super) struct TmpCover {
     stage: PathBuf,
-    /// What is bound back, outermost only.
-    kept: Vec<Kept>,
-}
-
-/// A path of the system tmp that a covered one keeps.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Kept {
-    path: PathBuf,
-    is_dir: bool,
-    /// An entry found there, which may be gone by the time the walls are
-    /// made; a path the command was granted may not.
-    found: bool,
+    /// tack's roots in the system tmp (the trials' workspaces, the checks,
+    /// the private tmps), each covered by a tmpfs holding only the
+    /// command's own paths inside.
+    sealed: Vec<PathBuf>,
+    /// The command's own paths in the system tmp, bound back as they are.
+    granted: Vec<PathBuf>,
 }
 
 impl TmpCover {
-    pub(super) fn new(stage: PathBuf, kept: Vec<Kept>) -> TmpCover {
-        TmpCover { stage, kept }
-    }
-
     pub(super) fn step(&self) -> Result<MountStep, SetupError> {
-        let in_stage = |path: &Path| {
+        let in_view = |path: &Path| {
             let below = path.strip_prefix(SYSTEM_TMP).unwrap_or(path);
-            self.stage.join(below)
+            self.stage.join("view").join(below)
         };
         let mut dirs = Vec::new();
         let mut keep = Vec::new();
-        for Kept {
-            path,
-            is_dir,
-            found,
-        } in &self.kept
-        {
-            let target = in_stage(path);
-            let above: Vec<&Path> = target.ancestors().skip(1).collect();
-            for dir in above.into_iter().rev() {
-                if dir.starts_with(&self.stage) && dir != self.stage {
+        for path in &self.granted {
+            // Below a sealed root the way down is made in its tmpfs; elsewhere
+            // the overlay shows the host's directories, this one included.
+            if let Some(root) = self.sealed.iter().find(|root| path.starts_with(root)) {
+                let target = in_view(path);
+                let below_root: Vec<&Path> = target
+                    .ancestors()
+                    .take_while(|dir| *dir != in_view(root))
+                    .collect();
+                for dir in below_root.into_iter().rev() {
                     let dir = c_path(dir)?;
                     if !dirs.contains(&dir) {
                         dirs.push(dir);
                     }
                 }
             }
-            keep.push(KeptInTmp {
-                source: c_path(path)?,
-                target: c_path(&target)?,
-                is_dir: *is_dir,
-                optional: *found,
-            });
+            keep.push((c_path(path)?, c_path(&in_view(path))?));
         }
-        Ok(MountStep::CoverTmp {
+        let layers = format!(
+            "lowerdir={SYSTEM_TMP}:{}",
+            escape_layer(&self.stage.join("empty"))
+        );
+        Ok(MountStep::CoverTmp(CoverSteps {
             stage: c_path(&self.stage)?,
+            empty: c_path(&self.stage.join("empty"))?,
+            view: c_path(&self.stage.join("view"))?,
+            layers: CString::new(layers).map_err(|_| SetupError::NulByte(self.stage.clone()))?,
+            sealed: (self.sealed.iter().enumerate())
+                .map(|(n, root)| {
+                    let cover = self.stage.join(format!("sealed-{n}"));
+                    Ok((c_path(&cover)?, c_path(&in_view(root))?))
+                })
+                .collect::<Result<_, SetupError>>()?,
             dirs,
             keep,
-        })
+        }))
     }
 
-    /// Whether `path` is still there once the system tmp is covered.
+    /// Whether `path` is in sight once the system tmp is covered: all of it
+    /// is, but what is inside tack's roots other than the command's own.
     pub(super) fn shows(&self, path: &Path) -> bool {
-        !path.starts_with(SYSTEM_TMP) || self.kept.iter().any(|kept| path.starts_with(&kept.path))
+        !self.sealed.iter().any(|root| path.starts_with(root))
+            || self.granted.iter().any(|own| path.starts_with(own))
     }
 }
 
-/// What of the system tmp a confined command keeps, or `None` when it is
-/// not covered: a tmp of the command's own is shown there already
-/// (`tmp_at`), a path granted is the system tmp itself, or it is a link.
-/// Kept: the `writable` paths beneath it (its workspace, its private tmp,
-/// what is exposed to it), and the entries there now but for sockets,
-/// directories holding one, links and the sealed directories (the trials'
-/// roots, of which a command sees its own alone). An entry made later is
-/// not there (a tmux started after the trial).
-pub(super) fn tmp_kept(confinement: &Confinement, writable: &[PathBuf]) -> Option<Vec<Kept>> {
+/// A directory in overlayfs' `lowerdir`: `:` separates layers and `,`
+/// options, so both are escaped, and the escape itself.
+fn escape_layer(path: &Path) -> String {
+    let mut escaped = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, '\\' | ':' | ',') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
+/// How a confined command's system tmp is covered, or `None` when it is
+/// not: a tmp of the command's own is shown there already (`tmp_at`), a
+/// path granted is the system tmp itself, or it is a link. The command's
+/// own paths there (its workspace, its private tmp, what is exposed to it)
+/// are bound back; tack's roots there are covered but for those.
+pub(super) fn tmp_cover(
+    confinement: &Confinement,
+    writable: &[PathBuf],
+    stage: impl FnOnce() -> Result<PathBuf, SetupError>,
+) -> Result<Option<TmpCover>, SetupError> {
     let tmp = Path::new(SYSTEM_TMP);
     if confinement.tmp_at.is_some() || !tmp.is_dir() || tmp.is_symlink() {
-        return None;
+        return Ok(None);
     }
-    let mut kept: Vec<Kept> = writable
+    let mut granted: Vec<PathBuf> = writable
         .iter()
         .filter(|path| path.starts_with(tmp))
-        .map(|path| Kept {
-            path: path.clone(),
-            is_dir: true,
-            found: false,
-        })
+        .cloned()
         .collect();
-    if kept.iter().any(|kept| kept.path == tmp) {
-        return None;
+    if granted.iter().any(|path| path == tmp) {
+        return Ok(None);
     }
-    let sealed: Vec<PathBuf> = (confinement.sealed.iter().chain([&tmp_root()]))
+    granted.sort();
+    // A path inside another granted one comes with it.
+    granted.dedup_by(|later, earlier| later.starts_with(&*earlier));
+    let mut sealed: Vec<PathBuf> = (confinement.sealed.iter().chain([&tmp_root()]))
         .filter_map(|path| std::fs::canonicalize(path).ok())
+        .filter(|path| path.starts_with(tmp) && path != tmp)
         .collect();
-    keep_found(tmp, &sealed, &mut kept);
-    kept.sort();
-    kept.dedup_by(|later, earlier| {
-        let within = later.path.starts_with(&earlier.path);
-        // A granted path inside an entry found there: the entry may go, the
-        // grant may not.
-        if within {
-            earlier.found &= later.found;
-        }
-        within
-    });
-    Some(kept)
-}
-
-/// The entries of `dir` a covered tmp keeps: its files, and its
-/// directories but those holding a socket; a directory holding a sealed
-/// one is kept entry by entry, the sealed one left out (with `TMPDIR` in
-/// a directory of the system tmp, the trials' roots are there). Links are
-/// not kept: a link to a sealed directory would show it.
-fn keep_found(dir: &Path, sealed: &[PathBuf], kept: &mut Vec<Kept>) {
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if sealed.contains(&path) {
-            continue;
-        }
-        if kind.is_dir() && sealed.iter().any(|sealed| sealed.starts_with(&path)) {
-            keep_found(&path, sealed, kept);
-        } else if kind.is_dir() && !holds_a_socket(&path) {
-            kept.push(Kept {
-                path,
-                is_dir: true,
-                found: true,
-            });
-        } else if kind.is_file() {
-            kept.push(Kept {
-                path,
-                is_dir: false,
-                found: true,
-            });
-        }
-    }
-}
-
-/// Whether a socket is directly in `dir` (tmux's, an ssh agent's, X11's
-/// directory).
-fn holds_a_socket(dir: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|entry| entry.file_type().is_ok_and(|kind| kind.is_socket()))
+    sealed.sort();
+    sealed.dedup_by(|later, earlier| later.starts_with(&*earlier));
+    Ok(Some(TmpCover {
+        stage: stage()?,
+        sealed,
+        granted,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Files and directories are kept; a directory holding a socket, a
-    /// link and a sealed directory are not, and the directory holding the
-    /// sealed one is kept entry by entry.
     #[test]
-    fn a_covered_tmp_keeps_all_but_sockets_links_and_sealed_directories() {
-        let dir = tempfile::tempdir().unwrap();
-        let tmp = dir.path().canonicalize().unwrap();
-        for path in ["kept-dir", "sockets", "ci/tack-trials/other", "ci/beside"] {
-            std::fs::create_dir_all(tmp.join(path)).unwrap();
-        }
-        std::fs::write(tmp.join("kept-file"), "x").unwrap();
-        std::fs::write(tmp.join("ci/file"), "x").unwrap();
-        let _socket = std::os::unix::net::UnixListener::bind(tmp.join("sockets/s")).unwrap();
-        std::os::unix::fs::symlink(tmp.join("ci/tack-trials"), tmp.join("link")).unwrap();
-        let sealed = [tmp.join("ci/tack-trials")];
-        let mut kept = Vec::new();
-        keep_found(&tmp, &sealed, &mut kept);
-        kept.sort();
-        let kept: Vec<(String, bool)> = kept
-            .iter()
-            .map(|kept| {
-                let path = kept.path.strip_prefix(&tmp).unwrap();
-                (path.display().to_string(), kept.is_dir)
-            })
-            .collect();
-        let expected = [
-            ("ci/beside", true),
-            ("ci/file", false),
-            ("kept-dir", true),
-            ("kept-file", false),
-        ];
-        assert_eq!(kept, expected.map(|(path, dir)| (path.to_string(), dir)));
+    fn a_layer_path_is_escaped_for_overlayfs() {
+        assert_eq!(escape_layer(Path::new("/a:b,c\\d")), "/a\\:b\\,c\\\\d");
+        assert_eq!(escape_layer(Path::new("/var/tmp/x")), "/var/tmp/x");
+    }
+
+    /// The command's own paths under a sealed root are reached through
+    /// directories made in its tmpfs; elsewhere the overlay shows the way.
+    #[test]
+    fn the_cover_binds_the_commands_own_paths_back() {
+        let cover = TmpCover {
+            stage: PathBuf::from("/s"),
+            sealed: vec![PathBuf::from("/tmp/ci/tack-trials")],
+            granted: vec![
+                PathBuf::from("/tmp/ci/tack-trials/t-1/workspace"),
+                PathBuf::from("/tmp/project"),
+            ],
+        };
+        let MountStep::CoverTmp(CoverSteps {
+            layers,
+            sealed,
+            dirs,
+            keep,
+            ..
+        }) = cover.step().unwrap()
+        else {
+            panic!("a cover step")
+        };
+        assert_eq!(layers.to_str().unwrap(), "lowerdir=/tmp:/s/empty");
+        assert_eq!(
+            sealed,
+            vec![(
+                c"/s/sealed-0".to_owned(),
+                c"/s/view/ci/tack-trials".to_owned()
+            )]
+        );
+        assert_eq!(
+            dirs,
+            vec![
+                c"/s/view/ci/tack-trials/t-1".to_owned(),
+                c"/s/view/ci/tack-trials/t-1/workspace".to_owned(),
+            ]
+        );
+        assert_eq!(keep[1].1, c"/s/view/project".to_owned());
+        assert!(cover.shows(Path::new("/tmp/anything/deep")));
+        assert!(cover.shows(Path::new("/tmp/ci/tack-trials/t-1/workspace/a")));
+        assert!(!cover.shows(Path::new("/tmp/ci/tack-trials/t-2")));
     }
 }
