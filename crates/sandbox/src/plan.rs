@@ -15,8 +15,8 @@ use crate::probe::{Probe, user_ns_plan};
 use crate::seccomp::SetIdFiles;
 use crate::setup_error::{SetupError, c_path};
 use crate::{Confinement, landlock, places, seccomp};
-pub(crate) use tmps::SYSTEM_TMP;
 pub(crate) use tmps::{PrivateTmp, tmp_root};
+pub(crate) use tmps::{SYSTEM_TMP, probe_cover};
 use tmps::{ShownTmp, TmpCover, tmp_cover, tmp_env};
 
 mod tmps;

@@ -55,6 +55,8 @@ pub(crate) enum ProbeError {
     Scratch(#[source] std::io::Error),
     #[error("{} contains a NUL byte", .0.display())]
     NulByte(PathBuf),
+    #[error("cannot plan the cover of /tmp: {0}")]
+    Cover(#[source] Box<crate::SetupError>),
 }
 
 /// Why a probe child did not succeed.
@@ -349,7 +351,21 @@ fn try_mounts() -> Result<(), ProbeError> {
         ],
         ..user_ns_plan(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
     };
-    works(plan).map_err(failed("mount setup in a user namespace"))
+    works(plan).map_err(failed("mount setup in a user namespace"))?;
+    // The read-only overlay that covers /tmp (overlayfs in a user
+    // namespace, Linux 5.11+), as every confined command gets it.
+    let Some(cover) =
+        crate::plan::probe_cover(dir.path()).map_err(|e| ProbeError::Cover(Box::new(e)))?
+    else {
+        return Ok(());
+    };
+    let plan = ChildPlan {
+        mounts: vec![MountStep::MakePrivate, cover],
+        ..user_ns_plan(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+    };
+    works(plan).map_err(failed(
+        "an overlay of /tmp in a user namespace (overlayfs, Linux 5.11+)",
+    ))
 }
 
 fn try_pid_max() -> Result<(), ProbeError> {

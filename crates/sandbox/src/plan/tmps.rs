@@ -221,6 +221,23 @@ impl TmpCover {
     }
 }
 
+/// The cover of a command granted nothing in the system tmp, staged in
+/// `dir`, for the probe; `None` where the system tmp is not a directory.
+pub(crate) fn probe_cover(dir: &Path) -> Result<Option<MountStep>, SetupError> {
+    let tmp = Path::new(SYSTEM_TMP);
+    if !tmp.is_dir() || tmp.is_symlink() {
+        return Ok(None);
+    }
+    let stage = dir.join("cover");
+    std::fs::create_dir(&stage).map_err(SetupError::TmpDir)?;
+    let cover = TmpCover {
+        stage,
+        sealed: Vec::new(),
+        granted: Vec::new(),
+    };
+    cover.step().map(Some)
+}
+
 /// A directory in overlayfs' `lowerdir`: `:` separates layers and `,`
 /// options, so both are escaped, and the escape itself.
 fn escape_layer(path: &Path) -> String {
