@@ -1,7 +1,8 @@
 //! Directories given on the command line to write into (`--out`,
 //! `--reports`, `--workspace`): one that names an existing file, or a
-//! workspace that is the whole filesystem, is refused when the arguments
-//! are read (exit 2), not found out while writing or confining (exit 3).
+//! workspace that is the whole filesystem or the system tmp, is refused
+//! when the arguments are read (exit 2), not found out while writing or
+//! confining (exit 3).
 
 use std::path::PathBuf;
 
@@ -17,15 +18,27 @@ pub fn out_dir(text: &str) -> Result<PathBuf, String> {
 }
 
 /// clap's parser for an agent's or a command's workspace: never `/`, under
-/// which every file on the machine would be writable (the sandbox refuses
-/// it too, later).
+/// which every file on the machine would be writable, nor `/tmp` or a
+/// directory holding `$TMPDIR`, which hold other programs' sockets and
+/// every trial's files (the sandbox refuses them too, later).
 pub fn workspace(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
-    match std::fs::canonicalize(&path) {
-        Ok(canonical) if canonical.parent().is_none() => {
-            Err(tack_sandbox::SetupError::RootWritable(path).to_string())
+    let Ok(canonical) = std::fs::canonicalize(&path) else {
+        return Ok(path);
+    };
+    if canonical.parent().is_none() {
+        return Err(tack_sandbox::SetupError::RootWritable(path).to_string());
+    }
+    let tmpdir = std::env::temp_dir();
+    let tmpdir = std::fs::canonicalize(&tmpdir).unwrap_or(tmpdir);
+    let holds = [PathBuf::from("/tmp"), tmpdir]
+        .into_iter()
+        .find(|held| held.starts_with(&canonical));
+    match holds {
+        Some(holds) => {
+            Err(tack_sandbox::SetupError::WritableHoldsOthers { path, holds }.to_string())
         }
-        _ => Ok(path),
+        None => Ok(path),
     }
 }
 
@@ -37,7 +50,10 @@ mod tests {
     fn the_root_is_no_workspace() {
         assert!(workspace("/").is_err());
         assert!(workspace("/..").is_err());
-        assert_eq!(workspace("/tmp"), Ok("/tmp".into()));
+        assert!(workspace("/tmp").is_err());
+        let dir = tempfile::tempdir_in("/tmp").unwrap();
+        let inside = dir.path().to_str().unwrap();
+        assert_eq!(workspace(inside), Ok(inside.into()));
     }
 
     #[test]

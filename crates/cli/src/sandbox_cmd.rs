@@ -129,7 +129,10 @@ fn classify(error: SandboxError) -> CommandError {
     let kind = match error {
         SandboxError::Unavailable { .. }
         | SandboxError::Spawn { .. }
-        | SandboxError::Setup(tack_sandbox::SetupError::RootWritable(_)) => Failure::Usage,
+        | SandboxError::Setup(
+            tack_sandbox::SetupError::RootWritable(_)
+            | tack_sandbox::SetupError::WritableHoldsOthers { .. },
+        ) => Failure::Usage,
         _ => Failure::Internal,
     };
     CommandError {

@@ -608,3 +608,31 @@ fn credentials_are_hidden_and_the_root_is_no_workspace() {
         "{root:?}"
     );
 }
+
+/// The system tmp, or a directory holding `$TMPDIR`, is no workspace: it
+/// holds other programs' sockets and every trial's files, which a writable
+/// workspace would give the command. Refused when the arguments are read.
+#[test]
+fn the_system_tmp_and_what_holds_tmpdir_are_no_workspace() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["sandbox", "exec", "--workspace", "/tmp", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out.stderr).contains("holds /tmp"), "{out:?}");
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tmpdir = dir.path().join("t");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tack"))
+        .args(["sandbox", "exec", "--workspace"])
+        .arg(dir.path())
+        .args(["--", "true"])
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        text(&out.stderr).contains(&format!("holds {}", tmpdir.display())),
+        "{out:?}"
+    );
+}

@@ -163,10 +163,22 @@ pub(crate) fn prepare(
 /// (but those a tmp shown in their place covers) and its private tmp.
 fn host_writable(confinement: &Confinement, tmp: &PrivateTmp) -> Result<Vec<PathBuf>, SetupError> {
     let mut writable = Vec::new();
+    // The system tmp and tack's roots hold what is not the command's: a
+    // writable path holding one would give it all.
+    let others: Vec<PathBuf> = (confinement.sealed.iter())
+        .chain([&tmp_root(), &PathBuf::from(SYSTEM_TMP)])
+        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
+        .collect();
     for path in confinement.writable.iter().map(PathBuf::as_path) {
-        let path = canonical_writable(path)?;
-        if !confinement.covered_by_tmp(&path) {
-            writable.push(path);
+        let canonical = canonical_writable(path)?;
+        if let Some(holds) = others.iter().find(|other| other.starts_with(&canonical)) {
+            return Err(SetupError::WritableHoldsOthers {
+                path: path.to_path_buf(),
+                holds: holds.clone(),
+            });
+        }
+        if !confinement.covered_by_tmp(&canonical) {
+            writable.push(canonical);
         }
     }
     if confinement.tmp_at.is_none() {

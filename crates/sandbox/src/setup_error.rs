@@ -33,6 +33,13 @@ pub enum SetupError {
         .0.display()
     )]
     RootWritable(PathBuf),
+    #[error(
+        "`{}` holds {}: as a workspace, other programs' sockets there (a tmux server's) and other \
+         trials' files would be the command's; give a directory of its own (e.g. `mkdir {0}/work`)",
+        path.display(),
+        holds.display()
+    )]
+    WritableHoldsOthers { path: PathBuf, holds: PathBuf },
     #[error("the command's directory {}: {source}", path.display())]
     Cwd {
         path: PathBuf,
