@@ -150,7 +150,8 @@ script = "true"
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
     let error_of = |task: &str| {
-        let trial = trials(&json)
+        let trials = json["run"]["trials"].as_array();
+        let trial = (trials.unwrap_or_else(|| panic!("no trials: {}", text(&output))))
             .iter()
             .find(|t| t["task"] == task)
             .unwrap_or_else(|| panic!("no trial of {task}: {}", text(&output)))

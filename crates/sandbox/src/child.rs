@@ -134,15 +134,20 @@ pub(crate) enum MountStep {
 /// sockets there (tmux's, an ssh agent's, X11's, at any depth, made at any
 /// time) are then out of reach, which Landlock cannot do before ABI 9.
 /// Built in a tmpfs on `stage` (an empty directory of the command's own):
-/// the overlay (`layers`: `/tmp` over `empty`, made there) on `view`, each
+/// the `mask` with its `mask_dirs` (every place a mount goes, and the way
+/// down), the overlay (`layers`: the mask over `/tmp`) on `view`, each
 /// `sealed` root in it covered by a directory made in the stage (a bind:
 /// cheaper than a tmpfs each), `dirs` made in those, each `keep` (host
-/// path, place in the view) bound, and `view` moved over `/tmp`. Every
-/// path is made before the fork.
+/// path, place in the view) bound, and `view` moved over `/tmp`. Where the
+/// overlay cannot be made (a mount below `/tmp`, locked in the command's
+/// user namespace, makes overlayfs refuse it as a layer), the mask alone
+/// is the view: `/tmp` then shows the command's own paths and nothing
+/// else. Every path is made before the fork.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CoverSteps {
     pub stage: CString,
-    pub empty: CString,
+    pub mask: CString,
+    pub mask_dirs: Vec<CString>,
     pub view: CString,
     pub layers: CString,
     /// (its cover in the stage, the root in the view)

@@ -158,13 +158,18 @@ pub(crate) fn build(
     let file = AccessFs::from_file(abi);
     let mut created = new_ruleset(abi, tcp_connect)?;
     created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
-    let roots = read_roots(top_level_entries()?, paths.sealed, paths.rebuilt)
+    // Not even listed where covered: the sealed roots there are the cover's.
+    let outside_cover = |path: &Path| {
+        !paths
+            .covered
+            .is_some_and(|covered| path.starts_with(covered))
+    };
+    let top = top_level_entries()?
         .into_iter()
-        .filter(|root| {
-            !paths
-                .covered
-                .is_some_and(|covered| root.path.starts_with(covered))
-        });
+        .filter(|path| outside_cover(path));
+    let roots = read_roots(top.collect(), paths.sealed, paths.rebuilt)
+        .into_iter()
+        .filter(|root| outside_cover(&root.path));
     for root in roots {
         let access = if root.dir {
             read_access()

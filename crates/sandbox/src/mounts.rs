@@ -104,20 +104,27 @@ fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
     tmpfs(&cover.stage, flags, c"size=1m,mode=0755")?;
-    make(&cover.empty, &Node::Dir)?;
+    make(&cover.mask, &Node::Dir)?;
+    for dir in &cover.mask_dirs {
+        make(dir, &Node::Dir)?;
+    }
     make(&cover.view, &Node::Dir)?;
+    let bind = |source: &CString, target: &CString| {
+        let flags = libc::MS_BIND | libc::MS_REC;
+        sys_mount(source.as_ptr(), target.as_ptr(), none, flags, none)
+    };
     let overlay = c"overlay".as_ptr();
-    sys_mount(
+    match sys_mount(
         overlay,
         cover.view.as_ptr(),
         overlay,
         flags | libc::MS_RDONLY,
         cover.layers.as_ptr().cast(),
-    )?;
-    let bind = |source: &CString, target: &CString| {
-        let flags = libc::MS_BIND | libc::MS_REC;
-        sys_mount(source.as_ptr(), target.as_ptr(), none, flags, none)
-    };
+    ) {
+        // A mount below /tmp: the mask alone.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => bind(&cover.mask, &cover.view)?,
+        done => done?,
+    }
     for (stage_dir, root) in &cover.sealed {
         make(stage_dir, &Node::Dir)?;
         bind(stage_dir, root)?;

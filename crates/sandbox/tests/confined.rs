@@ -327,6 +327,42 @@ async fn a_sealed_directory_deep_in_the_system_tmp_shows_only_the_commands_own()
     assert!(ws.join("mine.txt").exists());
 }
 
+/// A mount below /tmp (an AppImage's, an sshfs) is locked in the command's
+/// user namespace, and overlayfs refuses /tmp as a layer then: the command
+/// still runs, its /tmp showing its own paths and nothing else.
+#[tokio::test]
+async fn a_mount_below_the_system_tmp_leaves_commands_running() {
+    if !available() || !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let mount_point = tempfile::tempdir_in("/tmp").unwrap();
+    let beside = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "tack-test",
+            mount_point.path().to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let ws = tempfile::tempdir().unwrap();
+    let script = format!(
+        "test -e {} && echo SEEN; echo ok > mine.txt; echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+        beside.path().display()
+    );
+    let out = sh(&Confinement::strict(ws.path()), ws.path(), &script).await;
+    let unmounted = std::process::Command::new("umount")
+        .arg(mount_point.path())
+        .status()
+        .unwrap();
+    assert!(unmounted.success());
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "t\n", "{out:?}");
+    assert!(ws.path().join("mine.txt").exists());
+}
+
 /// Offloaded results sit beside the workspaces, under their seal: the
 /// command reads its own results directory, cannot write it, and still
 /// cannot read another trial's workspace.

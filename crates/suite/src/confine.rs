@@ -39,6 +39,7 @@ impl CommandSandbox {
         walls
             .hiding(self.hidden.iter().cloned())
             .sealing([workspaces_root(), checks_root()])
+            .sealing(roots_of_others())
     }
 
     /// The confinement for a step whose needs the task declares (a setup
@@ -68,7 +69,22 @@ impl CommandSandbox {
         Confinement::for_profile(self.profile, workspace)
             .hiding(covered.filter(|p| p.is_dir()))
             .sealing([workspaces_root()])
+            .sealing(roots_of_others())
     }
+}
+
+/// The roots where a tack with `TMPDIR` unset makes its trials' workspaces
+/// and checks, when this one's are elsewhere: sealed too, made yet or not
+/// (the sandbox covers a root in /tmp either way), so that two runs on one
+/// machine, one with `TMPDIR` set and one without, do not show each other's
+/// trials to their commands. (A `TMPDIR` of another run's own, set
+/// elsewhere, is not known here.)
+fn roots_of_others() -> Vec<PathBuf> {
+    let default = Path::new("/tmp");
+    [default.join("tack-trials"), default.join("tack-checks")]
+        .into_iter()
+        .filter(|root| *root != workspaces_root() && *root != checks_root())
+        .collect()
 }
 
 /// Makes the workspaces and checks roots if missing, once per process: a

@@ -20,8 +20,10 @@ use crate::setup_error::{SetupError, c_path};
 /// entry, all but the sealed directories): with 200 trials at once, 200
 /// more rules per command.
 pub(crate) fn tmp_root() -> PathBuf {
-    std::env::temp_dir().join("tack-sandbox-tmp")
+    std::env::temp_dir().join(TMP_ROOT)
 }
+
+const TMP_ROOT: &str = "tack-sandbox-tmp";
 
 /// A command's (or a session's) private tmp: `tmp` in a directory held in
 /// [`tmp_root`], so that what a killed run leaves is swept by the next.
@@ -173,11 +175,33 @@ impl TmpCover {
             let below = path.strip_prefix(SYSTEM_TMP).unwrap_or(path);
             self.stage.join("view").join(below)
         };
+        // Every place a mount goes in the view, and the way down to it, is a
+        // directory of the mask, the overlay's upper layer: there whether or
+        // not the host's /tmp has it, now or later (a root another tack
+        // makes after these walls, a file squatting a root's name).
+        let in_mask = |path: &Path| {
+            let below = path.strip_prefix(SYSTEM_TMP).unwrap_or(path);
+            self.stage.join("mask").join(below)
+        };
+        let mut mask_dirs: Vec<CString> = Vec::new();
+        for place in self.sealed.iter().chain(&self.granted) {
+            let mask = in_mask(place);
+            let down: Vec<&Path> = mask
+                .ancestors()
+                .take_while(|dir| *dir != self.stage.join("mask"))
+                .collect();
+            for dir in down.into_iter().rev() {
+                let dir = c_path(dir)?;
+                if !mask_dirs.contains(&dir) {
+                    mask_dirs.push(dir);
+                }
+            }
+        }
         let mut dirs = Vec::new();
         let mut keep = Vec::new();
         for path in &self.granted {
-            // Below a sealed root the way down is made in its tmpfs; elsewhere
-            // the overlay shows the host's directories, this one included.
+            // Below a sealed root the way down is made in its cover; elsewhere
+            // the mask has made it.
             if let Some(root) = self.sealed.iter().find(|root| path.starts_with(root)) {
                 let target = in_view(path);
                 let below_root: Vec<&Path> = target
@@ -194,12 +218,13 @@ impl TmpCover {
             keep.push((c_path(path)?, c_path(&in_view(path))?));
         }
         let layers = format!(
-            "lowerdir={SYSTEM_TMP}:{}",
-            escape_layer(&self.stage.join("empty"))
+            "lowerdir={}:{SYSTEM_TMP}",
+            escape_layer(&self.stage.join("mask"))
         );
         Ok(MountStep::CoverTmp(CoverSteps {
             stage: c_path(&self.stage)?,
-            empty: c_path(&self.stage.join("empty"))?,
+            mask: c_path(&self.stage.join("mask"))?,
+            mask_dirs,
             view: c_path(&self.stage.join("view"))?,
             layers: CString::new(layers).map_err(|_| SetupError::NulByte(self.stage.clone()))?,
             sealed: (self.sealed.iter().enumerate())
@@ -276,8 +301,12 @@ pub(super) fn tmp_cover(
     granted.sort();
     // A path inside another granted one comes with it.
     granted.dedup_by(|later, earlier| later.starts_with(&*earlier));
-    let mut sealed: Vec<PathBuf> = (confinement.sealed.iter().chain([&tmp_root()]))
-        .filter_map(|path| std::fs::canonicalize(path).ok())
+    // The private tmps of another tack, with TMPDIR unset, as well.
+    let others = tmp.join(TMP_ROOT);
+    // A root not made yet is covered all the same: the mask makes its place.
+    let mut sealed: Vec<PathBuf> = (confinement.sealed.iter())
+        .chain([&tmp_root(), &others])
+        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
         .filter(|path| path.starts_with(tmp) && path != tmp)
         .collect();
     sealed.sort();
@@ -313,6 +342,7 @@ mod tests {
         };
         let MountStep::CoverTmp(CoverSteps {
             layers,
+            mask_dirs,
             sealed,
             dirs,
             keep,
@@ -321,7 +351,17 @@ mod tests {
         else {
             panic!("a cover step")
         };
-        assert_eq!(layers.to_str().unwrap(), "lowerdir=/tmp:/s/empty");
+        assert_eq!(layers.to_str().unwrap(), "lowerdir=/s/mask:/tmp");
+        assert_eq!(
+            mask_dirs,
+            vec![
+                c"/s/mask/ci".to_owned(),
+                c"/s/mask/ci/tack-trials".to_owned(),
+                c"/s/mask/ci/tack-trials/t-1".to_owned(),
+                c"/s/mask/ci/tack-trials/t-1/workspace".to_owned(),
+                c"/s/mask/project".to_owned(),
+            ]
+        );
         assert_eq!(
             sealed,
             vec![(
