@@ -209,10 +209,19 @@ fn set_id_modes() -> Result<BpfProgram, SeccompError> {
         (libc::SYS_open, created(1, 2)?),
         (libc::SYS_openat, created(2, 3)?),
     ]);
+    answering(rules, libc::EPERM)
+}
+
+/// A filter that answers `errno` to every call a rule matches (an empty
+/// list matches any call of that number) and allows the rest.
+fn answering(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    errno: libc::c_int,
+) -> Result<BpfProgram, SeccompError> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno as u32),
         target_arch()?,
     )?;
     Ok(BpfProgram::try_from(filter)?)
@@ -229,13 +238,10 @@ fn families() -> Result<BpfProgram, SeccompError> {
         condition(0, SeccompCmpOp::Ne, libc::AF_INET)?,
         condition(0, SeccompCmpOp::Ne, libc::AF_INET6)?,
     ])?;
-    let filter = SeccompFilter::new(
+    answering(
         BTreeMap::from([(libc::SYS_socket, vec![other])]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EAFNOSUPPORT as u32),
-        target_arch()?,
-    )?;
-    Ok(BpfProgram::try_from(filter)?)
+        libc::EAFNOSUPPORT,
+    )
 }
 
 fn target_arch() -> Result<TargetArch, SeccompError> {
@@ -264,13 +270,7 @@ fn compile(sockets: Sockets) -> Result<BpfProgram, SeccompError> {
             rules.insert(libc::SYS_socket, tcp_only_rules()?);
         }
     }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        target_arch()?,
-    )?;
-    Ok(BpfProgram::try_from(filter)?)
+    answering(rules, libc::EPERM)
 }
 
 fn condition(
