@@ -175,11 +175,19 @@ impl ExecArgs {
 /// log (which `--resume` carries on); before, a bare `exec_finished`.
 pub async fn run(args: ExecArgs) -> CommandResult {
     let json = args.json;
+    let run = run_to_end(args);
+    tokio::pin!(run);
     tokio::select! {
         // Polled first: a Ctrl-C the run sees is answered by it.
         biased;
-        result = run_to_end(args) => result,
+        result = &mut run => result,
         _ = tokio::signal::ctrl_c() => {
+            // The run may see the same Ctrl-C a poll later: its answer (the
+            // session's last event) is the one to give.
+            let grace = std::time::Duration::from_millis(500);
+            if let Ok(result) = tokio::time::timeout(grace, &mut run).await {
+                return result;
+            }
             let finished = serde_json::json!({ "type": "exec_finished", "outcome": TrialOutcome::Cancelled });
             if json {
                 outln!("{}", serde_json::json!({ "event": finished }))?;
