@@ -139,10 +139,10 @@ pub(crate) struct Paths<'a> {
     /// Directories the command sees rebuilt in a root of its own: the read
     /// rules go on their entries (the binds it sees), not on them.
     pub rebuilt: &'a [PathBuf],
-    /// A directory the command sees covered by a tmpfs of its own, holding
-    /// only what it may see (the system tmp): no rule goes on the host's
-    /// entries there; one rule, added in the child ([`Built::covered_access`]),
-    /// grants the cover.
+    /// A directory the command sees through a cover of its own, showing
+    /// only what it may see (the system tmp, through a read-only overlay):
+    /// no rule goes on the host's entries there; one rule, added in the
+    /// child ([`Built::covered_access`]), grants the cover.
     pub covered: Option<&'a Path>,
 }
 

@@ -17,7 +17,7 @@ use crate::setup_error::{SetupError, c_path};
 use crate::{Confinement, landlock, places, seccomp};
 pub(crate) use tmps::{PrivateTmp, tmp_root};
 pub(crate) use tmps::{SYSTEM_TMP, probe_cover};
-use tmps::{ShownTmp, TmpCover, tmp_cover, tmp_env};
+use tmps::{ShownTmp, TmpCover, tack_roots, tmp_cover, tmp_env};
 
 mod tmps;
 
@@ -95,7 +95,8 @@ pub(crate) fn prepare(
     let own_netns = confinement.own_network_namespace();
     let shown = ShownTmp::new(confinement, tmp.path())?;
     let confinement = shown.confinement.as_ref().unwrap_or(confinement);
-    let writable = host_writable(confinement, &tmp)?;
+    let roots = tack_roots(confinement);
+    let writable = host_writable(confinement, &tmp, &roots)?;
     let sealed = existing(&confinement.sealed);
     // Every command's tmp lives in the tmp root: sealed, so that no command
     // reads another's, and so that the rules (which grant a TMPDIR outside
@@ -109,7 +110,7 @@ pub(crate) fn prepare(
         .unwrap_or(tmp.path());
     let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
     let new_root = std::mem::take(&mut placed.steps);
-    let cover = tmp_cover(confinement, &writable, || tmp.stage())?;
+    let cover = tmp_cover(confinement, &writable, &roots, || tmp.stage())?;
     let (mounts, mount_targets, shm) = mount_steps(
         confinement,
         &writable,
@@ -161,17 +162,19 @@ pub(crate) fn prepare(
 
 /// The host paths a command may write, made canonical: the confinement's
 /// (but those a tmp shown in their place covers) and its private tmp.
-fn host_writable(confinement: &Confinement, tmp: &PrivateTmp) -> Result<Vec<PathBuf>, SetupError> {
+fn host_writable(
+    confinement: &Confinement,
+    tmp: &PrivateTmp,
+    roots: &[PathBuf],
+) -> Result<Vec<PathBuf>, SetupError> {
     let mut writable = Vec::new();
     // The system tmp and tack's roots hold what is not the command's: a
     // writable path holding one would give it all.
-    let others: Vec<PathBuf> = (confinement.sealed.iter())
-        .chain([&tmp_root(), &PathBuf::from(SYSTEM_TMP)])
-        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
-        .collect();
+    let system_tmp = PathBuf::from(SYSTEM_TMP);
+    let others = || roots.iter().chain([&system_tmp]);
     for path in confinement.writable.iter().map(PathBuf::as_path) {
         let canonical = canonical_writable(path)?;
-        if let Some(holds) = others.iter().find(|other| other.starts_with(&canonical)) {
+        if let Some(holds) = others().find(|other| other.starts_with(&canonical)) {
             return Err(SetupError::WritableHoldsOthers {
                 path: path.to_path_buf(),
                 holds: holds.clone(),

@@ -30,7 +30,6 @@ impl CommandSandbox {
     /// hidden checks are verifying there (a check is shown its own copy by
     /// [`Confinement::exposing_read_only`] or a placement).
     pub fn confinement(&self, workspace: &Path, network: bool) -> Confinement {
-        ready_roots();
         let walls = match self.profile {
             // Only the network: the credential directories stay covered.
             SandboxProfile::Strict if network => Confinement::strict_with_network(workspace),
@@ -64,11 +63,13 @@ impl CommandSandbox {
     /// works, and the other trials' workspaces sealed. tack's own loop and
     /// external agents (`[variants.agent]`) run under the same walls.
     pub fn agent_confinement(&self, workspace: &Path) -> Confinement {
-        ready_roots();
         let covered = self.hidden.iter().cloned().chain([checks_root()]);
+        // The checks root is sealed as well as hidden: in /tmp, where the
+        // command sees what is there while it runs, sealed is covered made
+        // yet or not.
         Confinement::for_profile(self.profile, workspace)
             .hiding(covered.filter(|p| p.is_dir()))
-            .sealing([workspaces_root()])
+            .sealing([workspaces_root(), checks_root()])
             .sealing(roots_of_others())
     }
 }
@@ -85,21 +86,6 @@ fn roots_of_others() -> Vec<PathBuf> {
         .into_iter()
         .filter(|root| *root != workspaces_root() && *root != checks_root())
         .collect()
-}
-
-/// Makes the workspaces and checks roots if missing, once per process: a
-/// confined command sees the system tmp through an overlay, as it is while
-/// the command runs, so a root made after its walls would show there with
-/// every trial's files in it; one there before is sealed or hidden. A root
-/// that cannot be made (another user's) fails the trials that need it, with
-/// its reason, when they make their directories there.
-fn ready_roots() {
-    static READY: std::sync::Once = std::sync::Once::new();
-    READY.call_once(|| {
-        for root in [workspaces_root(), checks_root()] {
-            let _ = tack_sandbox::held::ready_root(&root);
-        }
-    });
 }
 
 /// Where every trial's workspace is made. Commands may list it but not

@@ -3,12 +3,11 @@
 //! scripts written for a container), and the system tmp as it sees it:
 //! covered, but for what it may use there ([`MountStep::CoverTmp`]).
 
+use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::Confinement;
-use std::ffi::CString;
-
 use crate::child::{CoverSteps, MountStep};
 use crate::held::HeldDir;
 use crate::setup_error::{SetupError, c_path};
@@ -162,8 +161,8 @@ pub(crate) const SYSTEM_TMP: &str = "/tmp";
 pub(super) struct TmpCover {
     stage: PathBuf,
     /// tack's roots in the system tmp (the trials' workspaces, the checks,
-    /// the private tmps), each covered by a tmpfs holding only the
-    /// command's own paths inside.
+    /// the private tmps), each covered by a directory of the stage holding
+    /// only the command's own paths inside.
     sealed: Vec<PathBuf>,
     /// The command's own paths in the system tmp, bound back as they are.
     granted: Vec<PathBuf>,
@@ -277,13 +276,15 @@ fn escape_layer(path: &Path) -> String {
 }
 
 /// How a confined command's system tmp is covered, or `None` when it is
-/// not: a tmp of the command's own is shown there already (`tmp_at`), a
-/// path granted is the system tmp itself, or it is a link. The command's
-/// own paths there (its workspace, its private tmp, what is exposed to it)
-/// are bound back; tack's roots there are covered but for those.
+/// not: a tmp of the command's own is shown there already (`tmp_at`), or it
+/// is a link. The command's own paths there (its workspace, its private
+/// tmp, what is exposed to it) are bound back; tack's `roots` there are
+/// covered but for those. (No writable path holds the system tmp:
+/// `host_writable` refuses one.)
 pub(super) fn tmp_cover(
     confinement: &Confinement,
     writable: &[PathBuf],
+    roots: &[PathBuf],
     stage: impl FnOnce() -> Result<PathBuf, SetupError>,
 ) -> Result<Option<TmpCover>, SetupError> {
     let tmp = Path::new(SYSTEM_TMP);
@@ -295,19 +296,13 @@ pub(super) fn tmp_cover(
         .filter(|path| path.starts_with(tmp))
         .cloned()
         .collect();
-    if granted.iter().any(|path| path == tmp) {
-        return Ok(None);
-    }
     granted.sort();
     // A path inside another granted one comes with it.
     granted.dedup_by(|later, earlier| later.starts_with(&*earlier));
-    // The private tmps of another tack, with TMPDIR unset, as well.
-    let others = tmp.join(TMP_ROOT);
     // A root not made yet is covered all the same: the mask makes its place.
-    let mut sealed: Vec<PathBuf> = (confinement.sealed.iter())
-        .chain([&tmp_root(), &others])
-        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
-        .filter(|path| path.starts_with(tmp) && path != tmp)
+    let mut sealed: Vec<PathBuf> = (roots.iter())
+        .filter(|path| path.starts_with(tmp) && *path != tmp)
+        .cloned()
         .collect();
     sealed.sort();
     sealed.dedup_by(|later, earlier| later.starts_with(&*earlier));
@@ -316,6 +311,18 @@ pub(super) fn tmp_cover(
         sealed,
         granted,
     }))
+}
+
+/// tack's roots a command is kept out of, but for its own paths: the
+/// confinement's sealed directories, the private tmps' root, and that of a
+/// tack with `TMPDIR` unset; canonical where they exist, as given where
+/// they do not yet.
+pub(super) fn tack_roots(confinement: &Confinement) -> Vec<PathBuf> {
+    let others = Path::new(SYSTEM_TMP).join(TMP_ROOT);
+    (confinement.sealed.iter())
+        .chain([&tmp_root(), &others])
+        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
+        .collect()
 }
 
 #[cfg(test)]
