@@ -18,9 +18,9 @@ pub fn out_dir(text: &str) -> Result<PathBuf, String> {
 }
 
 /// clap's parser for an agent's or a command's workspace: never `/`, under
-/// which every file on the machine would be writable, nor `/tmp` or a
-/// directory holding `$TMPDIR`, which hold other programs' sockets and
-/// every trial's files (the sandbox refuses them too, later).
+/// which every file on the machine would be writable, nor `/tmp`,
+/// `/var/tmp` or a directory holding `$TMPDIR`, which hold other programs'
+/// sockets and every trial's files (the sandbox refuses them too, later).
 pub fn workspace(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     let Ok(canonical) = std::fs::canonicalize(&path) else {
@@ -31,8 +31,8 @@ pub fn workspace(text: &str) -> Result<PathBuf, String> {
     }
     let tmpdir = std::env::temp_dir();
     let tmpdir = std::fs::canonicalize(&tmpdir).unwrap_or(tmpdir);
-    let holds = [PathBuf::from("/tmp"), tmpdir]
-        .into_iter()
+    let holds = (tack_sandbox::SHARED_TMPS.map(PathBuf::from).into_iter())
+        .chain([tmpdir])
         .find(|held| held.starts_with(&canonical));
     match holds {
         Some(holds) => {
@@ -51,6 +51,8 @@ mod tests {
         assert!(workspace("/").is_err());
         assert!(workspace("/..").is_err());
         assert!(workspace("/tmp").is_err());
+        assert!(workspace("/var/tmp").is_err() || !std::path::Path::new("/var/tmp").is_dir());
+        assert!(workspace("/var").is_err() || !std::path::Path::new("/var/tmp").is_dir());
         let dir = tempfile::tempdir_in("/tmp").unwrap();
         let inside = dir.path().to_str().unwrap();
         assert_eq!(workspace(inside), Ok(inside.into()));

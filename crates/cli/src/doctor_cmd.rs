@@ -55,7 +55,7 @@ pub fn run(args: DoctorArgs) -> CommandResult {
             Err(error) => serde_json::json!({ "name": null, "error": error.to_string() }),
         };
         json["session_init"] = serde_json::json!(init.as_ref().map(|p| p.display().to_string()));
-        json["system_tmp"] = tmp_json(tack_sandbox::SystemTmp::count());
+        json["system_tmp"] = tmp_json(tack_sandbox::SystemTmp::here());
         json["spawner"] = serde_json::json!({
             "enabled": tack_sandbox::spawner::enabled(),
             "program": tack_sandbox::spawner::program().map(|p| p.display().to_string()),
@@ -105,29 +105,22 @@ fn init_text(init: Option<&std::path::Path>) -> String {
     format!("Trial sandboxes\n{init}\n{spawner}\n{}", tmp_text())
 }
 
-/// The system tmp's line: where a `$TMPDIR` outside `/tmp` makes each of
-/// its entries a read rule of every confined command, a crowded one says
-/// how to keep it out of the way.
+/// The system tmp's line: where it is, and whether confined commands can
+/// work there.
 fn tmp_text() -> String {
-    match tack_sandbox::SystemTmp::count() {
-        Ok(tmp) => match tmp.usable() {
-            Ok(()) => format!("  system tmp          {}", tmp.summary()),
-            Err(error) => format!("  system tmp          UNUSABLE — {error}"),
-        },
-        Err(error) => format!("  system tmp          cannot be listed: {error}"),
+    let tmp = tack_sandbox::SystemTmp::here();
+    match tmp.usable() {
+        Ok(()) => format!("  system tmp          {}", tmp.summary()),
+        Err(error) => format!("  system tmp          UNUSABLE — {error}"),
     }
 }
 
 /// The system tmp in `tack doctor --json`.
-fn tmp_json(tmp: std::io::Result<tack_sandbox::SystemTmp>) -> serde_json::Value {
-    match tmp {
-        Ok(tmp) => serde_json::json!({
-            "path": tmp.path.display().to_string(), "entries": tmp.entries,
-            "each_entry": tmp.each.as_str(), "crowded": tmp.crowded(),
-            "unusable": tmp.usable().err().map(|error| error.to_string()),
-        }),
-        Err(error) => serde_json::json!({ "error": error.to_string() }),
-    }
+fn tmp_json(tmp: tack_sandbox::SystemTmp) -> serde_json::Value {
+    serde_json::json!({
+        "path": tmp.path.display().to_string(),
+        "unusable": tmp.usable().err().map(|error| error.to_string()),
+    })
 }
 
 /// The "Image tasks" section: the engine that builds task images, or why

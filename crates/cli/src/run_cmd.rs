@@ -528,10 +528,7 @@ fn print_outcome(
 }
 
 /// A confined run cannot work with its trials below `/dev/shm`, which each
-/// command is given fresh: refused before any trial starts. Over a crowded
-/// system tmp it is slow from its first command on
-/// ([`tack_sandbox::SystemTmp`]): said before it starts, as `tack doctor`
-/// says it.
+/// command is given fresh: refused before any trial starts.
 fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
     let confined = plan.selected_variants().is_ok_and(|variants| {
         (variants.iter()).any(|v| v.harness.sandbox != tack_protocol::SandboxProfile::Off)
@@ -540,14 +537,7 @@ fn check_system_tmp(plan: &RunPlan) -> Result<(), tack_sandbox::SetupError> {
     if !confined {
         return Ok(());
     }
-    let Ok(tmp) = tack_sandbox::SystemTmp::count() else {
-        return Ok(());
-    };
-    tmp.usable()?;
-    if tmp.crowded() {
-        errln!("warning: the system tmp {}", tmp.advice());
-    }
-    Ok(())
+    tack_sandbox::SystemTmp::here().usable()
 }
 
 /// The first Ctrl-C or SIGTERM (what a cancelled CI job or an evicted pod

@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -221,32 +222,42 @@ fn a_confined_run_below_dev_shm_is_refused_before_it_starts() {
     assert!(!below.path().join("tack-trials").exists(), "{stderr}");
 }
 
-/// Each entry of a TMPDIR outside /tmp is a read rule of every confined
-/// command: a run over a crowded one says so before it starts, and still
-/// runs.
+/// With TMPDIR outside /tmp, a socket there (a daemon's) and one another
+/// trial left in its workspace are out of reach of a confined command: the
+/// check, which runs the agent's code, sees the first through a read-only
+/// overlay, where it does not answer, and not the second at all.
 #[test]
-fn a_confined_run_over_a_crowded_system_tmp_says_so() {
+fn sockets_in_a_tmpdir_outside_the_system_tmp_do_not_answer() {
     if !sandbox_available() {
         return;
     }
-    let case = Case::fixing_calc();
     let outside = outside_the_system_tmp();
-    let crowded = outside.path().join("tmp");
-    std::fs::create_dir(&crowded).unwrap();
-    for i in 0..tack_sandbox::CROWDED_TMP {
-        std::fs::write(crowded.join(format!("f{i}")), "").unwrap();
-    }
-    let output = case.run_in_tmp(&crowded);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(&format!(
-            "warning: the system tmp {} holds",
-            crowded.display()
-        )) && stderr.contains("point TMPDIR at a directory in /tmp"),
-        "{stderr}"
+    let tmp = outside.path().join("tmp");
+    let other = tmp.join("tack-trials/other-trial/workspace");
+    std::fs::create_dir_all(&other).unwrap();
+    let daemon = tmp.join("daemon.sock");
+    let planted = other.join("agent.sock");
+    let _listeners = [&daemon, &planted].map(|path| UnixListener::bind(path).unwrap());
+    let check = format!(
+        "{ADDS_UP}import errno, socket\n\
+         def reach(path):\n    s = socket.socket(socket.AF_UNIX)\n    \
+         try:\n        s.connect(path)\n        return 0\n    \
+         except OSError as e:\n        return e.errno\n\
+         assert os.path.exists({daemon:?}), 'the daemon socket is in sight'\n\
+         assert reach({daemon:?}) == errno.ECONNREFUSED, 'the daemon answered'\n\
+         assert reach({planted:?}) == errno.ENOENT, 'another trial is in sight'\n",
+        daemon = daemon.display().to_string(),
+        planted = planted.display().to_string(),
     );
+    let case = Case::new(
+        &check,
+        "[[solution.edits]]\npath = \"calc.py\"\nold = \"a - b\"\nnew = \"a + b\"\n",
+    );
+    let output = case.run_in_tmp(&tmp);
+    let stderr = String::from_utf8_lossy(&output.stderr);
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(json["run"]["trials"][0]["outcome"], "passed", "{stderr}");
+    let trial = &json["run"]["trials"][0];
+    assert_eq!(trial["outcome"], "passed", "{trial}\n{stderr}");
 }
 
 /// A directory outside `/tmp`, which a confined command sees covered (but
@@ -420,14 +431,16 @@ fn an_agent_cannot_read_another_trials_workspace() {
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("answer.txt"), "the solved answer").unwrap();
     // The agent (the oracle running the solution script through `bash`)
-    // tries to copy it; the check passes only if it got nothing.
+    // tries to copy it; the check passes only if it got nothing, and the
+    // trials' root showed its own trial alone.
     let script = format!(
         "script = 'cat \"{}\" > stolen.txt 2> denied.txt; ls \"{}\" > listed.txt; true'\n",
         other.join("answer.txt").display(),
         tmp.path().join("tack-trials").display()
     );
     let check = "import os\nassert os.path.getsize('stolen.txt') == 0\n\
-                 assert 'other-trial' in open('listed.txt').read()\n\
+                 listed = open('listed.txt').read().split()\n\
+                 assert len(listed) == 1 and 'other-trial' not in listed, listed\n\
                  assert open('denied.txt').read().strip()\n";
     let case = Case::new(check, &script);
     let trial = case.trial_in_tmp(tmp.path());
@@ -447,7 +460,7 @@ fn a_check_cannot_read_another_trials_hidden_checks() {
     std::fs::write(other.join("expected.txt"), "the hidden answer").unwrap();
     let check = format!(
         "import os\nassert open(os.path.join(os.environ['TACK_CHECKS'], 'check.py')).read()\n\
-         try:\n    open('{}').read()\nexcept PermissionError:\n    pass\n\
+         try:\n    open('{}').read()\nexcept (PermissionError, FileNotFoundError):\n    pass\n\
          else:\n    raise SystemExit('read another trial\\'s hidden check')\n",
         other.join("expected.txt").display()
     );

@@ -125,26 +125,29 @@ pub(crate) enum MountStep {
     /// A fresh procfs on /proc, while the host's is still in sight (the
     /// kernel lets a user namespace mount one only then).
     Proc,
-    /// Covers `/tmp` with a read-only overlay of it: see [`CoverSteps`].
-    CoverTmp(CoverSteps),
+    /// Covers a directory (`/tmp`) with a read-only overlay of it: see
+    /// [`CoverSteps`].
+    Cover(CoverSteps),
 }
 
-/// A read-only overlay of `/tmp` over it, where no socket answers
-/// `connect` (an overlay's inode is not the socket's): other programs'
-/// sockets there (tmux's, an ssh agent's, X11's, at any depth, made at any
-/// time) are then out of reach, which Landlock cannot do before ABI 9.
-/// Built in a tmpfs on `stage` (an empty directory of the command's own):
-/// the `mask` with its `mask_dirs` (every place a mount goes, and the way
-/// down), the overlay (`layers`: the mask over `/tmp`) on `view`, each
-/// `sealed` root in it covered by a directory made in the stage (a bind:
-/// cheaper than a tmpfs each), `dirs` made in those, each `keep` (host
-/// path, place in the view) bound, and `view` moved over `/tmp`. Where the
-/// overlay cannot be made (a mount below `/tmp`, locked in the command's
-/// user namespace, makes overlayfs refuse it as a layer), the mask alone
-/// is the view: `/tmp` then shows the command's own paths and nothing
-/// else. Every path is made before the fork.
+/// A read-only overlay of a directory other programs keep sockets in
+/// (`/tmp`) over it, where no socket answers `connect` (an overlay's inode
+/// is not the socket's): other programs' sockets there (tmux's, an ssh
+/// agent's, X11's, at any depth, made at any time) are then out of reach,
+/// which Landlock cannot do before ABI 9. Built in a tmpfs on `stage` (an
+/// empty directory of the command's own): the `mask` with its `mask_dirs`
+/// (every place a mount goes, and the way down), the overlay (`layers`:
+/// the mask over the directory) on `view`, each `sealed` root in it covered
+/// by a directory made in the stage (a bind: cheaper than a tmpfs each),
+/// `dirs` made in those, each `keep` (host path, place in the view) bound,
+/// and `view` moved over `at`. Where the overlay cannot be made (a mount
+/// below the directory, locked in the command's user namespace, makes
+/// overlayfs refuse it as a layer), the mask alone is the view: the
+/// directory then shows the command's own paths and nothing else. Every
+/// path is made before the fork.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CoverSteps {
+    pub at: CString,
     pub stage: CString,
     pub mask: CString,
     pub mask_dirs: Vec<CString>,

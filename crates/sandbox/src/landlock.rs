@@ -52,7 +52,9 @@ pub(crate) struct Built {
     pub shm_access: u64,
     /// Rights for the fresh `/proc` (added in the child).
     pub proc_access: u64,
-    /// Rights for the cover of [`Paths::covered`] (added in the child).
+    /// Rights for a directory covered by an overlay of the command's own
+    /// (added in the child, on the cover: the rules on the host's directory
+    /// do not reach a mount over it).
     pub covered_access: u64,
     /// Rights for a root of the command's own (added in the child).
     pub root_access: u64,
@@ -139,11 +141,6 @@ pub(crate) struct Paths<'a> {
     /// Directories the command sees rebuilt in a root of its own: the read
     /// rules go on their entries (the binds it sees), not on them.
     pub rebuilt: &'a [PathBuf],
-    /// A directory the command sees through a cover of its own, showing
-    /// only what it may see (the system tmp, through a read-only overlay):
-    /// no rule goes on the host's entries there; one rule, added in the
-    /// child ([`Built::covered_access`]), grants the cover.
-    pub covered: Option<&'a Path>,
 }
 
 /// Builds the ruleset for a command that may use `paths` as they say, and,
@@ -158,19 +155,7 @@ pub(crate) fn build(
     let file = AccessFs::from_file(abi);
     let mut created = new_ruleset(abi, tcp_connect)?;
     created = add(created, Path::new("/"), AccessFs::ReadDir.into())?;
-    // Not even listed where covered: the sealed roots there are the cover's.
-    let outside_cover = |path: &Path| {
-        !paths
-            .covered
-            .is_some_and(|covered| path.starts_with(covered))
-    };
-    let top = top_level_entries()?
-        .into_iter()
-        .filter(|path| outside_cover(path));
-    let roots = read_roots(top.collect(), paths.sealed, paths.rebuilt)
-        .into_iter()
-        .filter(|root| outside_cover(&root.path));
-    for root in roots {
+    for root in read_roots(top_level_entries()?, paths.sealed, paths.rebuilt) {
         let access = if root.dir {
             read_access()
         } else {
@@ -374,7 +359,6 @@ mod tests {
             readable: &[],
             sealed: &[],
             rebuilt: &[],
-            covered: None,
         }
     }
 

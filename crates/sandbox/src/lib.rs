@@ -72,6 +72,7 @@ pub use files::{FileAccessError, HeldWorkspace, WorkspaceFiles, read_beneath, re
 pub use gate::{REQUIRE_ENV, TestGate, gate_for, sandbox_required, test_gate};
 pub use inherited::keep_inherited_descriptors_from_children;
 pub use landlock::{LandlockError, MIN_ABI as MIN_LANDLOCK_ABI};
+pub use plan::SHARED_TMPS;
 pub use probe::{DISABLE_ENV, Missing, Probe, detect, probe};
 pub use profiles::{check_confinement, check_profile};
 pub use seccomp::{SeccompError, denied_calls};
@@ -79,7 +80,7 @@ pub use service::{Service, ServiceSpec, spawn_service};
 pub use session::{INIT_ARG, INIT_ENV, Session, SessionSlot, init_program, serve_init_if_asked};
 pub use setup_error::{PlaceError, SetupError};
 pub use spawner::SpawnerError;
-pub use system_tmp::{CROWDED_TMP, EntryCost, SystemTmp};
+pub use system_tmp::SystemTmp;
 pub use tack_protocol::SandboxProfile;
 
 /// What to run and how.

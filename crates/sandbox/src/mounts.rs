@@ -88,7 +88,7 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
                 done => done,
             }
         }
-        MountStep::CoverTmp(cover) => cover_tmp(cover),
+        MountStep::Cover(cover) => cover_tmp(cover),
         // SAFETY: umount2 and rmdir read a NUL-terminated path.
         MountStep::DropOldRoot => unsafe {
             check(libc::umount2(OLD_ROOT_C.as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
@@ -99,7 +99,7 @@ pub(crate) fn mount(step: &MountStep) -> io::Result<()> {
 
 const OLD_ROOT_C: &std::ffi::CStr = c"/.tack-old-root";
 
-/// See [`MountStep::CoverTmp`].
+/// See [`MountStep::Cover`].
 fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
@@ -121,7 +121,7 @@ fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
         flags | libc::MS_RDONLY,
         cover.layers.as_ptr().cast(),
     ) {
-        // A mount below /tmp: the mask alone.
+        // A mount below the directory: the mask alone.
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => bind(&cover.mask, &cover.view)?,
         done => done?,
     }
@@ -137,7 +137,7 @@ fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
     }
     sys_mount(
         cover.view.as_ptr(),
-        c"/tmp".as_ptr(),
+        cover.at.as_ptr(),
         none,
         libc::MS_MOVE,
         none,

@@ -15,9 +15,10 @@ use crate::probe::{Probe, user_ns_plan};
 use crate::seccomp::SetIdFiles;
 use crate::setup_error::{SetupError, c_path};
 use crate::{Confinement, landlock, places, seccomp};
+pub use tmps::SHARED_TMPS;
+pub(crate) use tmps::probe_cover;
 pub(crate) use tmps::{PrivateTmp, tmp_root};
-pub(crate) use tmps::{SYSTEM_TMP, probe_cover};
-use tmps::{ShownTmp, TmpCover, tack_roots, tmp_cover, tmp_env};
+use tmps::{ShownTmp, TmpCover, tack_roots, tmp_covers, tmp_env};
 
 mod tmps;
 
@@ -98,11 +99,6 @@ pub(crate) fn prepare(
     let roots = tack_roots(confinement);
     let writable = host_writable(confinement, &tmp, &roots)?;
     let sealed = existing(&confinement.sealed);
-    // Every command's tmp lives in the tmp root: sealed, so that no command
-    // reads another's, and so that the rules (which grant a TMPDIR outside
-    // /tmp entry by entry) do not grow with the trials running.
-    let mut sealed_or_tmp = sealed.clone();
-    sealed_or_tmp.extend(existing(&[tmp_root()]));
     let scratch = shown
         .scratch
         .as_deref()
@@ -110,20 +106,29 @@ pub(crate) fn prepare(
         .unwrap_or(tmp.path());
     let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
     let new_root = std::mem::take(&mut placed.steps);
-    let cover = tmp_cover(confinement, &writable, &roots, || tmp.stage())?;
+    let covers = tmp_covers(confinement, &writable, &roots, &tmp)?;
     let (mounts, mount_targets, shm) = mount_steps(
         confinement,
         &writable,
         new_root,
         &placed.writable_at,
-        cover.as_ref(),
+        &covers,
     )?;
-    let covered = cover.as_ref().map(|_| Path::new(SYSTEM_TMP));
+    // Every command's tmp lives in the tmp root: sealed, so that no command
+    // reads another's. A root in a covered directory is sealed by its cover,
+    // one under a tmp shown in its place is out of sight, and their parents
+    // are not listed entry by entry in the rules.
+    let covered: Vec<&Path> = covers.iter().map(TmpCover::at).collect();
+    let sealed_or_tmp: Vec<PathBuf> = (sealed.iter().cloned())
+        .chain(existing(&[tmp_root()]))
+        .filter(|root| !covered.iter().any(|dir| root.starts_with(dir)))
+        .filter(|root| !confinement.covered_by_tmp(root))
+        .collect();
     let paths = LandlockPaths {
         writable: &writable,
         sealed: &sealed_or_tmp,
         placed: &placed,
-        covered,
+        covered: &covered,
     };
     let (built, late_rules) = landlock_rules(probe, confinement, &paths, shm)?;
     let (cgroup, cgroup_procs) = pids_cgroup(probe, confinement)?;
@@ -168,10 +173,10 @@ fn host_writable(
     roots: &[PathBuf],
 ) -> Result<Vec<PathBuf>, SetupError> {
     let mut writable = Vec::new();
-    // The system tmp and tack's roots hold what is not the command's: a
+    // The shared tmps and tack's roots hold what is not the command's: a
     // writable path holding one would give it all.
-    let system_tmp = PathBuf::from(SYSTEM_TMP);
-    let others = || roots.iter().chain([&system_tmp]);
+    let shared = SHARED_TMPS.map(PathBuf::from);
+    let others = || roots.iter().chain(&shared);
     for path in confinement.writable.iter().map(PathBuf::as_path) {
         let canonical = canonical_writable(path)?;
         if let Some(holds) = others().find(|other| other.starts_with(&canonical)) {
@@ -360,8 +365,8 @@ struct LandlockPaths<'a> {
     writable: &'a [PathBuf],
     sealed: &'a [PathBuf],
     placed: &'a places::Placed,
-    /// The system tmp, when an overlay covers it ([`TmpCover`]).
-    covered: Option<&'a Path>,
+    /// The directories covered by overlays ([`TmpCover`]).
+    covered: &'a [&'a Path],
 }
 
 /// The Landlock ruleset, and the rules the child adds for mounts that only
@@ -385,7 +390,6 @@ fn landlock_rules(
         readable: &placed.host_readable,
         sealed: paths.sealed,
         rebuilt: &placed.rebuilt,
-        covered: paths.covered,
     };
     let built = landlock::build(abi, &rules, confinement.tcp_connect.as_deref())?;
     let mut late_rules = Vec::new();
@@ -407,12 +411,13 @@ fn landlock_rules(
             access: built.ptmx_access,
         });
     }
-    // The cover holds only what the command may see of the system tmp, so
-    // one rule on it stands for one per entry there (a rule costs an open
-    // and a syscall, and /tmp may hold thousands).
-    if paths.covered.is_some() {
+    // A cover holds only what the command may see of its directory, so one
+    // rule on it stands for one per entry there (a rule costs an open and a
+    // syscall, and /tmp may hold thousands). The host's rule on the
+    // directory does not reach it: Landlock skips a covered mount point.
+    for dir in paths.covered {
         late_rules.push(LateRule {
-            path: c_path(Path::new(SYSTEM_TMP))?,
+            path: c_path(dir)?,
             access: built.covered_access,
         });
     }
@@ -490,7 +495,7 @@ fn mount_steps(
     writable: &[PathBuf],
     new_root: Vec<(MountStep, String)>,
     writable_at: &[PathBuf],
-    cover: Option<&TmpCover>,
+    covers: &[TmpCover],
 ) -> Result<MountSteps, SetupError> {
     let mut steps = vec![MountStep::MakePrivate];
     let mut targets = vec!["make / private".to_string()];
@@ -498,10 +503,11 @@ fn mount_steps(
         steps.push(step);
         targets.push(target);
     }
-    if let Some(cover) = cover {
+    for cover in covers {
         steps.push(cover.step()?);
         targets.push(format!(
-            "{SYSTEM_TMP} covered, but for what the command may use"
+            "{} covered, but for what the command may use",
+            cover.at().display()
         ));
     }
     steps.push(MountStep::AllReadOnly);
@@ -511,7 +517,7 @@ fn mount_steps(
         targets.push(format!("{} writable", path.display()));
     }
     let in_sight = |path: &PathBuf| {
-        !confinement.covered_by_tmp(path) && cover.is_none_or(|cover| cover.shows(path))
+        !confinement.covered_by_tmp(path) && covers.iter().all(|cover| cover.shows(path))
     };
     for path in with_placed(confinement, existing(&confinement.read_only))
         .into_iter()

@@ -224,7 +224,7 @@ async fn a_child_that_cannot_confine_itself_says_which_step_failed() {
 }
 
 /// A socket in the system tmp (tmux's, an ssh agent's) is out of reach:
-/// the command's /tmp holds only what it may use. Elsewhere, a known gap,
+/// the command's /tmp holds only what it may use; so in /var/tmp. Elsewhere, a known gap,
 /// stated as a test: below Landlock ABI 9 nothing in the kernel stops
 /// `connect(2)` to a pathname UNIX socket that is readable (read-only
 /// mounts do not apply to sockets). With ABI 9 the ruleset handles
@@ -273,12 +273,22 @@ async fn pathname_unix_sockets_in_tmp_are_out_of_reach_and_elsewhere_below_abi_9
         "the late socket is seen: {out:?}"
     );
 
+    // The same in /var/tmp, the other tmp every user may write.
+    let var_tmp = Path::new("/var/tmp");
+    if var_tmp.is_dir() && !var_tmp.is_symlink() {
+        let in_var_tmp = tempfile::tempdir_in(var_tmp).unwrap();
+        let path = in_var_tmp.path().join("agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let out = sh(&Confinement::strict(ws.path()), ws.path(), &connect(&path)).await;
+        assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+    }
+
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = outside.path().join("daemon.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     let out = sh(&Confinement::strict(ws.path()), ws.path(), &connect(&path)).await;
     let abi = tack_sandbox::probe().landlock_abi.unwrap_or(0);
-    if abi >= 9 || path.starts_with("/tmp") {
+    if abi >= 9 || path.starts_with("/tmp") || path.starts_with(var_tmp) {
         assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
     } else {
         assert!(out.stdout.contains("CONNECTED"), "{out:?}");

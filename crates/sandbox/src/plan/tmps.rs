@@ -1,7 +1,7 @@
 //! A confined command's tmps: its private one (in [`tmp_root`], swept when
 //! a killed run left it), one shown at a path of the task's (`/tmp` for
 //! scripts written for a container), and the system tmp as it sees it:
-//! covered, but for what it may use there ([`MountStep::CoverTmp`]).
+//! covered, but for what it may use there ([`MountStep::Cover`]).
 
 use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
@@ -51,11 +51,11 @@ impl PrivateTmp {
         &self.path
     }
 
-    /// An empty directory beside the tmp, where the cover of the system tmp
-    /// is built ([`MountStep::CoverTmp`]).
-    pub(super) fn stage(&self) -> Result<PathBuf, SetupError> {
+    /// An empty directory beside the tmp, where the `n`th cover is built
+    /// ([`MountStep::Cover`]).
+    pub(super) fn stage(&self, n: usize) -> Result<PathBuf, SetupError> {
         use std::os::unix::fs::DirBuilderExt;
-        let stage = self.held.path().join("cover");
+        let stage = self.held.path().join(format!("cover-{n}"));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&stage)
@@ -153,33 +153,39 @@ pub(super) fn tmp_env(confinement: &Confinement, writable: &[PathBuf]) -> Vec<(S
 /// command that could connect to one would be outside its walls (a tmux
 /// server runs what it is sent, as its user), and Landlock does not govern
 /// connecting to a socket file before ABI 9. So a confined command sees it
-/// through a read-only overlay ([`MountStep::CoverTmp`]), where no socket
-/// answers.
+/// through a read-only overlay ([`MountStep::Cover`]), where no socket
+/// answers; [`SHARED_TMPS`] are all covered so.
 pub(crate) const SYSTEM_TMP: &str = "/tmp";
 
-/// How the system tmp is covered ([`MountStep::CoverTmp`]).
+/// The directories every user may make files in, so other programs' sockets
+/// too: the system tmp and the one that outlives a reboot.
+pub const SHARED_TMPS: [&str; 2] = [SYSTEM_TMP, "/var/tmp"];
+
+/// How a directory is covered ([`MountStep::Cover`]).
 pub(super) struct TmpCover {
+    /// The covered directory.
+    at: PathBuf,
     stage: PathBuf,
-    /// tack's roots in the system tmp (the trials' workspaces, the checks,
-    /// the private tmps), each covered by a directory of the stage holding
-    /// only the command's own paths inside.
+    /// tack's roots in it (the trials' workspaces, the checks, the private
+    /// tmps), each covered by a directory of the stage holding only the
+    /// command's own paths inside.
     sealed: Vec<PathBuf>,
-    /// The command's own paths in the system tmp, bound back as they are.
+    /// The command's own paths in it, bound back as they are.
     granted: Vec<PathBuf>,
 }
 
 impl TmpCover {
     pub(super) fn step(&self) -> Result<MountStep, SetupError> {
         let in_view = |path: &Path| {
-            let below = path.strip_prefix(SYSTEM_TMP).unwrap_or(path);
+            let below = path.strip_prefix(&self.at).unwrap_or(path);
             self.stage.join("view").join(below)
         };
         // Every place a mount goes in the view, and the way down to it, is a
         // directory of the mask, the overlay's upper layer: there whether or
-        // not the host's /tmp has it, now or later (a root another tack
+        // not the host's directory has it, now or later (a root another tack
         // makes after these walls, a file squatting a root's name).
         let in_mask = |path: &Path| {
-            let below = path.strip_prefix(SYSTEM_TMP).unwrap_or(path);
+            let below = path.strip_prefix(&self.at).unwrap_or(path);
             self.stage.join("mask").join(below)
         };
         let mut mask_dirs: Vec<CString> = Vec::new();
@@ -217,10 +223,12 @@ impl TmpCover {
             keep.push((c_path(path)?, c_path(&in_view(path))?));
         }
         let layers = format!(
-            "lowerdir={}:{SYSTEM_TMP}",
-            escape_layer(&self.stage.join("mask"))
+            "lowerdir={}:{}",
+            escape_layer(&self.stage.join("mask")),
+            escape_layer(&self.at)
         );
-        Ok(MountStep::CoverTmp(CoverSteps {
+        Ok(MountStep::Cover(CoverSteps {
+            at: c_path(&self.at)?,
             stage: c_path(&self.stage)?,
             mask: c_path(&self.stage.join("mask"))?,
             mask_dirs,
@@ -237,8 +245,13 @@ impl TmpCover {
         }))
     }
 
-    /// Whether `path` is in sight once the system tmp is covered: all of it
-    /// is, but what is inside tack's roots other than the command's own.
+    /// The covered directory.
+    pub(super) fn at(&self) -> &Path {
+        &self.at
+    }
+
+    /// Whether `path` is in sight once covered: all of the directory is,
+    /// but what is inside tack's roots other than the command's own.
     pub(super) fn shows(&self, path: &Path) -> bool {
         !self.sealed.iter().any(|root| path.starts_with(root))
             || self.granted.iter().any(|own| path.starts_with(own))
@@ -255,6 +268,7 @@ pub(crate) fn probe_cover(dir: &Path) -> Result<Option<MountStep>, SetupError> {
     let stage = dir.join("cover");
     std::fs::create_dir(&stage).map_err(SetupError::TmpDir)?;
     let cover = TmpCover {
+        at: tmp.to_path_buf(),
         stage,
         sealed: Vec::new(),
         granted: Vec::new(),
@@ -275,53 +289,86 @@ fn escape_layer(path: &Path) -> String {
     escaped
 }
 
-/// How a confined command's system tmp is covered, or `None` when it is
-/// not: a tmp of the command's own is shown there already (`tmp_at`), or it
-/// is a link. The command's own paths there (its workspace, its private
-/// tmp, what is exposed to it) are bound back; tack's `roots` there are
-/// covered but for those. (No writable path holds the system tmp:
-/// `host_writable` refuses one.)
-pub(super) fn tmp_cover(
+/// The covers of a confined command ([`TmpCover`]): of each of
+/// [`SHARED_TMPS`], and of the directory holding each of tack's `roots`
+/// found in none of them (a `TMPDIR` elsewhere), so that no socket there
+/// answers and no other trial's files are in sight. The command's own paths
+/// there (`writable`) are bound back. Not covered: a directory a placement
+/// shows something in, at or above (the cover would hide it), the tmp shown
+/// at `tmp_at` (the command's own); and nothing when the stages, in the
+/// private tmp, would be out of sight in the command's new root. (No
+/// writable path holds a covered directory: `host_writable` refuses one.)
+pub(super) fn tmp_covers(
     confinement: &Confinement,
     writable: &[PathBuf],
     roots: &[PathBuf],
-    stage: impl FnOnce() -> Result<PathBuf, SetupError>,
-) -> Result<Option<TmpCover>, SetupError> {
-    let tmp = Path::new(SYSTEM_TMP);
-    if confinement.tmp_at.is_some() || !tmp.is_dir() || tmp.is_symlink() {
-        return Ok(None);
+    tmp: &PrivateTmp,
+) -> Result<Vec<TmpCover>, SetupError> {
+    let placed_at =
+        || (confinement.placed.iter().map(|p| &p.at)).chain(confinement.tmp_at.as_ref());
+    if placed_at().any(|at| tmp.path().starts_with(at)) {
+        return Ok(Vec::new());
     }
-    let mut granted: Vec<PathBuf> = writable
-        .iter()
-        .filter(|path| path.starts_with(tmp))
-        .cloned()
+    let mut dirs: Vec<PathBuf> = (SHARED_TMPS.iter().map(PathBuf::from))
+        .filter(|dir| dir.is_dir() && !dir.is_symlink())
         .collect();
-    granted.sort();
-    // A path inside another granted one comes with it.
-    granted.dedup_by(|later, earlier| later.starts_with(&*earlier));
-    // A root not made yet is covered all the same: the mask makes its place.
-    let mut sealed: Vec<PathBuf> = (roots.iter())
-        .filter(|path| path.starts_with(tmp) && *path != tmp)
-        .cloned()
-        .collect();
-    sealed.sort();
-    sealed.dedup_by(|later, earlier| later.starts_with(&*earlier));
-    Ok(Some(TmpCover {
-        stage: stage()?,
-        sealed,
-        granted,
-    }))
+    for root in roots {
+        if dirs.iter().any(|dir| root.starts_with(dir)) {
+            continue;
+        }
+        if let Some(parent) = root.parent().filter(|p| p.parent().is_some() && p.is_dir()) {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs.sort();
+    dirs.dedup_by(|later, earlier| later.starts_with(&*earlier));
+    dirs.retain(|dir| !placed_at().any(|at| dir.starts_with(at) || at.starts_with(dir)));
+    // The stages are in the private tmp: the cover over it goes last.
+    dirs.sort_by_key(|dir| tmp.path().starts_with(dir));
+    let below = |paths: &[PathBuf], dir: &Path| {
+        let mut below: Vec<PathBuf> = (paths.iter())
+            .filter(|path| path.starts_with(dir) && *path != dir)
+            .cloned()
+            .collect();
+        below.sort();
+        // A path inside another comes with it.
+        below.dedup_by(|later, earlier| later.starts_with(&*earlier));
+        below
+    };
+    let mut covers = Vec::with_capacity(dirs.len());
+    for (n, at) in dirs.into_iter().enumerate() {
+        covers.push(TmpCover {
+            stage: tmp.stage(n)?,
+            // A root not made yet is covered all the same: the mask makes
+            // its place.
+            sealed: below(roots, &at),
+            granted: below(writable, &at),
+            at,
+        });
+    }
+    Ok(covers)
+}
+
+/// `path` made canonical, or if it is not there yet, its parent.
+fn canonical_place(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    match (path.parent().map(std::fs::canonicalize), path.file_name()) {
+        (Some(Ok(parent)), Some(name)) => parent.join(name),
+        _ => path.to_path_buf(),
+    }
 }
 
 /// tack's roots a command is kept out of, but for its own paths: the
 /// confinement's sealed directories, the private tmps' root, and that of a
 /// tack with `TMPDIR` unset; canonical where they exist, as given where
-/// they do not yet.
+/// they do not yet (their parent made canonical).
 pub(super) fn tack_roots(confinement: &Confinement) -> Vec<PathBuf> {
     let others = Path::new(SYSTEM_TMP).join(TMP_ROOT);
     (confinement.sealed.iter())
         .chain([&tmp_root(), &others])
-        .map(|path| std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
+        .map(|path| canonical_place(path))
         .collect()
 }
 
@@ -335,11 +382,48 @@ mod tests {
         assert_eq!(escape_layer(Path::new("/var/tmp/x")), "/var/tmp/x");
     }
 
+    /// The shared tmps are covered, and the directory holding a root found
+    /// in neither; the cover over the private tmp (where the stages are) is
+    /// made last; the tmp shown at `tmp_at` is not covered.
+    #[test]
+    fn covers_go_over_the_shared_tmps_and_the_directories_holding_roots() {
+        let elsewhere = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let root = elsewhere.join("tack-trials-not-made");
+        let confinement = Confinement::strict(&elsewhere).sealing([&root]);
+        let tmp = PrivateTmp::new().unwrap();
+        let writable = vec![elsewhere.join("src")];
+        let roots = tack_roots(&confinement);
+        let covers = tmp_covers(&confinement, &writable, &roots, &tmp).unwrap();
+        let at: Vec<&Path> = covers.iter().map(TmpCover::at).collect();
+        for dir in SHARED_TMPS.map(Path::new) {
+            assert_eq!(
+                at.contains(&dir),
+                dir.is_dir() && !dir.is_symlink(),
+                "{at:?}"
+            );
+        }
+        assert!(tmp.path().starts_with(at.last().unwrap()), "{at:?}");
+        let cover = covers.iter().find(|c| c.at == elsewhere).expect("a cover");
+        assert_eq!(cover.sealed, vec![root.clone()]);
+        assert_eq!(cover.granted, writable);
+        assert!(!cover.shows(&root.join("t-1")));
+
+        let shown = confinement.clone().with_tmp_at(Path::new("/tmp"), None);
+        let tmp = PrivateTmp::new().unwrap();
+        let covers = tmp_covers(&shown, &writable, &roots, &tmp).unwrap();
+        assert!(covers.iter().all(|c| !c.at.starts_with("/tmp")));
+        let placed = confinement.placing(&elsewhere, Path::new("/var/tmp/app"), true);
+        let tmp = PrivateTmp::new().unwrap();
+        let covers = tmp_covers(&placed, &writable, &roots, &tmp).unwrap();
+        assert!(covers.iter().all(|c| c.at != Path::new("/var/tmp")));
+    }
+
     /// The command's own paths under a sealed root are reached through
     /// directories made in its tmpfs; elsewhere the overlay shows the way.
     #[test]
     fn the_cover_binds_the_commands_own_paths_back() {
         let cover = TmpCover {
+            at: PathBuf::from("/tmp"),
             stage: PathBuf::from("/s"),
             sealed: vec![PathBuf::from("/tmp/ci/tack-trials")],
             granted: vec![
@@ -347,7 +431,7 @@ mod tests {
                 PathBuf::from("/tmp/project"),
             ],
         };
-        let MountStep::CoverTmp(CoverSteps {
+        let MountStep::Cover(CoverSteps {
             layers,
             mask_dirs,
             sealed,
