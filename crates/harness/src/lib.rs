@@ -351,10 +351,12 @@ impl Harness {
         let mut rounds = 0;
         let checked = loop {
             // The checks see none of the agent's processes (one left in the
-            // background could change the workspace while they run).
+            // background could change the workspace while they run), its MCP
+            // servers' included.
             if let Some(slot) = &self.session {
                 slot.close().await;
             }
+            self.mcp.stop().await;
             if let Some(watch) = &mut watch {
                 watch.before_checks(&self.workspace);
             }

@@ -153,3 +153,88 @@ async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes()
     assert_eq!(toggle.permission.as_deref(), Some("deny"), "{toggle:#?}");
     assert_eq!(server.restarts(), 1);
 }
+
+/// The checks run with none of the agent's processes: its stdio MCP
+/// servers are ended (with what they started) before each round of checks,
+/// and started again for a call in the round of feedback that follows,
+/// which is no restart.
+#[tokio::test]
+async fn mcp_servers_are_ended_before_the_checks_and_started_again_after() {
+    let Some(bin) = tack_testkit::mcp_reference_servers() else {
+        return;
+    };
+    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
+        TestGate::Run => {}
+        TestGate::Skip(why) => return eprintln!("skipped: {why}"),
+        TestGate::Fail(why) => panic!("{why}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().canonicalize().unwrap();
+    let everything = bin.join("mcp-server-everything");
+    let config = HarnessConfig {
+        feedback_rounds: 1,
+        mcp_servers: vec![McpServerConfig::stdio(
+            "everything",
+            everything.to_str().unwrap(),
+            &[],
+        )],
+        ..HarnessConfig::default()
+    };
+    let harness = Harness::assemble(HarnessSetup {
+        config,
+        workspace: workspace.clone(),
+        env: Vec::new(),
+        hidden: Vec::new(),
+        base_dir: workspace.clone(),
+        interactive: None,
+        walls: Default::default(),
+    })
+    .await
+    .unwrap();
+    let server = std::sync::Arc::clone(&harness.mcp_servers().servers()[0]);
+    let first = server.process_id().await.unwrap();
+    let echo = |id: &str| call(id, "everything__echo", serde_json::json!({"message": id}));
+    let mut model = ReplayModel::new(
+        "scripted",
+        vec![
+            answer("once", vec![echo("c1")]),
+            answer("done", vec![]),
+            answer("again", vec![echo("c2")]),
+            answer("done again", vec![]),
+        ],
+    );
+    // Fails the first time (leaving a mark), passes the second.
+    let checks = [Check::command(
+        "second time".to_string(),
+        "test -e checked || { touch checked; exit 1; }".to_string(),
+        10,
+    )];
+    let mut sink = VecSink::default();
+    let run = harness
+        .run(
+            &mut model,
+            None,
+            "use the tools",
+            &Verification::Commands(&checks),
+            &mut sink,
+        )
+        .await;
+    assert_eq!(run.outcome(), TrialOutcome::Passed, "{run:?}");
+    assert_eq!(run.feedback_rounds, 1, "{run:?}");
+    let results: Vec<_> = (sink.events.iter())
+        .filter_map(|e| match e {
+            Event::ToolCall(t) => Some((t.status, t.result.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        results.iter().all(|(status, _)| *status == SpanStatus::Ok),
+        "{results:?}"
+    );
+    assert!(results[1].1.contains("Echo: c2"), "{results:?}");
+    // Ended before the last checks too, and reaped: nothing of it is left.
+    assert_eq!(server.process_id().await, None);
+    assert!(!std::path::Path::new(&format!("/proc/{first}")).exists());
+    assert_eq!(server.restarts(), 0);
+}

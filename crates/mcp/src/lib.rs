@@ -170,6 +170,14 @@ impl McpServers {
             .collect()
     }
 
+    /// Ends every stdio server's processes before the checks
+    /// ([`McpServer::stop`]).
+    pub async fn stop(&self) {
+        for server in &self.servers {
+            server.stop().await;
+        }
+    }
+
     pub fn servers(&self) -> &[Arc<McpServer>] {
         &self.servers
     }

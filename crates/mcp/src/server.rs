@@ -1,7 +1,7 @@
 //! One server's connection: made when the harness is assembled, and again
 //! after the server died, hung or broke the protocol.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -22,8 +22,10 @@ pub struct McpServer {
     config: McpServerConfig,
     setup: McpSetup,
     live: Mutex<Option<Live>>,
-    /// Connections made after the first.
+    /// Connections made after the first, but those after [`McpServer::stop`].
     restarts: AtomicU32,
+    /// Stopped on purpose: the next connection is no restart.
+    stopped: AtomicBool,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -102,6 +104,7 @@ impl McpServer {
             setup,
             live: Mutex::new(Some(live)),
             restarts: AtomicU32::new(0),
+            stopped: AtomicBool::new(false),
         };
         Ok((server, offered))
     }
@@ -123,6 +126,22 @@ impl McpServer {
             .as_ref()
             .and_then(|live| live.process.as_ref())
             .and_then(tack_sandbox::Service::id)
+    }
+
+    /// Ends a stdio server's process (its whole group, and what it
+    /// started), waiting until it is gone, and forgets the connection: the
+    /// checks run with none of the agent's processes. A call after that (in
+    /// a round of feedback) starts it again, which is no restart. A server
+    /// reached over HTTP is not the trial's: left as it is.
+    pub async fn stop(&self) {
+        let mut live = self.live.lock().await;
+        let Some(process) = live.as_mut().and_then(|live| live.process.as_mut()) else {
+            return;
+        };
+        // Dead either way: an error only says it had already been reaped.
+        let _ = process.kill().await;
+        *live = None;
+        self.stopped.store(true, Ordering::Relaxed);
     }
 
     /// Calls one tool. A server that fails under the call is dropped and
@@ -176,7 +195,9 @@ impl McpServer {
         let generation = live.as_ref().map_or(0, |l| l.generation) + 1;
         // Kill what is left of the old one before starting another.
         *live = None;
-        self.restarts.fetch_add(1, Ordering::Relaxed);
+        if !self.stopped.swap(false, Ordering::Relaxed) {
+            self.restarts.fetch_add(1, Ordering::Relaxed);
+        }
         let started = start(&self.config, &self.setup, generation)
             .await
             .map_err(|error| {
