@@ -13,7 +13,7 @@ use tack_sandbox::{CommandOutput, CommandSpec, SandboxError};
 
 use crate::argv::command_line;
 use crate::exit::{Classify, CommandError, CommandResult, Failure};
-use crate::out::{errln, out};
+use crate::out::{errln, out, outln};
 use crate::profile_arg::ProfileArg;
 
 #[derive(Debug, Subcommand)]
@@ -37,7 +37,10 @@ words are a program and its arguments, run exactly as given (as `exec 'w1' 'w2' 
 shell that split them is not asked to split them again, so `-- bash -c 'sleep 1; touch x'` \
 hands bash one script.\n\n\
 The command's stdout and stderr are passed through; afterwards, lines reporting denied \
-operations are listed on stderr after a `[tack sandbox]` prefix.";
+operations are listed on stderr after a `[tack sandbox]` prefix. With --json, stdout carries one \
+JSON object instead: {\"profile\", \"exit_code\", \"signal\", \"timed_out\", \"exit_status\" (tack's \
+own, below), \"duration_ms\", \"stdout\", \"stderr\", \"stdout_truncated\", \"stderr_truncated\", \
+\"denials\": [lines]}.";
 
 #[derive(Debug, Args)]
 #[command(
@@ -72,6 +75,10 @@ pub struct ExecArgs {
     /// Bytes kept of each of stdout and stderr (the agent's default).
     #[arg(long, value_name = "BYTES")]
     output_limit: Option<usize>,
+    /// Print one JSON object (the command's output, how it ended, its
+    /// denials) instead of passing its output through.
+    #[arg(long)]
+    json: bool,
     /// The command, last (flags after it are its own; `--` before it is optional): one word is a
     /// shell script (`'make && ./run'`); several are a program and its arguments, run as given
     /// (`bash -c 'echo "a b"'`).
@@ -121,8 +128,13 @@ async fn exec(args: ExecArgs) -> CommandResult {
         confinement: &confinement,
     };
     let output = tack_sandbox::run(&spec).await.map_err(classify)?;
-    report(&output, timeout, spec.output_limit)?;
-    Ok(ExitCode::from(exit_status(&output)))
+    let status = exit_status(&output);
+    if args.json {
+        outln!("{}", json(&output, status))?;
+    } else {
+        report(&output, timeout, spec.output_limit)?;
+    }
+    Ok(ExitCode::from(status))
 }
 
 fn classify(error: SandboxError) -> CommandError {
@@ -151,6 +163,24 @@ fn report(output: &CommandOutput, timeout: u64, limit: usize) -> Result<(), Comm
         errln!("[tack sandbox] {note}");
     }
     Ok(())
+}
+
+/// The `--json` object: what the command printed (kept as it was, escaped
+/// by JSON), how it ended, and what was denied.
+fn json(output: &CommandOutput, status: u8) -> serde_json::Value {
+    serde_json::json!({
+        "profile": output.profile.as_str(),
+        "exit_code": output.exit_code,
+        "signal": output.signal,
+        "timed_out": output.timed_out,
+        "exit_status": status,
+        "duration_ms": u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
+        "stdout": output.stdout,
+        "stderr": output.stderr,
+        "stdout_truncated": output.stdout_truncated,
+        "stderr_truncated": output.stderr_truncated,
+        "denials": output.denials,
+    })
 }
 
 fn exit_status(output: &CommandOutput) -> u8 {

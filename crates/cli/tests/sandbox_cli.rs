@@ -410,6 +410,43 @@ fn exit_status_timeouts_and_signals_pass_through() {
     assert!(text(&out.stderr).contains("ran without kernel confinement"));
 }
 
+/// `--json`: one object on stdout, the command's output in it (control
+/// characters escaped by JSON), how it ended, and what was denied; the
+/// exit status is the same as without.
+#[test]
+fn sandbox_exec_json_says_how_the_command_ended_and_what_was_denied() {
+    if !strict_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("/etc/tack-cli-json-{}", std::process::id());
+    let script = format!("printf 'hi\\033[2J\\n'; echo oops >&2; touch {name}");
+    let out = exec(dir.path(), &["--json"], &script);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["profile"], "strict");
+    assert_eq!(json["exit_code"], 1);
+    assert_eq!(json["exit_status"], 1);
+    assert_eq!(json["signal"], Value::Null);
+    assert_eq!(json["timed_out"], false);
+    assert_eq!(json["stdout"], "hi\u{1b}[2J\n");
+    assert!(
+        json["stderr"].as_str().unwrap().starts_with("oops\n"),
+        "{json}"
+    );
+    let denials = json["denials"].as_array().unwrap();
+    assert!(
+        denials.iter().any(|d| d.as_str().unwrap().contains(&name)),
+        "{json}"
+    );
+    let out = exec(dir.path(), &["--json", "--timeout", "1"], "sleep 10");
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["timed_out"], true);
+    assert_eq!(json["exit_status"], 124);
+}
+
 #[test]
 fn hidden_directories_are_empty_inside() {
     if !strict_available() {
