@@ -333,122 +333,138 @@ pub(crate) fn spans_batch(
         })
         .map(|(seq, event)| Span { seq: *seq, event })
         .collect();
-    let usage = |get: fn(&Usage) -> u64| u64s(&rows, move |r| r.model().map(|m| get(&m.usage)));
+    let mut columns = common_columns(started, &rows);
+    columns.extend(model_columns(&rows, transcript));
+    columns.extend(tool_columns(&rows));
+    batch("spans", spans_schema(), columns)
+}
+
+/// The spans' columns every kind fills: the trial, the span and its place,
+/// its timing, status and error.
+fn common_columns(started: &TrialStarted, rows: &[Span]) -> Vec<ArrayRef> {
+    vec![
+        strings(rows, |_| Some(&started.run_id)),
+        strings(rows, |_| Some(&started.trial_id)),
+        u32s(rows, |r| Some(r.common().0)),
+        u32s(rows, |r| {
+            r.tool()
+                .map(|t| t.parent_span_id)
+                .or(r.approval().map(|a| a.parent_span_id))
+                .or(r.model().and_then(|m| m.parent_span_id))
+        }),
+        u64s(rows, |r| Some(r.seq)),
+        u32s(rows, |r| {
+            r.model()
+                .map(|m| m.step)
+                .or(r.tool().map(|t| t.step))
+                .or(r.approval().map(|a| a.step))
+        }),
+        strings(rows, |r| Some(r.common().1)),
+        strings(rows, |r| Some(r.common().2)),
+        i64s(rows, |r| Some(r.common().3)),
+        u64s(rows, |r| Some(r.common().4)),
+        strings(rows, |r| Some(r.common().5)),
+        strings(rows, |r| {
+            r.tool().and_then(|t| t.error_kind.map(|k| k.as_str()))
+        }),
+        strings(rows, |r| {
+            r.model()
+                .and_then(|m| m.error.as_deref())
+                .or(r.approval().and_then(|a| a.reason.as_deref()))
+        }),
+    ]
+}
+
+/// The model calls' columns: provider, models, usage, cost, retries and
+/// the messages sent.
+fn model_columns(rows: &[Span], transcript: &Transcript) -> Vec<ArrayRef> {
+    let usage = |get: fn(&Usage) -> u64| u64s(rows, move |r| r.model().map(|m| get(&m.usage)));
     let sent: Vec<Option<Vec<&str>>> = rows
         .iter()
         .map(|r| r.model().map(|m| transcript.sent(&m.messages, r.seq)))
         .collect();
-    batch(
-        "spans",
-        spans_schema(),
-        vec![
-            strings(&rows, |_| Some(&started.run_id)),
-            strings(&rows, |_| Some(&started.trial_id)),
-            u32s(&rows, |r| Some(r.common().0)),
-            u32s(&rows, |r| {
-                r.tool()
-                    .map(|t| t.parent_span_id)
-                    .or(r.approval().map(|a| a.parent_span_id))
-                    .or(r.model().and_then(|m| m.parent_span_id))
-            }),
-            u64s(&rows, |r| Some(r.seq)),
-            u32s(&rows, |r| {
-                r.model()
-                    .map(|m| m.step)
-                    .or(r.tool().map(|t| t.step))
-                    .or(r.approval().map(|a| a.step))
-            }),
-            strings(&rows, |r| Some(r.common().1)),
-            strings(&rows, |r| Some(r.common().2)),
-            i64s(&rows, |r| Some(r.common().3)),
-            u64s(&rows, |r| Some(r.common().4)),
-            strings(&rows, |r| Some(r.common().5)),
-            strings(&rows, |r| {
-                r.tool().and_then(|t| t.error_kind.map(|k| k.as_str()))
-            }),
-            strings(&rows, |r| {
-                r.model()
-                    .and_then(|m| m.error.as_deref())
-                    .or(r.approval().and_then(|a| a.reason.as_deref()))
-            }),
-            strings(&rows, |r| r.model().map(|m| m.provider.as_str())),
-            strings(&rows, |r| r.model().map(|m| m.request_model.as_str())),
-            strings(&rows, |r| r.model().map(|m| m.response_model.as_str())),
-            strings(&rows, |r| {
-                r.model().and_then(|m| m.finish_reason.as_deref())
-            }),
-            usage(|u| u.input_tokens),
-            usage(|u| u.output_tokens),
-            usage(|u| u.cache_read_tokens),
-            usage(|u| u.cache_write_tokens),
-            usage(|u| u.reasoning_tokens),
-            f64s(&rows, |r| r.model().and_then(|m| m.cost_usd)),
-            u32s(&rows, |r| r.model().map(|m| m.attempt)),
-            u64s(&rows, |r| r.model().map(|m| m.retry_wait_ms)),
-            u64s(&rows, |r| r.model().map(|m| m.rate_limit_wait_ms)),
-            strings(&rows, |r| r.model().and_then(|m| m.fault.as_deref())),
-            id_lists(
-                sent.iter()
-                    .map(|ids| ids.as_ref().map(|ids| ids.iter().copied())),
-            ),
-            u32s(&sent, |ids| {
-                ids.as_ref()
-                    .map(|ids| u32::try_from(ids.len()).unwrap_or(u32::MAX))
-            }),
-            strings(&rows, |r| {
-                r.tool()
-                    .map(|t| t.tool_name.as_str())
-                    .or(r.approval().map(|a| a.tool_name.as_str()))
-            }),
-            strings(&rows, |r| {
-                r.tool()
-                    .map(|t| t.call_id.as_str())
-                    .or(r.approval().map(|a| a.call_id.as_str()))
-            }),
-            strings(&rows, |r| {
-                r.tool()
-                    .map(|t| t.arguments.as_str())
-                    .or(r.approval().map(|a| a.arguments.as_str()))
-            }),
-            i32s(&rows, |r| {
-                r.tool()
-                    .and_then(|t| t.exit_code)
-                    .or(r.check().and_then(|c| c.exit_code))
-            }),
-            strings(&rows, |r| r.tool().and_then(|t| t.stdout.as_deref())),
-            strings(&rows, |r| r.tool().and_then(|t| t.stderr.as_deref())),
-            bools(&rows, |r| r.tool().map(|t| t.truncated)),
-            strings(&rows, |r| {
-                r.tool()
-                    .and_then(|t| t.permission.as_deref())
-                    .or(r.approval().map(|_| "ask"))
-            }),
-            strings(&rows, |r| {
-                r.tool()
-                    .and_then(|t| t.permission_rule.as_deref())
-                    .or(r.approval().map(|a| a.rule.as_str()))
-            }),
-            strings(&rows, |r| {
-                r.tool()
-                    .and_then(|t| t.permission_part.as_deref())
-                    .or(r.approval().map(|a| a.part.as_str()))
-            }),
-            bools(&rows, |r| r.approval().map(|a| a.approved)),
-            strings(&rows, |r| r.approval().map(|a| a.approver.as_str())),
-            strings(&rows, |r| {
-                r.tool().and_then(|t| t.sandbox_profile.as_deref())
-            }),
-            strings_owned(&rows, |r| {
-                r.tool()
-                    .filter(|t| !t.sandbox_denials.is_empty())
-                    .map(|t| t.sandbox_denials.join("\n"))
-            }),
-            strings(&rows, |r| r.check().map(|c| c.command.as_str())),
-            bools(&rows, |r| r.check().map(|c| c.passed)),
-            strings(&rows, |r| r.check().map(|c| c.output.as_str())),
-            strings(&rows, |r| r.tool().and_then(|t| t.mcp_server.as_deref())),
-        ],
-    )
+    vec![
+        strings(rows, |r| r.model().map(|m| m.provider.as_str())),
+        strings(rows, |r| r.model().map(|m| m.request_model.as_str())),
+        strings(rows, |r| r.model().map(|m| m.response_model.as_str())),
+        strings(rows, |r| r.model().and_then(|m| m.finish_reason.as_deref())),
+        usage(|u| u.input_tokens),
+        usage(|u| u.output_tokens),
+        usage(|u| u.cache_read_tokens),
+        usage(|u| u.cache_write_tokens),
+        usage(|u| u.reasoning_tokens),
+        f64s(rows, |r| r.model().and_then(|m| m.cost_usd)),
+        u32s(rows, |r| r.model().map(|m| m.attempt)),
+        u64s(rows, |r| r.model().map(|m| m.retry_wait_ms)),
+        u64s(rows, |r| r.model().map(|m| m.rate_limit_wait_ms)),
+        strings(rows, |r| r.model().and_then(|m| m.fault.as_deref())),
+        id_lists(
+            sent.iter()
+                .map(|ids| ids.as_ref().map(|ids| ids.iter().copied())),
+        ),
+        u32s(&sent, |ids| {
+            ids.as_ref()
+                .map(|ids| u32::try_from(ids.len()).unwrap_or(u32::MAX))
+        }),
+    ]
+}
+
+/// The tool calls', approvals' and checks' columns.
+fn tool_columns(rows: &[Span]) -> Vec<ArrayRef> {
+    vec![
+        strings(rows, |r| {
+            r.tool()
+                .map(|t| t.tool_name.as_str())
+                .or(r.approval().map(|a| a.tool_name.as_str()))
+        }),
+        strings(rows, |r| {
+            r.tool()
+                .map(|t| t.call_id.as_str())
+                .or(r.approval().map(|a| a.call_id.as_str()))
+        }),
+        strings(rows, |r| {
+            r.tool()
+                .map(|t| t.arguments.as_str())
+                .or(r.approval().map(|a| a.arguments.as_str()))
+        }),
+        i32s(rows, |r| {
+            r.tool()
+                .and_then(|t| t.exit_code)
+                .or(r.check().and_then(|c| c.exit_code))
+        }),
+        strings(rows, |r| r.tool().and_then(|t| t.stdout.as_deref())),
+        strings(rows, |r| r.tool().and_then(|t| t.stderr.as_deref())),
+        bools(rows, |r| r.tool().map(|t| t.truncated)),
+        strings(rows, |r| {
+            r.tool()
+                .and_then(|t| t.permission.as_deref())
+                .or(r.approval().map(|_| "ask"))
+        }),
+        strings(rows, |r| {
+            r.tool()
+                .and_then(|t| t.permission_rule.as_deref())
+                .or(r.approval().map(|a| a.rule.as_str()))
+        }),
+        strings(rows, |r| {
+            r.tool()
+                .and_then(|t| t.permission_part.as_deref())
+                .or(r.approval().map(|a| a.part.as_str()))
+        }),
+        bools(rows, |r| r.approval().map(|a| a.approved)),
+        strings(rows, |r| r.approval().map(|a| a.approver.as_str())),
+        strings(rows, |r| {
+            r.tool().and_then(|t| t.sandbox_profile.as_deref())
+        }),
+        strings_owned(rows, |r| {
+            r.tool()
+                .filter(|t| !t.sandbox_denials.is_empty())
+                .map(|t| t.sandbox_denials.join("\n"))
+        }),
+        strings(rows, |r| r.check().map(|c| c.command.as_str())),
+        bools(rows, |r| r.check().map(|c| c.passed)),
+        strings(rows, |r| r.check().map(|c| c.output.as_str())),
+        strings(rows, |r| r.tool().and_then(|t| t.mcp_server.as_deref())),
+    ]
 }
 
 /// The rows of the messages table for `entries` of `started`'s trial, each

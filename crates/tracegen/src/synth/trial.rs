@@ -76,6 +76,18 @@ fn log_normal(rng: &mut ChaCha8Rng, median: f64, sigma: f64) -> u64 {
 /// Tool output above this many bytes is cut, as the harness cuts it.
 const OUTPUT_LIMIT: usize = 16 * 1024;
 
+/// A tool call [`Builder::pick_call`] chose, before its record is shaped.
+struct PickedCall {
+    name: &'static str,
+    arguments: String,
+    stdout: String,
+    exit_code: Option<i32>,
+    /// Its typical duration.
+    median_ms: f64,
+    /// Which of the task's files it names.
+    file: usize,
+}
+
 struct Builder<'a> {
     slot: &'a TrialSlot<'a>,
     rng: &'a mut ChaCha8Rng,
@@ -105,23 +117,7 @@ pub(crate) fn trial_events(
         next_span: 1,
         clock_ms: slot.started_at_ms,
     };
-    b.events.push(Event::TrialStarted(TrialStarted {
-        run_id: slot.run_id.to_string(),
-        trial_id: tack_protocol::trial_id(
-            &slot.variant.name,
-            &slot.task.name,
-            slot.trial_index,
-            slot.attempt,
-        ),
-        variant: slot.variant.name.clone(),
-        task: slot.task.name.clone(),
-        trial_index: slot.trial_index,
-        attempt: slot.attempt,
-        seed: slot.seed,
-        model: slot.variant.model.to_string(),
-        started_at_ms: slot.started_at_ms,
-        environment: Some(tack_protocol::TrialEnvironment::Host),
-    }));
+    b.events.push(started(slot));
     if attempt == Attempt::SandboxFailure {
         b.clock_ms += log_normal(b.rng, 800.0, 0.6) as i64;
         let error = "sandbox setup failed: could not create the trial workspace: \
@@ -140,7 +136,58 @@ pub(crate) fn trial_events(
     let median = if passes { 0.8 } else { 1.15 } * mean_steps / 0.96;
     let mut steps = log_normal(b.rng, median, 0.5) as u32;
     let roll: f64 = b.rng.random();
-    let (stop, outcome, error): (StopReason, TrialOutcome, Option<&str>) = match attempt {
+    let (stop, outcome, error) = ending(attempt, roll, steps >= slot.variant.max_steps, passes);
+    steps = steps.clamp(1, slot.variant.max_steps);
+    if matches!(attempt, Attempt::ProviderDown | Attempt::Cancelled)
+        || stop == StopReason::ModelError
+    {
+        steps = b.rng.random_range(1..=steps);
+    }
+    for step in 1..=steps {
+        let answers = stop == StopReason::Completed && step == steps;
+        b.step(step, answers, outcome == TrialOutcome::Passed);
+    }
+    match stop {
+        StopReason::Completed => b.checks(outcome == TrialOutcome::Passed),
+        StopReason::ProviderUnavailable => {
+            b.failed_call(steps + 1, 1, "HTTP 503 Service Unavailable", None)
+        }
+        _ => {}
+    }
+    b.finish(stop, outcome, error)
+}
+
+/// The attempt's `TrialStarted`.
+fn started(slot: &TrialSlot<'_>) -> Event {
+    Event::TrialStarted(TrialStarted {
+        run_id: slot.run_id.to_string(),
+        trial_id: tack_protocol::trial_id(
+            &slot.variant.name,
+            &slot.task.name,
+            slot.trial_index,
+            slot.attempt,
+        ),
+        variant: slot.variant.name.clone(),
+        task: slot.task.name.clone(),
+        trial_index: slot.trial_index,
+        attempt: slot.attempt,
+        seed: slot.seed,
+        model: slot.variant.model.to_string(),
+        started_at_ms: slot.started_at_ms,
+        environment: Some(tack_protocol::TrialEnvironment::Host),
+    })
+}
+
+/// How an attempt ends, by its kind, a uniform `roll` (1% model errors,
+/// 0.1% harness errors), whether its steps reach the variant's limit, and
+/// whether it `passes`.
+fn ending(
+    attempt: Attempt,
+    roll: f64,
+    over_steps: bool,
+    passes: bool,
+) -> (StopReason, TrialOutcome, Option<&'static str>) {
+    match attempt {
         Attempt::ProviderDown => (
             StopReason::ProviderUnavailable,
             TrialOutcome::InfraError,
@@ -161,32 +208,14 @@ pub(crate) fn trial_events(
             TrialOutcome::HarnessError,
             Some("could not record the trial: the event sink refused a write"),
         ),
-        _ if steps >= slot.variant.max_steps => (StopReason::StepLimit, TrialOutcome::Limit, None),
+        _ if over_steps => (StopReason::StepLimit, TrialOutcome::Limit, None),
         _ if passes => (StopReason::Completed, TrialOutcome::Passed, None),
         _ => (
             StopReason::Completed,
             TrialOutcome::VerificationFailed,
             None,
         ),
-    };
-    steps = steps.clamp(1, slot.variant.max_steps);
-    if matches!(attempt, Attempt::ProviderDown | Attempt::Cancelled)
-        || stop == StopReason::ModelError
-    {
-        steps = b.rng.random_range(1..=steps);
     }
-    for step in 1..=steps {
-        let answers = stop == StopReason::Completed && step == steps;
-        b.step(step, answers, outcome == TrialOutcome::Passed);
-    }
-    match stop {
-        StopReason::Completed => b.checks(outcome == TrialOutcome::Passed),
-        StopReason::ProviderUnavailable => {
-            b.failed_call(steps + 1, 1, "HTTP 503 Service Unavailable", None)
-        }
-        _ => {}
-    }
-    b.finish(stop, outcome, error)
 }
 
 /// The chance that `variant` passes `task`.
@@ -388,9 +417,13 @@ impl Builder<'_> {
     }
 
     /// A tool call of `step`; `late` calls run the tests that now pass.
-    fn tool_call(&mut self, step: u32, parent: u32, call_id: &str, late: bool) -> ToolCallRecord {
+    /// Which call a step makes, by the mix of tools agents use (reads,
+    /// edits, listings, greps, runs, test runs, the last passing when
+    /// `late`), with what it prints.
+    fn pick_call(&mut self, late: bool) -> PickedCall {
         let task = self.slot.task;
-        let file = &task.files[self.rng.random_range(0..task.files.len())];
+        let file_index = self.rng.random_range(0..task.files.len());
+        let file = &task.files[file_index];
         let size = log_normal(self.rng, 250.0, 1.1) as usize;
         let roll = self.rng.random_range(0..100);
         let (name, arguments, stdout, exit_code, median_ms) = match roll {
@@ -465,6 +498,25 @@ impl Builder<'_> {
                 )
             }
         };
+        PickedCall {
+            name,
+            arguments,
+            stdout,
+            exit_code,
+            median_ms,
+            file: file_index,
+        }
+    }
+
+    fn tool_call(&mut self, step: u32, parent: u32, call_id: &str, late: bool) -> ToolCallRecord {
+        let PickedCall {
+            name,
+            arguments,
+            stdout,
+            exit_code,
+            median_ms,
+            file,
+        } = self.pick_call(late);
         let (started_at_ms, duration_ms) = self.tick(median_ms);
         let is_bash = name == "bash";
         let mut tool = ToolCallRecord {
@@ -513,7 +565,8 @@ impl Builder<'_> {
         if name == "str_replace" && self.rng.random_bool(0.1) {
             tool.status = SpanStatus::Error;
             tool.error_kind = Some(ToolErrorKind::ExecutionFailed);
-            tool.result = format!("error: no match for the old text in {}", file.0);
+            let path = &self.slot.task.files[file].0;
+            tool.result = format!("error: no match for the old text in {path}");
             return tool;
         }
         tool.result = if self.slot.variant.stdout_only || !is_bash {
