@@ -281,6 +281,19 @@ async fn pathname_unix_sockets_in_tmp_are_out_of_reach_and_elsewhere_below_abi_9
         let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         let out = sh(&Confinement::strict(ws.path()), ws.path(), &connect(&path)).await;
         assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+        // So with a tmp of its own shown at /tmp (a task written for a
+        // container), its covers staged in its new root and gone from it.
+        // (Its workspace outside /tmp, which its own tmp covers.)
+        let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let shown = Confinement::strict(ws.path()).with_tmp_at(Path::new("/tmp"), None);
+        let script = format!("{}; ls -A /", connect(&path));
+        let out = sh(&shown, ws.path(), &script).await;
+        assert!(out.exit_code.is_some(), "{out:?}");
+        assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+        assert!(
+            out.stdout.contains("usr") && !out.stdout.contains(".tack-cover"),
+            "{out:?}"
+        );
     }
 
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

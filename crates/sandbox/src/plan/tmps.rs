@@ -161,11 +161,17 @@ pub(crate) const SYSTEM_TMP: &str = "/tmp";
 /// too: the system tmp and the one that outlives a reboot.
 pub const SHARED_TMPS: [&str; 2] = [SYSTEM_TMP, "/var/tmp"];
 
+/// Where the covers are staged in a command's new root, when the private
+/// tmp is out of sight there: removed before the command starts.
+const STAGE_IN_ROOT: &str = "/.tack-cover-";
+
 /// How a directory is covered ([`MountStep::Cover`]).
 pub(super) struct TmpCover {
     /// The covered directory.
     at: PathBuf,
     stage: PathBuf,
+    /// Staged in the command's new root, so taken down once made.
+    stage_in_root: bool,
     /// tack's roots in it (the trials' workspaces, the checks, the private
     /// tmps), each covered by a directory of the stage holding only the
     /// command's own paths inside.
@@ -230,6 +236,7 @@ impl TmpCover {
         Ok(MountStep::Cover(CoverSteps {
             at: c_path(&self.at)?,
             stage: c_path(&self.stage)?,
+            take_down: self.stage_in_root,
             mask: c_path(&self.stage.join("mask"))?,
             mask_dirs,
             view: c_path(&self.stage.join("view"))?,
@@ -270,6 +277,7 @@ pub(crate) fn probe_cover(dir: &Path) -> Result<Option<MountStep>, SetupError> {
     let cover = TmpCover {
         at: tmp.to_path_buf(),
         stage,
+        stage_in_root: false,
         sealed: Vec::new(),
         granted: Vec::new(),
     };
@@ -295,8 +303,9 @@ fn escape_layer(path: &Path) -> String {
 /// answers and no other trial's files are in sight. The command's own paths
 /// there (`writable`) are bound back. Not covered: a directory a placement
 /// shows something in, at or above (the cover would hide it), the tmp shown
-/// at `tmp_at` (the command's own); and nothing when the stages, in the
-/// private tmp, would be out of sight in the command's new root. (No
+/// at `tmp_at` (the command's own). The stages are in the private tmp, or,
+/// where a placement hides it in the command's new root (a tmp shown at
+/// `/tmp`), in that root, and taken down once the covers are made. (No
 /// writable path holds a covered directory: `host_writable` refuses one.)
 pub(super) fn tmp_covers(
     confinement: &Confinement,
@@ -306,9 +315,7 @@ pub(super) fn tmp_covers(
 ) -> Result<Vec<TmpCover>, SetupError> {
     let placed_at =
         || (confinement.placed.iter().map(|p| &p.at)).chain(confinement.tmp_at.as_ref());
-    if placed_at().any(|at| tmp.path().starts_with(at)) {
-        return Ok(Vec::new());
-    }
+    let stage_in_root = placed_at().any(|at| tmp.path().starts_with(at));
     let mut dirs: Vec<PathBuf> = (SHARED_TMPS.iter().map(PathBuf::from))
         .filter(|dir| dir.is_dir() && !dir.is_symlink())
         .collect();
@@ -337,8 +344,13 @@ pub(super) fn tmp_covers(
     };
     let mut covers = Vec::with_capacity(dirs.len());
     for (n, at) in dirs.into_iter().enumerate() {
+        let stage = match stage_in_root {
+            true => PathBuf::from(format!("{STAGE_IN_ROOT}{n}")),
+            false => tmp.stage(n)?,
+        };
         covers.push(TmpCover {
-            stage: tmp.stage(n)?,
+            stage,
+            stage_in_root,
             // A root not made yet is covered all the same: the mask makes
             // its place.
             sealed: below(roots, &at),
@@ -413,6 +425,14 @@ mod tests {
         let tmp = PrivateTmp::new().unwrap();
         let covers = tmp_covers(&shown, &writable, &roots, &tmp).unwrap();
         assert!(covers.iter().all(|c| !c.at.starts_with("/tmp")));
+        // A private tmp below the shown one is out of sight in the new root:
+        // the stages are made there instead.
+        let hidden_tmp = tmp.path().starts_with("/tmp");
+        assert!(covers.iter().all(|c| c.stage_in_root == hidden_tmp));
+        assert!(
+            (covers.iter()).all(|c| c.stage.starts_with(tmp.path().parent().unwrap())
+                || c.stage.to_string_lossy().starts_with(STAGE_IN_ROOT))
+        );
         let placed = confinement.placing(&elsewhere, Path::new("/var/tmp/app"), true);
         let tmp = PrivateTmp::new().unwrap();
         let covers = tmp_covers(&placed, &writable, &roots, &tmp).unwrap();
@@ -426,6 +446,7 @@ mod tests {
         let cover = TmpCover {
             at: PathBuf::from("/tmp"),
             stage: PathBuf::from("/s"),
+            stage_in_root: false,
             sealed: vec![PathBuf::from("/tmp/ci/tack-trials")],
             granted: vec![
                 PathBuf::from("/tmp/ci/tack-trials/t-1/workspace"),
