@@ -331,6 +331,20 @@ fn resumed(
     if let Some(base_url) = &args.model.base_url {
         settings.base_url = Some(base_url.clone());
     }
+    if args.mcp.given() {
+        let servers: Vec<&str> = (settings.config.mcp_servers.iter())
+            .map(|server| server.name.as_str())
+            .collect();
+        let servers = match servers.is_empty() {
+            true => "none".to_string(),
+            false => servers.join(", "),
+        };
+        return Err(usage(format!(
+            "--mcp-config: the session in {} keeps its MCP servers ({servers}); carry it on \
+             without --mcp-config",
+            dir.display(),
+        )));
+    }
     let restored = Restored::from_events(&session_log::events(&lines));
     Ok((settings, restored, log))
 }

@@ -21,6 +21,11 @@ pub struct McpFlags {
 }
 
 impl McpFlags {
+    /// Whether any file was given.
+    pub fn given(&self) -> bool {
+        !self.mcp_config.is_empty()
+    }
+
     /// Every server of every file, checked as a suite's would be.
     pub fn servers(&self) -> Result<Vec<McpServerConfig>, CommandError> {
         tack_mcp::read_mcp_json(&self.mcp_config).map_err(|error| match error {

@@ -548,6 +548,14 @@ fn a_session_ended_by_an_outage_carries_on_where_the_server_now_is() {
     let refused = resume(&["--model", "sim"]);
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("keeps its model"));
+    let mcp_json = session.path().join("mcp.json");
+    std::fs::write(&mcp_json, r#"{"mcpServers": {}}"#).unwrap();
+    let refused = resume(&["--mcp-config", mcp_json.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("keeps its MCP servers (none)"),
+        "{refused:?}"
+    );
     let up = resume(&["--base-url", &server.base_url()]);
     assert_eq!(
         up.status.code(),
