@@ -34,22 +34,45 @@ fn answer(text: &str, calls: Vec<ToolCall>) -> (Message, FinishReason, Usage) {
     (Message::assistant(text, calls), finish, Usage::default())
 }
 
-#[tokio::test]
-async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes() {
-    let Some(bin) = tack_testkit::mcp_reference_servers() else {
-        return;
-    };
+/// The `everything` reference server where it and the strict sandbox are
+/// here; `None` (the test skips, saying why) where not.
+fn everything_server() -> Option<std::path::PathBuf> {
+    let bin = tack_testkit::mcp_reference_servers()?;
     match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
-        TestGate::Run => {}
-        TestGate::Skip(why) => return eprintln!("skipped: {why}"),
+        TestGate::Run => Some(bin.join("mcp-server-everything")),
+        TestGate::Skip(why) => {
+            eprintln!("skipped: {why}");
+            None
+        }
         TestGate::Fail(why) => panic!("{why}"),
     }
+}
+
+/// The harness a trial assembles with `config` in `workspace`.
+async fn assemble(config: HarnessConfig, workspace: &std::path::Path) -> Harness {
+    Harness::assemble(HarnessSetup {
+        config,
+        workspace: workspace.to_path_buf(),
+        env: Vec::new(),
+        hidden: Vec::new(),
+        base_dir: workspace.to_path_buf(),
+        interactive: None,
+        walls: Default::default(),
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes() {
+    let Some(everything) = everything_server() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().canonicalize().unwrap();
     // Rules that deny whatever they do not allow: the servers' annotations
     // decide (read-only tools run, the rest go to the approver, who denies).
     std::fs::write(workspace.join("rules.toml"), "fallback = \"deny\"\n").unwrap();
-    let everything = bin.join("mcp-server-everything");
     let config = HarnessConfig {
         permissions: Some("rules.toml".to_string()),
         approver: tack_protocol::ApproverConfig {
@@ -63,17 +86,7 @@ async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes()
         )],
         ..HarnessConfig::default()
     };
-    let harness = Harness::assemble(HarnessSetup {
-        config,
-        workspace: workspace.clone(),
-        env: Vec::new(),
-        hidden: Vec::new(),
-        base_dir: workspace.clone(),
-        interactive: None,
-        walls: Default::default(),
-    })
-    .await
-    .unwrap();
+    let harness = assemble(config, &workspace).await;
     let server = std::sync::Arc::clone(&harness.mcp_servers().servers()[0]);
     let pid = server.process_id().await.unwrap();
     let mut model = ReplayModel::new(
@@ -160,17 +173,11 @@ async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes()
 /// which is no restart.
 #[tokio::test]
 async fn mcp_servers_are_ended_before_the_checks_and_started_again_after() {
-    let Some(bin) = tack_testkit::mcp_reference_servers() else {
+    let Some(everything) = everything_server() else {
         return;
     };
-    match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
-        TestGate::Run => {}
-        TestGate::Skip(why) => return eprintln!("skipped: {why}"),
-        TestGate::Fail(why) => panic!("{why}"),
-    }
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().canonicalize().unwrap();
-    let everything = bin.join("mcp-server-everything");
     let config = HarnessConfig {
         feedback_rounds: 1,
         mcp_servers: vec![McpServerConfig::stdio(
@@ -180,17 +187,7 @@ async fn mcp_servers_are_ended_before_the_checks_and_started_again_after() {
         )],
         ..HarnessConfig::default()
     };
-    let harness = Harness::assemble(HarnessSetup {
-        config,
-        workspace: workspace.clone(),
-        env: Vec::new(),
-        hidden: Vec::new(),
-        base_dir: workspace.clone(),
-        interactive: None,
-        walls: Default::default(),
-    })
-    .await
-    .unwrap();
+    let harness = assemble(config, &workspace).await;
     let server = std::sync::Arc::clone(&harness.mcp_servers().servers()[0]);
     let first = server.process_id().await.unwrap();
     let echo = |id: &str| call(id, "everything__echo", serde_json::json!({"message": id}));
