@@ -294,6 +294,15 @@ async fn pathname_unix_sockets_in_tmp_are_out_of_reach_and_elsewhere_below_abi_9
             out.stdout.contains("usr") && !out.stdout.contains(".tack-cover"),
             "{out:?}"
         );
+        // So with a directory placed inside /var/tmp (a task's workdir
+        // there): it is the command's, the rest of /var/tmp still covered.
+        let at = in_var_tmp.path().join("placed");
+        let placed = Confinement::strict(ws.path()).placing(ws.path(), &at, true);
+        let script = format!("{}; touch {}/made", connect(&path), at.display());
+        let out = sh(&placed, ws.path(), &script).await;
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+        assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+        assert!(ws.path().join("made").exists(), "{out:?}");
     }
 
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

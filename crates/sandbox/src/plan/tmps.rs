@@ -301,9 +301,9 @@ fn escape_layer(path: &Path) -> String {
 /// [`SHARED_TMPS`], and of the directory holding each of tack's `roots`
 /// found in none of them (a `TMPDIR` elsewhere), so that no socket there
 /// answers and no other trial's files are in sight. The command's own paths
-/// there (`writable`) are bound back. Not covered: a directory a placement
-/// shows something in, at or above (the cover would hide it), the tmp shown
-/// at `tmp_at` (the command's own). The stages are in the private tmp, or,
+/// there (`writable`, and what is placed there) are bound back. Not
+/// covered: a directory something is placed at or above, the tmp shown at
+/// `tmp_at` included (the host's is out of sight). The stages are in the private tmp, or,
 /// where a placement hides it in the command's new root (a tmp shown at
 /// `/tmp`), in that root, and taken down once the covers are made. (No
 /// writable path holds a covered directory: `host_writable` refuses one.)
@@ -329,7 +329,12 @@ pub(super) fn tmp_covers(
     }
     dirs.sort();
     dirs.dedup_by(|later, earlier| later.starts_with(&*earlier));
-    dirs.retain(|dir| !placed_at().any(|at| dir.starts_with(at) || at.starts_with(dir)));
+    // What is placed at or above a directory hides the host's there.
+    dirs.retain(|dir| !placed_at().any(|at| dir.starts_with(at)));
+    // What is placed inside one is the command's own there, as its
+    // writable paths are: bound into the cover from where the new root
+    // shows it (the covers are made after the new root).
+    let own: Vec<PathBuf> = (writable.iter()).chain(placed_at()).cloned().collect();
     // The stages are in the private tmp: the cover over it goes last.
     dirs.sort_by_key(|dir| tmp.path().starts_with(dir));
     let below = |paths: &[PathBuf], dir: &Path| {
@@ -354,7 +359,7 @@ pub(super) fn tmp_covers(
             // A root not made yet is covered all the same: the mask makes
             // its place.
             sealed: below(roots, &at),
-            granted: below(writable, &at),
+            granted: below(&own, &at),
             at,
         });
     }
@@ -433,9 +438,17 @@ mod tests {
             (covers.iter()).all(|c| c.stage.starts_with(tmp.path().parent().unwrap())
                 || c.stage.to_string_lossy().starts_with(STAGE_IN_ROOT))
         );
-        let placed = confinement.placing(&elsewhere, Path::new("/var/tmp/app"), true);
+        // Placed inside a covered directory: bound into its cover; at or
+        // above it: the host's is out of sight, so no cover.
+        let inside = (confinement.clone()).placing(&elsewhere, Path::new("/var/tmp/app"), true);
         let tmp = PrivateTmp::new().unwrap();
-        let covers = tmp_covers(&placed, &writable, &roots, &tmp).unwrap();
+        let covers = tmp_covers(&inside, &writable, &roots, &tmp).unwrap();
+        if let Some(cover) = covers.iter().find(|c| c.at == Path::new("/var/tmp")) {
+            assert_eq!(cover.granted, vec![PathBuf::from("/var/tmp/app")]);
+        }
+        let above = confinement.placing(&elsewhere, Path::new("/var"), true);
+        let tmp = PrivateTmp::new().unwrap();
+        let covers = tmp_covers(&above, &writable, &roots, &tmp).unwrap();
         assert!(covers.iter().all(|c| c.at != Path::new("/var/tmp")));
     }
 
