@@ -35,9 +35,11 @@ pub enum SetupError {
     RootWritable(PathBuf),
     #[error(
         "`{}` holds {}: as a workspace, other programs' sockets there (a tmux server's) and other \
-         trials' files would be the command's; give a directory of its own (e.g. `mkdir {0}/work`)",
+         trials' files would be the command's; give a directory of its own (e.g. `mkdir {}`)",
         path.display(),
-        holds.display()
+        holds.display(),
+        // `/var/tmp/.` given: `/var/tmp/work`.
+        path.components().collect::<PathBuf>().join("work").display()
     )]
     WritableHoldsOthers { path: PathBuf, holds: PathBuf },
     #[error("the command's directory {}: {source}", path.display())]
