@@ -260,6 +260,42 @@ fn sockets_in_a_tmpdir_outside_the_system_tmp_do_not_answer() {
     assert_eq!(trial["outcome"], "passed", "{trial}\n{stderr}");
 }
 
+/// A directory the task places inside a covered one (here where the
+/// target directory is, /var/tmp in CI) is the trial's, and the rest of
+/// that directory is seen as it is: tack's own init, which lives there in
+/// CI, still starts the session, and the check reads what was placed.
+#[test]
+fn a_directory_placed_inside_a_covered_one_is_shown_and_the_rest_stays() {
+    if !sandbox_available() {
+        return;
+    }
+    let outside = outside_the_system_tmp();
+    let at = outside.path().join("placed");
+    let check = format!(
+        "{ADDS_UP}assert open({:?}).read() == 'placed\\n'\n",
+        at.join("info.txt").display().to_string()
+    );
+    let case = Case::new(
+        &check,
+        "[[solution.edits]]\npath = \"calc.py\"\nold = \"a - b\"\nnew = \"a + b\"\n",
+    );
+    let task = case.dir.path().join("suite/tasks/escape");
+    std::fs::create_dir(task.join("data")).unwrap();
+    std::fs::write(task.join("data/info.txt"), "placed\n").unwrap();
+    let toml = std::fs::read_to_string(task.join("task.toml"))
+        .unwrap()
+        .replace(
+            "[environment]\n",
+            &format!(
+                "[environment]\nplaces = [{{ from = \"data\", at = {:?} }}]\n",
+                at.display().to_string()
+            ),
+        );
+    std::fs::write(task.join("task.toml"), toml).unwrap();
+    let (_, trial) = case.run();
+    assert_eq!(trial["outcome"], "passed", "{trial}");
+}
+
 /// A directory outside `/tmp`, which a confined command sees covered (but
 /// for what it may use): there the walls themselves (read-only mounts,
 /// Landlock's seal) are what stop a write or a read, and what these tests

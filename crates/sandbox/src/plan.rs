@@ -106,7 +106,7 @@ pub(crate) fn prepare(
         .unwrap_or(tmp.path());
     let mut placed = places::plan(confinement, scratch, &sealed)?.unwrap_or_default();
     let new_root = std::mem::take(&mut placed.steps);
-    let covers = tmp_covers(confinement, &writable, &roots, &tmp)?;
+    let covers = tmp_covers(confinement, &writable, &roots, &tmp, !new_root.is_empty())?;
     let (mounts, mount_targets, shm) = mount_steps(
         confinement,
         &writable,
@@ -499,16 +499,19 @@ fn mount_steps(
 ) -> Result<MountSteps, SetupError> {
     let mut steps = vec![MountStep::MakePrivate];
     let mut targets = vec!["make / private".to_string()];
+    // In a new root, the covers are made while the host's root is still in
+    // sight beneath it, their overlays reading the host's directories
+    // there (see `TmpCover::lower`), before the step that lets it go.
+    let in_new_root = !new_root.is_empty();
     for (step, target) in new_root {
+        if matches!(step, MountStep::DropOldRoot) {
+            cover_steps(covers, &mut steps, &mut targets)?;
+        }
         steps.push(step);
         targets.push(target);
     }
-    for cover in covers {
-        steps.push(cover.step()?);
-        targets.push(format!(
-            "{} covered, but for what the command may use",
-            cover.at().display()
-        ));
+    if !in_new_root {
+        cover_steps(covers, &mut steps, &mut targets)?;
     }
     steps.push(MountStep::AllReadOnly);
     targets.push("/ read-only".to_string());
@@ -559,6 +562,22 @@ fn mount_steps(
         targets.push("its /dev/ptmx".to_string());
     }
     Ok((steps, targets, shm))
+}
+
+/// The steps of `covers`, each with what it is for.
+fn cover_steps(
+    covers: &[TmpCover],
+    steps: &mut Vec<MountStep>,
+    targets: &mut Vec<String>,
+) -> Result<(), SetupError> {
+    for cover in covers {
+        steps.push(cover.step()?);
+        targets.push(format!(
+            "{} covered, but for what the command may use",
+            cover.at().display()
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a confined command on the host gets terminals of its own: a

@@ -296,12 +296,22 @@ async fn pathname_unix_sockets_in_tmp_are_out_of_reach_and_elsewhere_below_abi_9
         );
         // So with a directory placed inside /var/tmp (a task's workdir
         // there): it is the command's, the rest of /var/tmp still covered.
+        // What else /var/tmp holds is still seen as it is (read through
+        // the host's, not the new root's stand-ins for it).
         let at = in_var_tmp.path().join("placed");
+        let beside = in_var_tmp.path().join("beside.txt");
+        std::fs::write(&beside, "the host's file\n").unwrap();
         let placed = Confinement::strict(ws.path()).placing(ws.path(), &at, true);
-        let script = format!("{}; touch {}/made", connect(&path), at.display());
+        let script = format!(
+            "{}; touch {}/made; cat {}",
+            connect(&path),
+            at.display(),
+            beside.display()
+        );
         let out = sh(&placed, ws.path(), &script).await;
         assert_eq!(out.exit_code, Some(0), "{out:?}");
         assert!(!out.stdout.contains("CONNECTED"), "{out:?}");
+        assert!(out.stdout.contains("the host's file"), "{out:?}");
         assert!(ws.path().join("made").exists(), "{out:?}");
     }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::Confinement;
 use crate::child::{CoverSteps, MountStep};
 use crate::held::HeldDir;
+use crate::mounts::OLD_ROOT;
 use crate::setup_error::{SetupError, c_path};
 
 /// The directory in the system tmp that holds every private tmp tack's
@@ -169,6 +170,10 @@ const STAGE_IN_ROOT: &str = "/.tack-cover-";
 pub(super) struct TmpCover {
     /// The covered directory.
     at: PathBuf,
+    /// Where overlayfs reads it: `at`, or in a new root the host's, below
+    /// the old root (the new root may rebuild it entry by entry, whose
+    /// binds an overlay does not look through, around a placement in it).
+    lower: PathBuf,
     stage: PathBuf,
     /// Staged in the command's new root, so taken down once made.
     stage_in_root: bool,
@@ -231,7 +236,7 @@ impl TmpCover {
         let layers = format!(
             "lowerdir={}:{}",
             escape_layer(&self.stage.join("mask")),
-            escape_layer(&self.at)
+            escape_layer(&self.lower)
         );
         Ok(MountStep::Cover(CoverSteps {
             at: c_path(&self.at)?,
@@ -276,6 +281,7 @@ pub(crate) fn probe_cover(dir: &Path) -> Result<Option<MountStep>, SetupError> {
     std::fs::create_dir(&stage).map_err(SetupError::TmpDir)?;
     let cover = TmpCover {
         at: tmp.to_path_buf(),
+        lower: tmp.to_path_buf(),
         stage,
         stage_in_root: false,
         sealed: Vec::new(),
@@ -312,6 +318,7 @@ pub(super) fn tmp_covers(
     writable: &[PathBuf],
     roots: &[PathBuf],
     tmp: &PrivateTmp,
+    in_new_root: bool,
 ) -> Result<Vec<TmpCover>, SetupError> {
     let placed_at =
         || (confinement.placed.iter().map(|p| &p.at)).chain(confinement.tmp_at.as_ref());
@@ -353,7 +360,12 @@ pub(super) fn tmp_covers(
             true => PathBuf::from(format!("{STAGE_IN_ROOT}{n}")),
             false => tmp.stage(n)?,
         };
+        let lower = match in_new_root {
+            true => Path::new(OLD_ROOT).join(at.strip_prefix("/").unwrap_or(&at)),
+            false => at.clone(),
+        };
         covers.push(TmpCover {
+            lower,
             stage,
             stage_in_root,
             // A root not made yet is covered all the same: the mask makes
@@ -411,7 +423,7 @@ mod tests {
         let tmp = PrivateTmp::new().unwrap();
         let writable = vec![elsewhere.join("share")];
         let roots = tack_roots(&confinement);
-        let covers = tmp_covers(&confinement, &writable, &roots, &tmp).unwrap();
+        let covers = tmp_covers(&confinement, &writable, &roots, &tmp, false).unwrap();
         let at: Vec<&Path> = covers.iter().map(TmpCover::at).collect();
         for dir in SHARED_TMPS.map(Path::new) {
             assert_eq!(
@@ -428,7 +440,7 @@ mod tests {
 
         let shown = confinement.clone().with_tmp_at(Path::new("/tmp"), None);
         let tmp = PrivateTmp::new().unwrap();
-        let covers = tmp_covers(&shown, &writable, &roots, &tmp).unwrap();
+        let covers = tmp_covers(&shown, &writable, &roots, &tmp, true).unwrap();
         assert!(covers.iter().all(|c| !c.at.starts_with("/tmp")));
         // A private tmp below the shown one is out of sight in the new root:
         // the stages are made there instead.
@@ -442,13 +454,13 @@ mod tests {
         // above it: the host's is out of sight, so no cover.
         let inside = (confinement.clone()).placing(&elsewhere, Path::new("/var/tmp/app"), true);
         let tmp = PrivateTmp::new().unwrap();
-        let covers = tmp_covers(&inside, &writable, &roots, &tmp).unwrap();
+        let covers = tmp_covers(&inside, &writable, &roots, &tmp, true).unwrap();
         if let Some(cover) = covers.iter().find(|c| c.at == Path::new("/var/tmp")) {
             assert_eq!(cover.granted, vec![PathBuf::from("/var/tmp/app")]);
         }
         let above = confinement.placing(&elsewhere, Path::new("/var"), true);
         let tmp = PrivateTmp::new().unwrap();
-        let covers = tmp_covers(&above, &writable, &roots, &tmp).unwrap();
+        let covers = tmp_covers(&above, &writable, &roots, &tmp, true).unwrap();
         assert!(covers.iter().all(|c| c.at != Path::new("/var/tmp")));
     }
 
@@ -458,6 +470,7 @@ mod tests {
     fn the_cover_binds_the_commands_own_paths_back() {
         let cover = TmpCover {
             at: PathBuf::from("/tmp"),
+            lower: PathBuf::from("/tmp"),
             stage: PathBuf::from("/s"),
             stage_in_root: false,
             sealed: vec![PathBuf::from("/tmp/ci/tack-trials")],
