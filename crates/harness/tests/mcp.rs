@@ -34,12 +34,14 @@ fn answer(text: &str, calls: Vec<ToolCall>) -> (Message, FinishReason, Usage) {
     (Message::assistant(text, calls), finish, Usage::default())
 }
 
-/// The `everything` reference server where it and the strict sandbox are
-/// here; `None` (the test skips, saying why) where not.
-fn everything_server() -> Option<std::path::PathBuf> {
+/// The `everything` reference server, as a stdio server named so, where it
+/// and the strict sandbox are here; `None` (the test skips, saying why)
+/// where not.
+fn everything_server() -> Option<McpServerConfig> {
     let bin = tack_testkit::mcp_reference_servers()?;
+    let program = bin.join("mcp-server-everything");
     match tack_sandbox::test_gate(tack_protocol::SandboxProfile::Strict) {
-        TestGate::Run => Some(bin.join("mcp-server-everything")),
+        TestGate::Run => Some(McpServerConfig::stdio("everything", program.to_str()?, &[])),
         TestGate::Skip(why) => {
             eprintln!("skipped: {why}");
             None
@@ -79,11 +81,7 @@ async fn a_server_killed_mid_trial_costs_one_tool_error_and_the_trial_finishes()
             policy: ApproverPolicy::DenyAll,
             ..Default::default()
         },
-        mcp_servers: vec![McpServerConfig::stdio(
-            "everything",
-            everything.to_str().unwrap(),
-            &[],
-        )],
+        mcp_servers: vec![everything],
         ..HarnessConfig::default()
     };
     let harness = assemble(config, &workspace).await;
@@ -180,11 +178,7 @@ async fn mcp_servers_are_ended_before_the_checks_and_started_again_after() {
     let workspace = dir.path().canonicalize().unwrap();
     let config = HarnessConfig {
         feedback_rounds: 1,
-        mcp_servers: vec![McpServerConfig::stdio(
-            "everything",
-            everything.to_str().unwrap(),
-            &[],
-        )],
+        mcp_servers: vec![everything],
         ..HarnessConfig::default()
     };
     let harness = assemble(config, &workspace).await;

@@ -18,7 +18,7 @@ use crate::{Confinement, landlock, places, seccomp};
 pub use tmps::SHARED_TMPS;
 pub(crate) use tmps::probe_cover;
 pub(crate) use tmps::{PrivateTmp, tmp_root};
-use tmps::{ShownTmp, TmpCover, tack_roots, tmp_covers, tmp_env};
+use tmps::{ShownTmp, TmpCover, cover_steps, tack_roots, tmp_covers, tmp_env};
 
 mod tmps;
 
@@ -562,22 +562,6 @@ fn mount_steps(
         targets.push("its /dev/ptmx".to_string());
     }
     Ok((steps, targets, shm))
-}
-
-/// The steps of `covers`, each with what it is for.
-fn cover_steps(
-    covers: &[TmpCover],
-    steps: &mut Vec<MountStep>,
-    targets: &mut Vec<String>,
-) -> Result<(), SetupError> {
-    for cover in covers {
-        steps.push(cover.step()?);
-        targets.push(format!(
-            "{} covered, but for what the command may use",
-            cover.at().display()
-        ));
-    }
-    Ok(())
 }
 
 /// Whether a confined command on the host gets terminals of its own: a

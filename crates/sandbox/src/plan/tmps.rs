@@ -270,6 +270,22 @@ impl TmpCover {
     }
 }
 
+/// The steps of `covers`, each with what it is for.
+pub(super) fn cover_steps(
+    covers: &[TmpCover],
+    steps: &mut Vec<MountStep>,
+    targets: &mut Vec<String>,
+) -> Result<(), SetupError> {
+    for cover in covers {
+        steps.push(cover.step()?);
+        targets.push(format!(
+            "{} covered, but for what the command may use",
+            cover.at().display()
+        ));
+    }
+    Ok(())
+}
+
 /// The cover of a command granted nothing in the system tmp, staged in
 /// `dir`, for the probe; `None` where the system tmp is not a directory.
 pub(crate) fn probe_cover(dir: &Path) -> Result<Option<MountStep>, SetupError> {
