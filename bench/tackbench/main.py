@@ -225,7 +225,7 @@ def filesystem_note(env: Env) -> str:
     """Where the trials' directories are made, whether that filesystem has
     a journal (ext4 without one checks each new inode against those deleted
     in the last minutes, which a run that makes and removes a few
-    directories per trial pays for on every one), and how crowded it is."""
+    directories per trial pays for on every one)."""
     tmp = os.path.realpath(tempfile.gettempdir())
     best = ("", "?", "?")
     with open("/proc/self/mountinfo") as f:
@@ -243,15 +243,9 @@ def filesystem_note(env: Env) -> str:
         journal = any(name.startswith(device + "-") for name in os.listdir("/proc/fs/jbd2")) \
             if os.path.isdir("/proc/fs/jbd2") else False
         kind = "ext4 with a journal" if journal else "ext4 without a journal"
-    # Counted as tack counts them for every confined command's walls.
-    doctor = json.loads(run([env.tack, "doctor", "--json"], ok_codes=(0, 1)).stdout)
-    system_tmp = doctor["system_tmp"]
-    cost = ("cost nothing each: confined commands see /tmp through a read-only overlay"
-            if system_tmp["each_entry"] == "nothing"
-            else f"are {system_tmp['each_entry']} each in every trial's session and check")
     return (f"the trials' workspaces, private tmps and checks' copies are made in {tmp} "
-            f"({kind}, {source} on {point}); its {system_tmp['entries']} entries {cost} "
-            "(`tack doctor`)")
+            f"({kind}, {source} on {point}); confined commands see it through a read-only "
+            "overlay, whatever it holds")
 
 
 def section_sandbox(env: Env, lines: list[str]) -> None:
