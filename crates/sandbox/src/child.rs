@@ -144,15 +144,11 @@ pub(crate) enum MountStep {
 /// below the directory, locked in the command's user namespace, makes
 /// overlayfs refuse it as a layer), the mask alone is the view: the
 /// directory then shows the command's own paths and nothing else. Every
-/// path is made before the fork, but a stage in the command's new root.
+/// path is made before the fork.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CoverSteps {
     pub at: CString,
     pub stage: CString,
-    /// The stage is in the command's new root (made here, not before the
-    /// fork): unmounted and removed once the view is in place.
-    #[serde(default)]
-    pub take_down: bool,
     pub mask: CString,
     pub mask_dirs: Vec<CString>,
     pub view: CString,

@@ -211,7 +211,7 @@ fn own_dir(dir: &Path, like: &Path) -> Result<(), SetupError> {
 
 /// Binds `host` (beneath the old root) at `at` in the image.
 fn graft(at: &Path, host: &Path, node: Node, optional: bool) -> Result<MountStep, SetupError> {
-    let source = Path::new(OLD_ROOT).join(host.strip_prefix("/").unwrap_or(host));
+    let source = crate::mounts::below_old_root(host);
     Ok(MountStep::Graft {
         target: c_path(at)?,
         node,

@@ -13,6 +13,11 @@ use crate::child::{CoverSteps, MountStep, Node, check};
 /// [`MountStep::NewRoot`]); removed before the command runs.
 pub(crate) const OLD_ROOT: &str = "/.tack-old-root";
 
+/// Where a host path is, in a new root, while the host's root is beneath it.
+pub(crate) fn below_old_root(host: &std::path::Path) -> std::path::PathBuf {
+    std::path::Path::new(OLD_ROOT).join(host.strip_prefix("/").unwrap_or(host))
+}
+
 /// The `mount_setattr` flag the libc crate does not name.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 
@@ -103,9 +108,6 @@ const OLD_ROOT_C: &std::ffi::CStr = c"/.tack-old-root";
 fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
-    if cover.take_down {
-        make(&cover.stage, &Node::Dir)?;
-    }
     tmpfs(&cover.stage, flags, c"size=1m,mode=0755")?;
     make(&cover.mask, &Node::Dir)?;
     for dir in &cover.mask_dirs {
@@ -144,16 +146,7 @@ fn cover_tmp(cover: &CoverSteps) -> io::Result<()> {
         none,
         libc::MS_MOVE,
         none,
-    )?;
-    // The overlay holds its mask, and each bind its directory, without it.
-    if cover.take_down {
-        // SAFETY: umount2 and rmdir read a NUL-terminated path.
-        unsafe {
-            check(libc::umount2(cover.stage.as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
-            check(libc::rmdir(cover.stage.as_ptr()) as libc::c_long)?;
-        }
-    }
-    Ok(())
+    )
 }
 
 /// The tmpfs becomes the root; the host's root moves beneath it. Its mode

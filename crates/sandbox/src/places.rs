@@ -194,11 +194,7 @@ fn graft(
     optional: bool,
 ) -> Result<MountStep, SetupError> {
     let source = match source {
-        Some(source) => {
-            let mut beneath = PathBuf::from(OLD_ROOT);
-            beneath.push(source.strip_prefix("/").unwrap_or(source));
-            Some(c_path(&beneath)?)
-        }
+        Some(source) => Some(c_path(&crate::mounts::below_old_root(source))?),
         None => None,
     };
     Ok(MountStep::Graft {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::Confinement;
 use crate::child::{CoverSteps, MountStep};
 use crate::held::HeldDir;
-use crate::mounts::OLD_ROOT;
+use crate::mounts::below_old_root;
 use crate::setup_error::{SetupError, c_path};
 
 /// The directory in the system tmp that holds every private tmp tack's
@@ -162,10 +162,6 @@ pub(crate) const SYSTEM_TMP: &str = "/tmp";
 /// too: the system tmp and the one that outlives a reboot.
 pub const SHARED_TMPS: [&str; 2] = [SYSTEM_TMP, "/var/tmp"];
 
-/// Where the covers are staged in a command's new root, when the private
-/// tmp is out of sight there: removed before the command starts.
-const STAGE_IN_ROOT: &str = "/.tack-cover-";
-
 /// How a directory is covered ([`MountStep::Cover`]).
 pub(super) struct TmpCover {
     /// The covered directory.
@@ -174,9 +170,9 @@ pub(super) struct TmpCover {
     /// the old root (the new root may rebuild it entry by entry, whose
     /// binds an overlay does not look through, around a placement in it).
     lower: PathBuf,
+    /// Where it is built: a directory of the private tmp, in a new root
+    /// reached below the old root too (a tmp shown at `/tmp` hides it).
     stage: PathBuf,
-    /// Staged in the command's new root, so taken down once made.
-    stage_in_root: bool,
     /// tack's roots in it (the trials' workspaces, the checks, the private
     /// tmps), each covered by a directory of the stage holding only the
     /// command's own paths inside.
@@ -241,7 +237,6 @@ impl TmpCover {
         Ok(MountStep::Cover(CoverSteps {
             at: c_path(&self.at)?,
             stage: c_path(&self.stage)?,
-            take_down: self.stage_in_root,
             mask: c_path(&self.stage.join("mask"))?,
             mask_dirs,
             view: c_path(&self.stage.join("view"))?,
@@ -299,7 +294,6 @@ pub(crate) fn probe_cover(dir: &Path) -> Result<Option<MountStep>, SetupError> {
         at: tmp.to_path_buf(),
         lower: tmp.to_path_buf(),
         stage,
-        stage_in_root: false,
         sealed: Vec::new(),
         granted: Vec::new(),
     };
@@ -325,10 +319,10 @@ fn escape_layer(path: &Path) -> String {
 /// answers and no other trial's files are in sight. The command's own paths
 /// there (`writable`, and what is placed there) are bound back. Not
 /// covered: a directory something is placed at or above, the tmp shown at
-/// `tmp_at` included (the host's is out of sight). The stages are in the private tmp, or,
-/// where a placement hides it in the command's new root (a tmp shown at
-/// `/tmp`), in that root, and taken down once the covers are made. (No
-/// writable path holds a covered directory: `host_writable` refuses one.)
+/// `tmp_at` included (the host's is out of sight). In a new root the covers
+/// are made while the host's root is beneath it, and read the host's
+/// directories and their stages there. (No writable path holds a covered
+/// directory: `host_writable` refuses one.)
 pub(super) fn tmp_covers(
     confinement: &Confinement,
     writable: &[PathBuf],
@@ -338,7 +332,6 @@ pub(super) fn tmp_covers(
 ) -> Result<Vec<TmpCover>, SetupError> {
     let placed_at =
         || (confinement.placed.iter().map(|p| &p.at)).chain(confinement.tmp_at.as_ref());
-    let stage_in_root = placed_at().any(|at| tmp.path().starts_with(at));
     let mut dirs: Vec<PathBuf> = (SHARED_TMPS.iter().map(PathBuf::from))
         .filter(|dir| dir.is_dir() && !dir.is_symlink())
         .collect();
@@ -356,9 +349,10 @@ pub(super) fn tmp_covers(
     dirs.retain(|dir| !placed_at().any(|at| dir.starts_with(at)));
     // What is placed inside one is the command's own there, as its
     // writable paths are: bound into the cover from where the new root
-    // shows it (the covers are made after the new root).
+    // shows it (the covers are made once it is built).
     let own: Vec<PathBuf> = (writable.iter()).chain(placed_at()).cloned().collect();
-    // The stages are in the private tmp: the cover over it goes last.
+    // The stages are in the private tmp: the cover over it goes last (in a
+    // new root they are reached below the old root, which no cover hides).
     dirs.sort_by_key(|dir| tmp.path().starts_with(dir));
     let below = |paths: &[PathBuf], dir: &Path| {
         let mut below: Vec<PathBuf> = (paths.iter())
@@ -372,18 +366,13 @@ pub(super) fn tmp_covers(
     };
     let mut covers = Vec::with_capacity(dirs.len());
     for (n, at) in dirs.into_iter().enumerate() {
-        let stage = match stage_in_root {
-            true => PathBuf::from(format!("{STAGE_IN_ROOT}{n}")),
-            false => tmp.stage(n)?,
-        };
-        let lower = match in_new_root {
-            true => Path::new(OLD_ROOT).join(at.strip_prefix("/").unwrap_or(&at)),
-            false => at.clone(),
+        let (stage, lower) = match in_new_root {
+            true => (below_old_root(&tmp.stage(n)?), below_old_root(&at)),
+            false => (tmp.stage(n)?, at.clone()),
         };
         covers.push(TmpCover {
             lower,
             stage,
-            stage_in_root,
             // A root not made yet is covered all the same: the mask makes
             // its place.
             sealed: below(roots, &at),
@@ -458,14 +447,14 @@ mod tests {
         let tmp = PrivateTmp::new().unwrap();
         let covers = tmp_covers(&shown, &writable, &roots, &tmp, true).unwrap();
         assert!(covers.iter().all(|c| !c.at.starts_with("/tmp")));
-        // A private tmp below the shown one is out of sight in the new root:
-        // the stages are made there instead.
-        let hidden_tmp = tmp.path().starts_with("/tmp");
-        assert!(covers.iter().all(|c| c.stage_in_root == hidden_tmp));
+        // In the new root, the stages and the directories read are the
+        // host's, below the old root (the shown tmp hides the private one).
+        let stages = below_old_root(tmp.path().parent().unwrap());
         assert!(
-            (covers.iter()).all(|c| c.stage.starts_with(tmp.path().parent().unwrap())
-                || c.stage.to_string_lossy().starts_with(STAGE_IN_ROOT))
+            covers.iter().all(|c| c.stage.starts_with(&stages)),
+            "{stages:?}"
         );
+        assert!(covers.iter().all(|c| c.lower == below_old_root(&c.at)));
         // Placed inside a covered directory: bound into its cover; at or
         // above it: the host's is out of sight, so no cover.
         let inside = (confinement.clone()).placing(&elsewhere, Path::new("/var/tmp/app"), true);
@@ -488,7 +477,6 @@ mod tests {
             at: PathBuf::from("/tmp"),
             lower: PathBuf::from("/tmp"),
             stage: PathBuf::from("/s"),
-            stage_in_root: false,
             sealed: vec![PathBuf::from("/tmp/ci/tack-trials")],
             granted: vec![
                 PathBuf::from("/tmp/ci/tack-trials/t-1/workspace"),
